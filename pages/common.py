@@ -1,0 +1,152 @@
+"""What every page shares: the chosen checkpoint, cached reads, and the one error renderer.
+
+Pages stay thin: widgets -> a cached read from ``spark_io`` -> an ``analysis`` function ->
+a chart -> render. Errors from any of those are ``StateLensError``s and are shown here,
+by ``guard()``, as one ``st.error`` with a title and a message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import streamlit as st
+
+from spark_io import checkpoint, state_reader
+from spark_io.checkpoint import CheckpointInfo
+from spark_io.errors import StateLensError
+from spark_io.state_reader import StateSource
+from spark_io.workspace import TableSpec, Workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))
+CHECKPOINT_KEY = "checkpoint"
+log = logging.getLogger("statelens")
+
+
+def sample_checkpoints() -> dict[str, str]:
+    """Bundled samples: name -> path."""
+    if not SAMPLES_DIR.is_dir():
+        return {}
+    return {p.name: str(p) for p in sorted(SAMPLES_DIR.iterdir()) if (p / "offsets").is_dir()}
+
+
+def default_checkpoint() -> str:
+    samples = sample_checkpoints()
+    return samples.get("join_hdfs") or next(iter(samples.values()), "")
+
+
+def current_path() -> str:
+    return str(st.session_state.get(CHECKPOINT_KEY, "")).strip()
+
+
+@contextlib.contextmanager
+def guard() -> Iterator[None]:
+    """Show any failure inside as one st.error, never as a traceback; the page goes on."""
+    try:
+        yield
+    except StateLensError as e:
+        st.error(f"**{e.title}.** {e.message}")
+    except Exception as e:  # a bug: say so plainly, keep the app alive, log the details
+        log.exception("unexpected error")
+        st.error(f"**Unexpected error.** {type(e).__name__}: {str(e)[:300]}. The app keeps running; please report this.")
+
+
+def fingerprint(path: str) -> tuple[int, int]:
+    """Changes when the checkpoint commits a new batch: the key for cached reads."""
+    root = Path(path)
+    out = []
+    for d in ("offsets", "commits"):
+        try:
+            out.append(os.stat(root / d).st_mtime_ns)
+        except OSError:
+            out.append(0)
+    return out[0], out[1]
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _info(path: str, _fp: tuple[int, int]) -> CheckpointInfo:
+    return checkpoint.read_checkpoint(path)
+
+
+def checkpoint_info() -> CheckpointInfo | None:
+    """The chosen checkpoint's log facts (no JVM); shows the error and returns None if unusable."""
+    path = current_path()
+    if not path:
+        st.info("Choose a checkpoint in the sidebar: type its path or pick a bundled sample.")
+        return None
+    with guard():
+        checkpoint.resolve_checkpoint(path)
+        return _info(path, fingerprint(path))
+    return None
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _state(path: str, source: StateSource, batch: int | None, _fp: tuple[int, int]) -> tuple[pa.Table, int]:
+    return state_reader.read_state(path, source, batch)
+
+
+def read_state_cached(path: str, source: StateSource, batch: int | None) -> tuple[pa.Table, int]:
+    """State rows shared by every browser session until the checkpoint commits again."""
+    return _state(path, source, batch, fingerprint(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _changes(path: str, source: StateSource, end: int, _fp: tuple[int, int]) -> tuple[pa.Table, int, int]:
+    return state_reader.read_changes(path, source, end=end)
+
+
+def read_changes_cached(path: str, source: StateSource, end: int) -> tuple[pa.Table, int, int]:
+    return _changes(path, source, end, fingerprint(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _state_metadata(path: str, _fp: tuple[int, int]) -> pa.Table:
+    return state_reader.read_state_metadata(path)
+
+
+def read_state_metadata_cached(path: str) -> pa.Table:
+    return _state_metadata(path, fingerprint(path))
+
+
+def _cached_loader(info: CheckpointInfo, spec: TableSpec, batch: int) -> tuple[pa.Table, str]:
+    if spec.changes:
+        table, start, end = read_changes_cached(info.path, spec.source, batch)
+        return table, f"{start}–{end}"
+    table, b = read_state_cached(info.path, spec.source, batch)
+    return table, str(b)
+
+
+def workspace(path: str, batch: int | None) -> Workspace:
+    """This browser session's DuckDB workspace for (checkpoint, batch); tables come from the shared cache."""
+    key = (path, batch, fingerprint(path))
+    ws = st.session_state.get("_workspace")
+    if ws is None or st.session_state.get("_workspace_key") != key:
+        if ws is not None:
+            ws.close()
+        ws = Workspace(path, batch, loader=_cached_loader)
+        st.session_state["_workspace"] = ws
+        st.session_state["_workspace_key"] = key
+    return ws
+
+
+def source_label(source: StateSource) -> str:
+    if source.join_side:
+        return f"join side: {source.join_side}"
+    if source.state_var:
+        return f"state variable: {source.state_var}"
+    return f"store: {source.store_name}"
+
+
+def operator_label(info: CheckpointInfo, operator_id: int) -> str:
+    op = info.operator(operator_id)
+    return f"{operator_id}: {op.operator_name}" if op else str(operator_id)
+
+
+def arrow_for_display(table: pa.Table) -> pa.Table:
+    """Streamlit's grid shows structs as text; keep Arrow so large tables stream lazily."""
+    return table

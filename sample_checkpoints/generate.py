@@ -1,0 +1,593 @@
+"""Generate the bundled sample checkpoints by running real Structured Streaming queries.
+
+Every scenario writes deterministic JSON input files (one file per micro-batch, with
+explicit modification times because the file source orders files by mtime), runs its
+query on local Spark with ``Trigger.AvailableNow`` and ``maxFilesPerTrigger=1`` (so input
+file *i* is micro-batch *i*), and leaves behind:
+
+* ``sample_checkpoints/<scenario>/``          the checkpoint (what State Lens opens)
+* ``sample_checkpoints/outputs/<scenario>.json`` the rows the query emitted (ground truth
+  for tests: which orders really joined, which windows were emitted ...)
+
+Usage::
+
+    python sample_checkpoints/generate.py            # every scenario
+    python sample_checkpoints/generate.py join_hdfs  # only some
+
+Batch timestamps are wall clock, everything else (keys, event times, watermarks,
+batch boundaries) is the same on every run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OUTPUTS = HERE / "outputs"
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+Rows = list[dict[str, Any]]
+
+
+def ts(minutes: float = 0, seconds: float = 0) -> str:
+    return (T0 + dt.timedelta(minutes=minutes, seconds=seconds)).isoformat()
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    schemas: dict[str, str]  # source name -> DDL schema
+    batches: list[dict[str, Rows]]  # per micro-batch: source name -> rows
+    build: Callable[[Any, dict[str, Any]], Any]  # (spark, {source: streaming df}) -> df
+    output_mode: str = "append"
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def orders_payments_batches(n_batches: int = 16, per_batch: int = 10) -> list[dict[str, Rows]]:
+    """The orders / payments streams of the State Reader blog, as files.
+
+    Order ``n`` is placed in batch ``n // per_batch`` at minute ``batch`` (+5 s per order).
+    Its payment depends on ``n % 10``:
+
+    0  payment for ``missing-n``: an order that never exists
+    1  payment for ``ord-(n+5)``: points to another order (that order gets two payments)
+    2  payment for ``ord-(n+10)``, i.e. it arrives one batch before its order
+    3  payment 8 minutes *before* the order: behind the watermark, dropped as late data
+    4  payment 8 minutes *after* the order: both sides in state, time condition fails
+    5  payment for ``ORD-n``: a malformed key (upper case), a near miss
+    7  the order is cancelled and filtered out upstream; only its payment reaches the join
+    9  the order is sent twice (two rows for one key: index 0 and 1)
+    6, 8  normal: they match
+    """
+    batches = []
+    for b in range(n_batches):
+        orders: Rows = []
+        payments: Rows = []
+        for i in range(per_batch):
+            n = b * per_batch + i
+            t = ts(b, 5 * i)
+            order = {
+                "order_id": f"ord-{n}",
+                "customer_id": f"cust-{n % 5}",
+                "amount": round(10 + (n * 7.3) % 90, 2),
+                "status": "cancelled" if n % 10 == 7 else "placed",
+                "order_time": t,
+            }
+            orders.append(order)
+            if n % 10 == 9:
+                orders.append(dict(order, amount=order["amount"] + 1))
+            case = n % 10
+            pay_order, pay_time = f"ord-{n}", t
+            if case == 0:
+                pay_order = f"missing-{n}"
+            elif case == 1:
+                pay_order = f"ord-{n + 5}"
+            elif case == 2:
+                pay_order = f"ord-{n + 10}"
+            elif case == 3:
+                pay_time = ts(b - 8, 5 * i)
+            elif case == 4:
+                pay_time = ts(b + 8, 5 * i)
+            elif case == 5:
+                pay_order = f"ORD-{n}"
+            payments.append(
+                {
+                    "payment_id": f"pmt-{n}",
+                    "order_id": pay_order,
+                    "payment_amount": round(10 + (n * 3.1) % 90, 2),
+                    "payment_time": pay_time,
+                }
+            )
+        batches.append({"orders": orders, "payments": payments})
+    return batches
+
+
+ORDERS = "order_id STRING, customer_id STRING, amount DOUBLE, status STRING, order_time TIMESTAMP"
+PAYMENTS = "payment_id STRING, order_id STRING, payment_amount DOUBLE, payment_time TIMESTAMP"
+EVENTS = "event_id STRING, user_id STRING, kind STRING, value BIGINT, event_time TIMESTAMP"
+
+
+def orders_payments_join(_spark: Any, s: dict[str, Any]) -> Any:
+    from pyspark.sql.functions import col, expr
+
+    orders = s["orders"].where(col("status") != "cancelled").withWatermark("order_time", "2 minutes")
+    payments = s["payments"].withWatermark("payment_time", "2 minutes")
+    joined = orders.alias("o").join(
+        payments.alias("p"),
+        expr(
+            "o.order_id = p.order_id AND "
+            "o.order_time >= p.payment_time - INTERVAL 5 MINUTES AND "
+            "o.order_time <= p.payment_time + INTERVAL 5 MINUTES"
+        ),
+        "inner",
+    )
+    return joined.select("o.*", "p.payment_id", "p.payment_amount", "p.payment_time")
+
+
+def event_batches(
+    n_batches: int,
+    per_batch: int,
+    minutes_per_batch: float,
+    users: int = 5,
+    id_fn: Callable[[int, int, int], str] | None = None,
+    time_fn: Callable[[int, int], str] | None = None,
+) -> list[dict[str, Rows]]:
+    out = []
+    kinds = ["click", "view", "buy"]
+    for b in range(n_batches):
+        rows = []
+        for i in range(per_batch):
+            n = b * per_batch + i
+            rows.append(
+                {
+                    "event_id": id_fn(b, i, n) if id_fn else f"ev-{n}",
+                    "user_id": f"user-{n % users}",
+                    "kind": kinds[n % 3],
+                    "value": n % 7 + 1,
+                    "event_time": time_fn(b, i) if time_fn else ts(b * minutes_per_batch, 7 * i),
+                }
+            )
+        out.append({"events": rows})
+    return out
+
+
+def dedup_ids(b: int, i: int, n: int) -> str:
+    # every third event repeats an id of the previous batch: a duplicate to drop
+    return f"ev-{n - 10}" if b > 0 and i % 3 == 0 else f"ev-{n}"
+
+
+def session_batches() -> list[dict[str, Rows]]:
+    """Users with bursts of activity separated by idle gaps longer or shorter than 15 min."""
+    out = []
+    for b in range(12):
+        rows = []
+        for u in range(4):
+            # user-0 is always active (one long session); user-1 pauses 20 min every 4 batches;
+            # user-2 shows up every 3rd batch only (new session each time); user-3 only early.
+            active = {0: True, 1: b % 4 != 3, 2: b % 3 == 0, 3: b < 3}[u]
+            if not active:
+                continue
+            for k in range(2):
+                rows.append(
+                    {
+                        "event_id": f"ev-{b}-{u}-{k}",
+                        "user_id": f"user-{u}",
+                        "kind": "view",
+                        "value": 1,
+                        "event_time": ts(b * 10 + k * 3 + u),
+                    }
+                )
+        out.append({"events": rows})
+    return out
+
+
+def hot_key_batches() -> list[dict[str, Rows]]:
+    """One join key ('hot') holds most of the left state; 40 other keys hold one row each."""
+    out = []
+    for b in range(6):
+        left = [{"k": "hot", "v": f"l-{b}-{i}", "t": ts(b)} for i in range(250)]
+        left += [{"k": f"key-{b * 8 + i}", "v": f"l-{b}-c{i}", "t": ts(b)} for i in range(8)]
+        right = [{"k": f"key-{b * 8 + i}", "v": f"r-{b}-{i}", "t": ts(b)} for i in range(0, 8, 2)]
+        if b == 0:
+            right.append({"k": "hot", "v": "r-hot", "t": ts(b)})
+        out.append({"left": left, "right": right})
+    return out
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def windowed_agg(_spark: Any, s: dict[str, Any]) -> Any:
+    from pyspark.sql.functions import col, count, window
+    from pyspark.sql.functions import sum as sum_
+
+    return (
+        s["events"]
+        .withWatermark("event_time", "10 minutes")
+        .groupBy(window(col("event_time"), "5 minutes"), col("user_id"))
+        .agg(count("*").alias("events"), sum_("value").alias("total_value"))
+    )
+
+
+def dedup(_spark: Any, s: dict[str, Any]) -> Any:
+    return s["events"].withWatermark("event_time", "10 minutes").dropDuplicates(["event_id", "event_time"])
+
+
+def dedup_within_watermark(_spark: Any, s: dict[str, Any]) -> Any:
+    return s["events"].withWatermark("event_time", "10 minutes").dropDuplicatesWithinWatermark(["event_id"])
+
+
+def session_windows(_spark: Any, s: dict[str, Any]) -> Any:
+    from pyspark.sql.functions import col, count, session_window
+
+    return (
+        s["events"]
+        .withWatermark("event_time", "30 minutes")
+        .groupBy(col("user_id"), session_window(col("event_time"), "15 minutes"))
+        .agg(count("*").alias("events"))
+    )
+
+
+def apply_in_pandas_with_state(_spark: Any, s: dict[str, Any]) -> Any:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def count_user(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        import pandas as pd
+
+        if state.hasTimedOut:
+            (count, last_ms) = state.get
+            state.remove()
+            yield pd.DataFrame({"user_id": [key[0]], "events": [count], "status": ["expired"]})
+            return
+        count, last_ms = state.get if state.exists else (0, 0)
+        for pdf in pdfs:
+            count += len(pdf)
+            last_ms = max(last_ms, int(pdf["event_time"].max().timestamp() * 1000))
+        state.update((count, last_ms))
+        # expire a user 10 minutes (event time) after their last event
+        state.setTimeoutTimestamp(last_ms + 10 * 60 * 1000)
+        yield pd.DataFrame({"user_id": [key[0]], "events": [count], "status": ["active"]})
+
+    return (
+        s["events"]
+        .withWatermark("event_time", "5 minutes")
+        .groupBy("user_id")
+        .applyInPandasWithState(
+            count_user,
+            outputStructType="user_id STRING, events LONG, status STRING",
+            stateStructType="events LONG, last_event_ms LONG",
+            outputMode="update",
+            timeoutConf=GroupStateTimeout.EventTimeTimeout,
+        )
+    )
+
+
+def transform_with_state(_spark: Any, s: dict[str, Any]) -> Any:
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class UserActivity(StatefulProcessor):
+        """Per user: a value state (event count), a list state (last events), a map state
+        (count per kind) and an event-time timer 15 minutes after the last event."""
+
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.handle = handle
+            self.count = handle.getValueState("count", StructType([StructField("n", LongType())]))
+            self.recent = handle.getListState(
+                "recent", StructType([StructField("event_id", StringType()), StructField("ms", LongType())])
+            )
+            self.per_kind = handle.getMapState(
+                "per_kind", StructType([StructField("kind", StringType())]), StructType([StructField("n", LongType())])
+            )
+
+        def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+            n = self.count.get()[0] if self.count.exists() else 0
+            last_ms = 0
+            for pdf in rows:
+                n += len(pdf)
+                for event_id, kind, t in zip(pdf["event_id"], pdf["kind"], pdf["event_time"], strict=True):
+                    ms = int(pd.Timestamp(t).timestamp() * 1000)
+                    last_ms = max(last_ms, ms)
+                    self.recent.appendValue((event_id, ms))
+                    prev = self.per_kind.getValue((kind,))[0] if self.per_kind.containsKey((kind,)) else 0
+                    self.per_kind.updateValue((kind,), (prev + 1,))
+            self.count.update((n,))
+            for old in self.handle.listTimers():
+                self.handle.deleteTimer(old)
+            self.handle.registerTimer(last_ms + 15 * 60 * 1000)
+            yield pd.DataFrame({"user_id": [key[0]], "events": [n], "status": ["active"]})
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
+            n = self.count.get()[0] if self.count.exists() else 0
+            self.count.clear()
+            self.recent.clear()
+            self.per_kind.clear()
+            yield pd.DataFrame({"user_id": [key[0]], "events": [n], "status": ["expired"]})
+
+        def close(self) -> None:
+            pass
+
+    return (
+        s["events"]
+        .withWatermark("event_time", "5 minutes")
+        .groupBy("user_id")
+        .transformWithStateInPandas(
+            statefulProcessor=UserActivity(),
+            outputStructType="user_id STRING, events LONG, status STRING",
+            outputMode="Update",
+            timeMode="EventTime",
+        )
+    )
+
+
+def chained_join_agg(spark: Any, s: dict[str, Any]) -> Any:
+    from pyspark.sql.functions import col, count, window
+    from pyspark.sql.functions import sum as sum_
+
+    joined = orders_payments_join(spark, s)
+    return (
+        joined.groupBy(window(col("order_time"), "5 minutes"), col("customer_id"))
+        .agg(count("*").alias("paid_orders"), sum_("payment_amount").alias("paid"))
+    )
+
+
+def unbounded_agg(_spark: Any, s: dict[str, Any]) -> Any:
+    # no watermark, and every batch brings keys never seen before: state only grows
+    return s["events"].groupBy("event_id").count()
+
+
+def hot_key_join(_spark: Any, s: dict[str, Any]) -> Any:
+    left = s["left"].alias("l")
+    right = s["right"].alias("r")
+    return left.join(right, "k").select("k", "l.v", "r.v")
+
+
+# --------------------------------------------------------------------------- scenarios
+
+SMALL = {"spark.sql.shuffle.partitions": "4"}
+ROCKS = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
+}
+
+
+def scenarios() -> list[Scenario]:
+    op = orders_payments_batches()
+    join_schemas = {"orders": ORDERS, "payments": PAYMENTS}
+    return [
+        Scenario(
+            "join_hdfs",
+            "orders ⋈ payments inner join with a ±5 minute time range and 2 minute watermarks "
+            "(the State Reader blog's example) on the HDFS-backed provider: matches, payments for "
+            "missing orders, payments pointing to other orders, late payments, payments too far in "
+            "time, a malformed key, a filtered order, a duplicated order; early rows evicted.",
+            join_schemas,
+            op,
+            orders_payments_join,
+            conf={**SMALL, "spark.sql.streaming.stateStore.providerClass": HDFS},
+        ),
+        Scenario(
+            "join_rocksdb",
+            "The same orders ⋈ payments join on the RocksDB provider with changelog checkpointing "
+            "(.changelog files, .zip snapshots every 5 versions).",
+            join_schemas,
+            op,
+            orders_payments_join,
+            conf={**SMALL, **ROCKS},
+        ),
+        Scenario(
+            "windowed_agg",
+            "Event counts in 5-minute tumbling windows per user, 10 minute watermark, append mode: "
+            "closed windows are emitted and evicted, recent ones wait for the watermark.",
+            {"events": EVENTS},
+            event_batches(12, 10, 3),
+            windowed_agg,
+            conf=SMALL,
+        ),
+        Scenario(
+            "dedup",
+            "dropDuplicates(event_id, event_time) with a 10 minute watermark: repeated ids are "
+            "dropped while in state, old ids are evicted as the watermark passes.",
+            {"events": EVENTS},
+            event_batches(12, 10, 3, id_fn=dedup_ids),
+            dedup,
+            conf=SMALL,
+        ),
+        Scenario(
+            "dedup_within_watermark",
+            "dropDuplicatesWithinWatermark(event_id) with a 10 minute watermark: the state keeps "
+            "each id with its expiry time.",
+            {"events": EVENTS},
+            event_batches(12, 10, 3, id_fn=dedup_ids),
+            dedup_within_watermark,
+            conf=SMALL,
+        ),
+        Scenario(
+            "session_window",
+            "session_window with a 15 minute gap per user and a 30 minute watermark (append): one "
+            "user always active, others with idle gaps that close their sessions.",
+            {"events": EVENTS},
+            session_batches(),
+            session_windows,
+            conf=SMALL,
+        ),
+        Scenario(
+            "apply_in_pandas_with_state",
+            "applyInPandasWithState counting events per user with an event-time timeout 10 minutes "
+            "after the user's last event.",
+            {"events": EVENTS},
+            event_batches(12, 6, 4, users=4, time_fn=lambda b, i: ts(b * 4 + (12 if i % 4 == 3 and b < 6 else 0), i)),
+            apply_in_pandas_with_state,
+            output_mode="update",
+            conf=SMALL,
+        ),
+        Scenario(
+            "transform_with_state",
+            "transformWithStateInPandas per user with value state (count), list state (recent "
+            "events), map state (count per kind) and an event-time timer; RocksDB provider.",
+            {"events": EVENTS},
+            event_batches(10, 6, 4, users=4, time_fn=lambda b, i: ts(b * 4 + (30 if i % 4 == 3 else 0), i)),
+            transform_with_state,
+            output_mode="update",
+            conf={**SMALL, **ROCKS},
+        ),
+        Scenario(
+            "chained_join_agg",
+            "Two stateful operators in one query: the orders ⋈ payments join (operator 0) followed "
+            "by paid orders per customer in 5-minute windows (operator 1).",
+            join_schemas,
+            op,
+            chained_join_agg,
+            conf=SMALL,
+        ),
+        Scenario(
+            "unbounded_agg",
+            "Pathological: count per event_id with no watermark over ever-new keys for 12 batches: "
+            "state grows every batch and nothing is ever removed.",
+            {"events": EVENTS},
+            event_batches(12, 25, 1),
+            unbounded_agg,
+            output_mode="update",
+            conf=SMALL,
+        ),
+        Scenario(
+            "hot_key_join",
+            "Pathological: an inner join without watermark where one key ('hot') holds 1,500 of "
+            "the left side's 1,548 rows: state skew.",
+            {"left": "k STRING, v STRING, t TIMESTAMP", "right": "k STRING, v STRING, t TIMESTAMP"},
+            hot_key_batches(),
+            hot_key_join,
+            conf={"spark.sql.shuffle.partitions": "8"},
+        ),
+        Scenario(
+            "stuck_watermark_dedup",
+            "Pathological: dropDuplicates with a watermark on an event time that never changes: "
+            "the watermark is stuck and the state is never cleaned.",
+            {"events": EVENTS},
+            event_batches(12, 10, 1, time_fn=lambda b, i: ts(0)),
+            dedup,
+            conf=SMALL,
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------- runner
+
+
+def write_inputs(root: Path, scenario: Scenario) -> None:
+    base_mtime = 1_767_225_600  # 2026-01-01: file i gets mtime base + i, one file per batch
+    for source in scenario.schemas:
+        folder = root / source
+        folder.mkdir(parents=True)
+        for i, batch in enumerate(scenario.batches):
+            path = folder / f"part-{i:05d}.json"
+            path.write_text("".join(json.dumps(r) + "\n" for r in batch.get(source, [])))
+            os.utime(path, (base_mtime + i, base_mtime + i))
+
+
+def json_default(o: Any) -> Any:
+    if isinstance(o, (dt.datetime, dt.date)):
+        return o.isoformat()
+    return str(o)
+
+
+def run(spark: Any, scenario: Scenario, dest: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix=f"statelens-gen-{scenario.name}-") as tmp:
+        inputs = Path(tmp) / "in"
+        write_inputs(inputs, scenario)
+        spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
+        for k in (ROCKS | SMALL):
+            spark.conf.unset(k)
+        for k, v in scenario.conf.items():
+            spark.conf.set(k, v)
+        streams = {
+            source: spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).json(str(inputs / source))
+            for source, ddl in scenario.schemas.items()
+        }
+        df = scenario.build(spark, streams)
+        emitted: list[dict[str, Any]] = []
+
+        def collect(batch_df: Any, batch_id: int) -> None:
+            for row in batch_df.collect():
+                emitted.append({"batch_id": batch_id, **row.asDict(recursive=True)})
+
+        if dest.exists():
+            shutil.rmtree(dest)
+        query = (
+            df.writeStream.outputMode(scenario.output_mode)
+            .foreachBatch(collect)
+            .option("checkpointLocation", str(dest))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        if query.exception():
+            raise RuntimeError(str(query.exception()))
+    OUTPUTS.mkdir(exist_ok=True)
+    emitted.sort(key=lambda r: json.dumps(r, sort_keys=True, default=json_default))
+    (OUTPUTS / f"{scenario.name}.json").write_text(json.dumps(emitted, indent=1, default=json_default, sort_keys=True) + "\n")
+    print(f"{scenario.name}: {len(scenario.batches)} input batches, {len(emitted)} output rows", flush=True)
+
+
+def write_readme(all_scenarios: list[Scenario]) -> None:
+    lines = [
+        "# Sample checkpoints",
+        "",
+        "Real checkpoints written by real Structured Streaming queries on local Spark "
+        "(PySpark 4.3) by `generate.py` over deterministic input files, one file per micro-batch. "
+        "Event times start at 2026-01-01 00:00 UTC. `outputs/<name>.json` holds the rows each query "
+        "emitted (the ground truth tests compare diagnoses with). Regenerate with "
+        "`python sample_checkpoints/generate.py [name ...]`; State Lens only ever reads these folders.",
+        "",
+        "| checkpoint | what it shows |",
+        "|---|---|",
+    ]
+    lines += [f"| `{s.name}` | {s.description} |" for s in all_scenarios]
+    (HERE / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers need this venv's pandas/pyarrow
+    from pyspark.sql import SparkSession
+
+    all_scenarios = scenarios()
+    chosen = [s for s in all_scenarios if not argv or s.name in argv]
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("statelens-sample-generator")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # RocksDB uploads changelog-mode snapshots from the maintenance thread: run it often
+        # so that the short sample queries leave .zip snapshots beside their .changelog files
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "200ms")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    for s in chosen:
+        run(spark, s, HERE / s.name)
+    write_readme(all_scenarios)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

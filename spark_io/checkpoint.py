@@ -1,0 +1,384 @@
+"""Checkpoint log reader in plain Python: no JVM, local folders only.
+
+A Structured Streaming checkpoint folder holds::
+
+    metadata                      {"id": "<query id>"}
+    offsets/<batch>               "v1", batch metadata JSON (watermark, timestamp, conf), source offsets
+    commits/<batch>               "v1", {"nextBatchWatermarkMs": ...}   (present once the batch committed)
+    sources/, sinks/ ...
+    state/<op>/_metadata/metadata operator metadata v1 (operator name, stores, partitions)
+    state/<op>/_metadata/v2/<b>   operator metadata v2 (transformWithState: state variables)
+    state/<op>/_stateSchema/...   state schema v3 files
+    state/<op>/<partition>/[<store>/]<version>.delta|.snapshot|.changelog|.zip, SSTs/*.sst
+
+Batch ``N`` writes state version ``N + 1``. This module reads all of that into plain
+dataclasses; it never writes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
+
+DEFAULT_STORE = "default"
+_DIGITS = re.compile(r"^\d+$")
+_VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
+# conf keys worth showing: provider, partitions, state format versions and the like
+_CONF_PREFIXES = ("spark.sql.streaming.", "spark.sql.shuffle.partitions")
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: int
+    committed: bool
+    watermark_ms: int
+    timestamp_ms: int
+    next_watermark_ms: int | None = None  # from commits/<batch>, when the commit says it
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    store_name: str
+    num_partitions: int
+    num_cols_prefix_key: int = 0
+
+
+@dataclass
+class OperatorInfo:
+    operator_id: int
+    operator_name: str
+    stores: list[StoreInfo]
+    metadata_version: int | None = None  # 1 or 2; None when no operator metadata was found
+    properties: dict[str, Any] = field(default_factory=dict)  # v2 operatorPropertiesJson
+
+    @property
+    def is_join(self) -> bool:
+        return self.operator_name == "symmetricHashJoin" or any(
+            s.store_name.startswith(("left-", "right-")) for s in self.stores
+        )
+
+    @property
+    def state_variables(self) -> list[str]:
+        """transformWithState state variable names (operator metadata v2)."""
+        return [v.get("stateName", "") for v in self.properties.get("stateVariables", []) if v.get("stateName")]
+
+
+@dataclass
+class CheckpointInfo:
+    path: str
+    query_id: str | None
+    batches: list[Batch]
+    operators: list[OperatorInfo]
+    conf: dict[str, str]  # streaming conf captured in the latest offsets file
+
+    @property
+    def committed_batches(self) -> list[Batch]:
+        return [b for b in self.batches if b.committed]
+
+    @property
+    def last_committed(self) -> int | None:
+        c = self.committed_batches
+        return c[-1].batch_id if c else None
+
+    @property
+    def uncommitted(self) -> list[int]:
+        return [b.batch_id for b in self.batches if not b.committed]
+
+    def operator(self, operator_id: int) -> OperatorInfo | None:
+        return next((o for o in self.operators if o.operator_id == operator_id), None)
+
+    @property
+    def provider(self) -> str:
+        cls = self.conf.get("spark.sql.streaming.stateStore.providerClass", "")
+        return cls.rsplit(".", 1)[-1] or "HDFSBackedStateStoreProvider"
+
+
+@dataclass(frozen=True)
+class StateFile:
+    operator_id: int
+    partition_id: int
+    store_name: str
+    kind: str  # delta | snapshot | changelog | zip | sst | schema | other
+    version: int | None  # state version (= batch id + 1) for versioned files
+    size: int
+    path: str  # relative to the checkpoint folder
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _read_text(path: Path, rel: str) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CorruptCheckpoint(f"{rel} cannot be read ({e.strerror}).") from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpoint(f"{rel} is not a text file (binary content): the file is damaged.") from e
+
+
+def _log_entry(path: Path, rel: str) -> dict[str, Any]:
+    """Parse a metadata log file: a version line ``vN`` then a JSON object."""
+    lines = _read_text(path, rel).split("\n")
+    if not lines or not re.fullmatch(r"v\d+", lines[0].strip()):
+        raise CorruptCheckpoint(f"{rel} does not start with a version line like 'v1': the file is truncated or damaged.")
+    if len(lines) < 2 or not lines[1].strip():
+        raise CorruptCheckpoint(f"{rel} has no metadata after its version line: the file is truncated.")
+    try:
+        entry = json.loads(lines[1])
+    except json.JSONDecodeError as e:
+        raise CorruptCheckpoint(f"{rel} line 2 is not valid JSON ({e.msg}): the file is truncated or damaged.") from e
+    if not isinstance(entry, dict):
+        raise CorruptCheckpoint(f"{rel} line 2 is not a JSON object: the file is damaged.")
+    return entry
+
+
+def _int_field(entry: dict[str, Any], key: str, rel: str, default: int | None = 0) -> int | None:
+    v = entry.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise CorruptCheckpoint(f"{rel}: '{key}' should be an integer, found {json.dumps(v)[:40]}.")
+    return v
+
+
+def _numbered_files(folder: Path) -> dict[int, Path]:
+    if not folder.is_dir():
+        return {}
+    out = {}
+    with os.scandir(folder) as it:
+        for e in it:
+            if _DIGITS.match(e.name) and e.is_file():
+                out[int(e.name)] = Path(e.path)
+    return out
+
+
+def resolve_checkpoint(path: str) -> Path:
+    """Check that ``path`` is a checkpoint folder; raise a clear error otherwise."""
+    raw = path.strip()
+    if not raw:
+        raise CheckpointNotFound("No checkpoint path given: enter the folder passed to the query as checkpointLocation.")
+    if raw.startswith("file://"):
+        raw = raw[len("file://") :]
+    p = Path(raw).expanduser()
+    if not p.exists():
+        raise CheckpointNotFound(f"{path} does not exist: check the path (it should be the query's checkpointLocation).")
+    if not p.is_dir():
+        raise NotACheckpoint(f"{path} is a file, not a folder: give the checkpoint folder that contains offsets/ and commits/.")
+    try:
+        names = set(os.listdir(p))
+    except OSError as e:
+        raise CheckpointNotFound(f"{path} cannot be read ({e.strerror}).") from e
+    if not names:
+        raise NotACheckpoint(f"{path} is an empty folder: no streaming query has written a checkpoint here.")
+    if "offsets" not in names and "metadata" not in names:
+        if p.name in ("offsets", "commits", "state", "sources", "metadata") and (p.parent / "offsets").is_dir():
+            raise NotACheckpoint(f"{path} is the '{p.name}' folder inside a checkpoint: open its parent {p.parent} instead.")
+        raise NotACheckpoint(
+            f"{path} is not a Structured Streaming checkpoint (no metadata file and no offsets/ folder): "
+            "give the folder passed to the query as checkpointLocation."
+        )
+    return p
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def read_query_id(root: Path) -> str | None:
+    meta = root / "metadata"
+    if not meta.is_file():
+        return None
+    text = _read_text(meta, "metadata").strip()
+    try:
+        entry = json.loads(text.split("\n")[0]) if text else None
+    except json.JSONDecodeError as e:
+        raise CorruptCheckpoint(f"metadata is not valid JSON ({e.msg}): the file is damaged.") from e
+    if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+        raise CorruptCheckpoint("metadata has no query id: the file is damaged.")
+    return entry["id"]
+
+
+def read_batches(root: Path) -> tuple[list[Batch], dict[str, str]]:
+    """Every batch in offsets/ with its commit state; and the conf of the latest batch."""
+    offsets = _numbered_files(root / "offsets")
+    commits = _numbered_files(root / "commits")
+    batches: list[Batch] = []
+    conf: dict[str, str] = {}
+    for batch_id in sorted(offsets):
+        rel = f"offsets/{batch_id}"
+        entry = _log_entry(offsets[batch_id], rel)
+        watermark = _int_field(entry, "batchWatermarkMs", rel)
+        timestamp = _int_field(entry, "batchTimestampMs", rel)
+        raw_conf = entry.get("conf", {})
+        if not isinstance(raw_conf, dict):
+            raise CorruptCheckpoint(f"{rel}: 'conf' should be a JSON object.")
+        conf = {str(k): str(v) for k, v in raw_conf.items()}
+        next_wm = None
+        committed = batch_id in commits
+        if committed:
+            crel = f"commits/{batch_id}"
+            next_wm = _int_field(_log_entry(commits[batch_id], crel), "nextBatchWatermarkMs", crel, None)
+        batches.append(Batch(batch_id, committed, watermark or 0, timestamp or 0, next_wm))
+    return batches, conf
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def _operator_metadata(op_dir: Path, rel: str) -> tuple[int | None, dict[str, Any] | None]:
+    """Latest operator metadata: v2 (``_metadata/v2/<batch>``) if present, else v1."""
+    v2 = _numbered_files(op_dir / "_metadata" / "v2")
+    if v2:
+        last = max(v2)
+        return 2, _log_entry(v2[last], f"{rel}/_metadata/v2/{last}")
+    v1 = op_dir / "_metadata" / "metadata"
+    if v1.is_file():
+        return 1, _log_entry(v1, f"{rel}/_metadata/metadata")
+    return None, None
+
+
+def _partition_dirs(op_dir: Path) -> list[Path]:
+    with os.scandir(op_dir) as it:
+        return sorted((Path(e.path) for e in it if _DIGITS.match(e.name) and e.is_dir()), key=lambda p: int(p.name))
+
+
+def _store_names_on_disk(partition_dir: Path) -> list[str]:
+    names = []
+    has_files = False
+    with os.scandir(partition_dir) as it:
+        for e in it:
+            if e.is_dir() and e.name not in ("_metadata", "SSTs", "logs"):
+                names.append(e.name)
+            elif e.is_file() and _VERSIONED.match(e.name):
+                has_files = True
+    if has_files or not names:
+        names.append(DEFAULT_STORE)
+    return sorted(names)
+
+
+def read_operators(root: Path) -> list[OperatorInfo]:
+    state = root / "state"
+    if not state.is_dir():
+        return []
+    ops: list[OperatorInfo] = []
+    for op_dir in sorted((p for p in state.iterdir() if _DIGITS.match(p.name) and p.is_dir()), key=lambda p: int(p.name)):
+        rel = f"state/{op_dir.name}"
+        op_id = int(op_dir.name)
+        version, meta = _operator_metadata(op_dir, rel)
+        if meta is not None:
+            info = meta.get("operatorInfo", {})
+            stores = [
+                StoreInfo(
+                    str(s.get("storeName", DEFAULT_STORE)),
+                    int(s.get("numPartitions", 0)),
+                    int(s.get("numColsPrefixKey", 0)),
+                )
+                for s in meta.get("stateStoreInfo", [])
+                if isinstance(s, dict)
+            ]
+            props: dict[str, Any] = {}
+            raw_props = meta.get("operatorPropertiesJson")
+            if isinstance(raw_props, str) and raw_props:
+                try:
+                    props = json.loads(raw_props)
+                except json.JSONDecodeError:
+                    props = {}
+            ops.append(OperatorInfo(op_id, str(info.get("operatorName", "unknown")), stores, version, props))
+        else:
+            # no operator metadata (checkpoints from Spark < 3.5): infer stores from folders
+            parts = _partition_dirs(op_dir)
+            names = _store_names_on_disk(parts[0]) if parts else [DEFAULT_STORE]
+            ops.append(OperatorInfo(op_id, "unknown", [StoreInfo(n, len(parts)) for n in names]))
+    return ops
+
+
+def read_checkpoint(path: str) -> CheckpointInfo:
+    """Everything the overview needs, from the files alone. Fast: no state file listing."""
+    root = resolve_checkpoint(path)
+    batches, conf = read_batches(root)
+    return CheckpointInfo(str(root), read_query_id(root), batches, read_operators(root), conf)
+
+
+def streaming_conf(conf: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(conf.items()) if k.startswith(_CONF_PREFIXES)}
+
+
+# --------------------------------------------------------------------------- state files
+
+
+def _file_kind(name: str) -> tuple[str, int | None]:
+    m = _VERSIONED.match(name)
+    if m:
+        return m.group(2), int(m.group(1))
+    if name.endswith(".sst"):
+        return "sst", None
+    return "other", None
+
+
+def list_state_files(path: str) -> list[StateFile]:
+    """Every state file with its operator, partition, store, kind, version and size.
+
+    Hidden ``.crc`` checksum files are skipped. Schema and metadata files are reported with
+    kind ``schema`` / ``metadata`` and partition -1 when they belong to the operator.
+    """
+    root = resolve_checkpoint(path)
+    state = root / "state"
+    out: list[StateFile] = []
+    if not state.is_dir():
+        return out
+    for dirpath, dirnames, filenames in os.walk(state):
+        dirnames.sort()
+        rel_dir = Path(dirpath).relative_to(root)
+        parts = rel_dir.parts  # ('state', op, partition?, store?, ...)
+        if len(parts) < 2 or not _DIGITS.match(parts[1]):
+            continue
+        op_id = int(parts[1])
+        partition = int(parts[2]) if len(parts) > 2 and _DIGITS.match(parts[2]) else -1
+        store = DEFAULT_STORE
+        if partition >= 0 and len(parts) > 3 and parts[3] not in ("_metadata", "SSTs", "logs"):
+            store = parts[3]
+        in_meta = "_metadata" in parts or "_stateSchema" in parts
+        for name in sorted(filenames):
+            if name.startswith(".") and name.endswith(".crc"):
+                continue
+            full = os.path.join(dirpath, name)
+            try:
+                size = os.stat(full).st_size
+            except OSError:
+                continue  # vanished while listing (a running query's cleanup)
+            if in_meta:
+                kind, version = ("schema" if "schema" in name.lower() or "_stateSchema" in parts else "metadata"), None
+            else:
+                kind, version = _file_kind(name)
+            out.append(StateFile(op_id, partition, store, kind, version, size, str(rel_dir / name)))
+    return out
+
+
+def read_schema_file(path: Path) -> list[dict[str, Any]]:
+    """The JSON schemas (key, value, ...) inside a state schema file (any format version).
+
+    Schema files are written with Java's DataOutputStream: a version string and the
+    schemas as length-prefixed JSON; we pick out every JSON object in order.
+    """
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    out, i = [], 0
+    while True:
+        i = text.find("{", i)
+        if i < 0:
+            return out
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i += 1
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+        i = end

@@ -1,0 +1,63 @@
+"""The one error hierarchy of State Lens.
+
+Everything that can go wrong with a user's input (a path, a checkpoint, an operator, a
+batch, a SQL query) or with the engine (Java, Spark) is raised as a ``StateLensError``
+carrying a short ``title`` and a ``message`` that says what was wrong and what to do.
+Spark and DuckDB exceptions are wrapped into it at the ``spark_io`` boundary; the app
+shows it with ``st.error`` in one place, the CLI prints it as one line and exits 2.
+"""
+
+from __future__ import annotations
+
+
+class StateLensError(Exception):
+    title = "Error"
+
+    def __init__(self, message: str, *, title: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if title is not None:
+            self.title = title
+
+    def __str__(self) -> str:
+        return f"{self.title}: {self.message}"
+
+
+class CheckpointNotFound(StateLensError):
+    title = "Checkpoint not found"
+
+
+class NotACheckpoint(StateLensError):
+    title = "Not a checkpoint"
+
+
+class CorruptCheckpoint(StateLensError):
+    title = "Corrupt checkpoint file"
+
+
+class NoState(StateLensError):
+    title = "No state in this checkpoint"
+
+
+class UnknownOperator(StateLensError):
+    title = "Unknown operator"
+
+
+class UnknownStore(StateLensError):
+    title = "Unknown state store"
+
+
+class BatchOutOfRange(StateLensError):
+    title = "Batch not available"
+
+
+class SparkUnavailable(StateLensError):
+    title = "Spark is not available"
+
+
+class StateReadError(StateLensError):
+    title = "Could not read the state"
+
+
+class SqlError(StateLensError):
+    title = "SQL error"

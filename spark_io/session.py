@@ -1,0 +1,144 @@
+"""The one SparkSession of State Lens: created lazily, on first use, and reused.
+
+Local Spark (``local[*]``) by default. ``configure(master=...)`` or ``configure(remote=...)``
+(or the ``SPARK_REMOTE`` / ``STATELENS_MASTER`` environment variables) point it at a
+cluster or a Spark Connect server instead; nothing else in State Lens creates sessions.
+Spark's scratch space (shuffle files, RocksDB working copies) goes to a temporary
+folder State Lens owns and removes at exit, never next to a checkpoint.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from spark_io.errors import SparkUnavailable
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    master: str | None = None  # e.g. local[*], spark://host:7077, yarn
+    remote: str | None = None  # Spark Connect, e.g. sc://host:15002
+
+    def describe(self) -> str:
+        if self.remote:
+            return f"Spark Connect {self.remote}"
+        return f"Spark {self.master or 'local[*]'}"
+
+
+LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+_lock = threading.RLock()
+_session: Any = None
+_target = SparkTarget(master=os.environ.get("STATELENS_MASTER"), remote=os.environ.get("SPARK_REMOTE"))
+_scratch: str | None = None
+
+
+def configure(master: str | None = None, remote: str | None = None) -> None:
+    """Choose where Spark runs. Stops a session that points elsewhere."""
+    global _target, _session
+    new = SparkTarget(master=master, remote=remote)
+    with _lock:
+        if new != _target and _session is not None:
+            _session.stop()
+            _session = None
+        _target = new
+
+
+def target() -> SparkTarget:
+    return _target
+
+
+def is_started() -> bool:
+    return _session is not None
+
+
+def java_problem() -> str | None:
+    """None when a Java runtime is usable, else what is wrong and how to fix it."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return (
+            "Java was not found. Spark needs Java 17 or 21: install it (Debian: "
+            "apt-get install openjdk-17-jre-headless) or set JAVA_HOME."
+        )
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"Java at {java} does not run ({e}). Reinstall Java 17 or set JAVA_HOME."
+    if out.returncode != 0:
+        return f"Java at {java} does not run: {out.stderr.strip()[:200]}"
+    return None
+
+
+def _scratch_dir() -> str:
+    global _scratch
+    if _scratch is None:
+        _scratch = tempfile.mkdtemp(prefix="statelens-spark-")
+        atexit.register(shutil.rmtree, _scratch, True)
+    return _scratch
+
+
+def _build() -> Any:
+    from pyspark.sql import SparkSession
+
+    if _target.remote:
+        return SparkSession.builder.remote(_target.remote).getOrCreate()
+    problem = java_problem()
+    if problem:
+        raise SparkUnavailable(problem)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    scratch = _scratch_dir()
+    builder = (
+        SparkSession.builder.master(_target.master or "local[*]")
+        .appName("state-lens")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.local.dir", scratch)
+        .config("spark.sql.warehouse.dir", os.path.join(scratch, "warehouse"))
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Djava.io.tmpdir={scratch} -Dderby.system.home={scratch} -Dlog4j2.configurationFile=file:{LOG4J}",
+        )
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    if not _target.master or _target.master.startswith("local"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def get_spark() -> Any:
+    """The shared SparkSession (started on first call, 7-11 s for local Spark)."""
+    global _session
+    with _lock:
+        if _session is None:
+            try:
+                _session = _build()
+            except SparkUnavailable:
+                raise
+            except Exception as e:  # JVM failed to start, Connect server unreachable ...
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise SparkUnavailable(
+                    f"{_target.describe()} could not be started: {first[:300]}. "
+                    "Check Java 17 (java -version) and, for a cluster, the master or remote URL."
+                ) from e
+        return _session
+
+
+def stop() -> None:
+    global _session
+    with _lock:
+        if _session is not None:
+            _session.stop()
+            _session = None

@@ -1,0 +1,215 @@
+"""Reads state through Spark's State Data Source and returns Arrow tables.
+
+``state-metadata`` for the operators and stores; ``statestore`` for any operator, store,
+join side or transformWithState variable at any retained batch; its change feed over a
+batch range. Inputs are checked against the checkpoint's own log (``checkpoint.py``)
+before Spark is asked, so a wrong operator, store or batch gets a precise message; Spark
+errors are wrapped into ``StateReadError``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from spark_io import session
+from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, read_checkpoint
+from spark_io.errors import BatchOutOfRange, NoState, StateLensError, StateReadError, UnknownOperator, UnknownStore
+
+JOIN_SIDES = ("left", "right")
+
+
+@dataclass(frozen=True)
+class StateSource:
+    """Which state to read: an operator and at most one of store, join side or state variable."""
+
+    operator_id: int
+    store_name: str | None = None
+    join_side: str | None = None
+    state_var: str | None = None
+    timers: bool = False  # transformWithState registered timers
+
+    def options(self) -> dict[str, str]:
+        opts = {"operatorId": str(self.operator_id)}
+        if self.timers:
+            opts["readRegisteredTimers"] = "true"
+        elif self.join_side:
+            opts["joinSide"] = self.join_side
+        elif self.state_var:
+            opts["stateVarName"] = self.state_var
+        elif self.store_name and self.store_name != DEFAULT_STORE:
+            opts["storeName"] = self.store_name
+        return opts
+
+    def describe(self) -> str:
+        what = (
+            self.timers
+            and "registered timers"
+            or self.join_side
+            and f"join side {self.join_side}"
+            or self.state_var
+            and f"state variable {self.state_var}"
+        )
+        return f"operator {self.operator_id}, " + (what or f"store {self.store_name or DEFAULT_STORE}")
+
+
+def is_tws(op: OperatorInfo) -> bool:
+    return "transformwithstate" in op.operator_name.lower()
+
+
+def sources_of(op: OperatorInfo) -> list[StateSource]:
+    """Every readable view of one operator, in the order the UI lists them."""
+    if is_tws(op):
+        out = [StateSource(op.operator_id, state_var=v) for v in op.state_variables if not v.startswith("$")]
+        if any(v.startswith("$") for v in op.state_variables):
+            out.append(StateSource(op.operator_id, timers=True))
+        return out
+    out = [StateSource(op.operator_id, store_name=s.store_name) for s in op.stores]
+    if op.is_join:
+        out += [StateSource(op.operator_id, join_side=side) for side in JOIN_SIDES]
+    return out
+
+
+def _operator(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
+    if not info.operators:
+        raise NoState(
+            f"{info.path} has no state/ folder: the query has no stateful operator, or it has not "
+            "committed a batch yet. Overview and batches are still available."
+        )
+    op = info.operator(operator_id)
+    if op is None:
+        known = ", ".join(f"{o.operator_id} ({o.operator_name})" for o in info.operators)
+        raise UnknownOperator(f"Operator {operator_id} is not in this checkpoint. Its operators are: {known}.")
+    return op
+
+
+def validate_source(info: CheckpointInfo, source: StateSource) -> OperatorInfo:
+    op = _operator(info, source.operator_id)
+    if source.join_side is not None:
+        if not op.is_join:
+            raise UnknownStore(
+                f"Operator {op.operator_id} ({op.operator_name}) is not a stream-stream join: it has no join side."
+            )
+        if source.join_side not in JOIN_SIDES:
+            raise UnknownStore(f"Join side must be 'left' or 'right', not '{source.join_side}'.")
+    elif is_tws(op):
+        if source.timers:
+            return op
+        if source.state_var not in op.state_variables or source.state_var.startswith("$"):
+            raise UnknownStore(
+                f"Operator {op.operator_id} ({op.operator_name}) keeps state variables "
+                f"{', '.join(op.state_variables) or '(none)'}; '{source.state_var}' is not one of them."
+            )
+    else:
+        names = [s.store_name for s in op.stores]
+        name = source.store_name or DEFAULT_STORE
+        if name not in names:
+            raise UnknownStore(
+                f"Operator {op.operator_id} ({op.operator_name}) has no store '{name}'. Its stores are: {', '.join(names)}."
+            )
+    return op
+
+
+def resolve_batch(info: CheckpointInfo, batch_id: int | None) -> int:
+    """The batch to read: the given one if it is committed and retained, else the last committed."""
+    committed = [b.batch_id for b in info.committed_batches]
+    if not committed:
+        raise BatchOutOfRange(f"{info.path} has no committed batch yet: there is no state to read.")
+    if batch_id is None:
+        return committed[-1]
+    if batch_id not in committed:
+        pending = " (it is in offsets/ but not committed yet)" if batch_id in info.uncommitted else ""
+        raise BatchOutOfRange(
+            f"Batch {batch_id} is not available{pending}: the retained committed batches are "
+            f"{committed[0]}–{committed[-1]}."
+        )
+    return batch_id
+
+
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
+
+
+def _spark_message(e: Exception) -> str:
+    """The informative line of a Spark error: its ``[ERROR_CLASS] ...`` line if any, else the first."""
+    text = str(e).strip()
+    m = _ERROR_CLASS.search(text)
+    if m:
+        return m.group(0).strip()[:500]
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
+    return first[:500]
+
+
+def _load(options: dict[str, str], fmt: str, path: str, what: str) -> pa.Table:
+    spark = session.get_spark()
+    try:
+        reader = spark.read.format(fmt)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load(path).toArrow()
+    except StateLensError:
+        raise
+    except Exception as e:
+        raise StateReadError(f"Spark could not read {what}: {_spark_message(e)}") from e
+
+
+def read_state_metadata(path: str, info: CheckpointInfo | None = None) -> pa.Table:
+    info = info or read_checkpoint(path)
+    if not info.operators:
+        _operator(info, 0)  # raises NoState
+    return _load({}, "state-metadata", info.path, "the state metadata")
+
+
+def read_state(
+    path: str, source: StateSource, batch_id: int | None = None, info: CheckpointInfo | None = None
+) -> tuple[pa.Table, int]:
+    """Rows of one store / join side / state variable at a batch (default: last committed)."""
+    info = info or read_checkpoint(path)
+    validate_source(info, source)
+    batch = resolve_batch(info, batch_id)
+    opts = {**source.options(), "batchId": str(batch)}
+    return _load(opts, "statestore", info.path, f"{source.describe()} at batch {batch}"), batch
+
+
+def read_changes(
+    path: str,
+    source: StateSource,
+    start: int | None = None,
+    end: int | None = None,
+    info: CheckpointInfo | None = None,
+) -> tuple[pa.Table, int, int]:
+    """The change feed (``batch_id``, ``change_type`` update/delete, key, value) over batches."""
+    info = info or read_checkpoint(path)
+    validate_source(info, source)
+    if source.join_side:
+        raise UnknownStore("The change feed is read per store, not per join side: pick a join store instead.")
+    end_b = resolve_batch(info, end)
+    committed = [b.batch_id for b in info.committed_batches]
+    start_b = committed[0] if start is None else resolve_batch(info, start)
+    if start_b > end_b:
+        raise BatchOutOfRange(f"The change feed range is empty: start batch {start_b} is after end batch {end_b}.")
+    opts = {
+        **source.options(),
+        "readChangeFeed": "true",
+        "changeStartBatchId": str(start_b),
+        "changeEndBatchId": str(end_b),
+    }
+    what = f"the change feed of {source.describe()} for batches {start_b}–{end_b}"
+    return _load(opts, "statestore", info.path, what), start_b, end_b
+
+
+def arrow_schema_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """A flat description of a (nested) Arrow schema: one row per field path."""
+    rows: list[dict[str, Any]] = []
+
+    def walk(prefix: str, t: pa.DataType, nullable: bool) -> None:
+        rows.append({"column": prefix, "type": str(t), "nullable": nullable})
+        if pa.types.is_struct(t):
+            for f in t:
+                walk(f"{prefix}.{f.name}", f.type, f.nullable)
+
+    for f in table.schema:
+        walk(f.name, f.type, f.nullable)
+    return rows

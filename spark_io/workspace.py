@@ -1,0 +1,188 @@
+"""The DuckDB workspace: loaded state as SQL tables, and the one gateway that runs SQL.
+
+Table names (documented in the README and shown in the app):
+
+* ``op{operatorId}``                   an operator's default store
+* ``op{operatorId}_{storeName}``       a named store, ``-`` replaced by ``_``
+                                       (``op0_left_keyWithIndexToValue``)
+* ``op{operatorId}_{left|right}``      a stream-stream join side
+* ``op{operatorId}_{stateVarName}``    a transformWithState state variable
+* any of the above + ``_changes``      the store's change feed over the retained batches
+
+Tables load from Spark the first time a query names them, at the workspace's batch
+(default: the last committed one). ``key`` and ``value`` stay STRUCT columns, so
+``key.field0`` and ``value.order_time`` work as they do in Spark.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, read_checkpoint
+from spark_io.errors import SqlError
+from spark_io.state_reader import StateSource, read_changes, read_state, resolve_batch, sources_of
+
+DEFAULT_MAX_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    source: StateSource
+    changes: bool = False
+
+    def describe(self) -> str:
+        return ("change feed of " if self.changes else "") + self.source.describe()
+
+
+def table_name(source: StateSource) -> str:
+    base = f"op{source.operator_id}"
+    suffix = "timers" if source.timers else source.join_side or source.state_var or source.store_name
+    if not suffix or suffix == DEFAULT_STORE:
+        return base
+    return f"{base}_{re.sub(r'[^0-9A-Za-z_]', '_', suffix)}"
+
+
+def table_specs(info: CheckpointInfo) -> dict[str, TableSpec]:
+    """Every table name this checkpoint offers, keyed by its lower-case name."""
+    specs: dict[str, TableSpec] = {}
+    for op in info.operators:
+        for src in sources_of(op):
+            name = table_name(src)
+            specs[name.lower()] = TableSpec(name, src)
+            if not src.join_side and not src.timers:  # Spark 4.3 has no change feed for these
+                specs[f"{name}_changes".lower()] = TableSpec(f"{name}_changes", src, changes=True)
+    return specs
+
+
+@dataclass
+class LoadedTable:
+    spec: TableSpec
+    rows: int
+    batch: str  # "12" or "0–12" for a change feed
+    seconds: float
+
+
+@dataclass
+class QueryResult:
+    table: pa.Table
+    truncated: bool  # more rows than max_rows existed
+    seconds: float
+
+    @property
+    def columns(self) -> list[str]:
+        return self.table.column_names
+
+
+Loader = Callable[[CheckpointInfo, TableSpec, int], tuple[pa.Table, str]]
+
+
+def spark_loader(info: CheckpointInfo, spec: TableSpec, batch: int) -> tuple[pa.Table, str]:
+    """Read one table's rows from Spark: the state at ``batch`` or the change feed up to it."""
+    if spec.changes:
+        table, start, end = read_changes(info.path, spec.source, end=batch, info=info)
+        return table, f"{start}–{end}"
+    table, b = read_state(info.path, spec.source, batch, info=info)
+    return table, str(b)
+
+
+_IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_]*)')
+_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+_STRING = re.compile(r"'(?:[^']|'')*'")
+
+
+class Workspace:
+    """One DuckDB connection over one checkpoint at one batch."""
+
+    def __init__(self, path: str, batch_id: int | None = None, loader: Loader = spark_loader) -> None:
+        self.info = read_checkpoint(path)
+        self.batch = resolve_batch(self.info, batch_id) if self.info.operators else None
+        self.specs = table_specs(self.info)
+        self.loaded: dict[str, LoadedTable] = {}
+        self._loader = loader
+        self._con = duckdb.connect(":memory:")
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- tables
+
+    def tables_named_in(self, sql: str) -> list[TableSpec]:
+        """The workspace tables a query mentions (outside strings and comments)."""
+        text = _STRING.sub("''", _COMMENT.sub(" ", sql))
+        found: dict[str, TableSpec] = {}
+        for quoted, bare in _IDENT.findall(text):
+            name = (quoted.replace('""', '"') if quoted else bare).lower()
+            if name in self.specs:
+                found[name] = self.specs[name]
+        return list(found.values())
+
+    def load(self, name: str) -> LoadedTable:
+        key = name.lower()
+        with self._lock:
+            if key in self.loaded:
+                return self.loaded[key]
+            spec = self.specs.get(key)
+            if spec is None:
+                raise SqlError(f"There is no table '{name}' for this checkpoint. {self.tables_hint()}")
+            assert self.batch is not None
+            t0 = time.perf_counter()
+            table, batch = self._loader(self.info, spec, self.batch)
+            self._con.register("__incoming", table)
+            try:
+                self._con.execute(f'CREATE OR REPLACE TABLE "{spec.name}" AS SELECT * FROM __incoming')
+            finally:
+                self._con.unregister("__incoming")
+            loaded = LoadedTable(spec, table.num_rows, batch, time.perf_counter() - t0)
+            self.loaded[key] = loaded
+            return loaded
+
+    def tables_hint(self) -> str:
+        if not self.specs:
+            return "This checkpoint has no state tables."
+        names = [s.name for s in self.specs.values() if not s.changes]
+        return f"Tables: {', '.join(names)} (add _changes for a change feed)."
+
+    # ---------------------------------------------------------------- SQL
+
+    def execute(self, sql: str, max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
+        """Run one query, loading the tables it names first; at most ``max_rows`` rows come back."""
+        if not sql.strip() or not _COMMENT.sub("", sql).strip().strip(";").strip():
+            raise SqlError("The query is empty: write a SQL statement, e.g. SELECT * FROM op0 LIMIT 10.")
+        for spec in self.tables_named_in(sql):
+            self.load(spec.name)
+        t0 = time.perf_counter()
+        with self._lock:
+            cur = self._con.cursor()
+            try:
+                rel = cur.sql(sql)
+                if rel is None:  # a statement without a result
+                    return QueryResult(pa.table({}), False, time.perf_counter() - t0)
+                reader = rel.to_arrow_reader(min(max_rows + 1, 65_536))
+                batches, rows = [], 0
+                for batch in reader:
+                    batches.append(batch)
+                    rows += batch.num_rows
+                    if rows > max_rows:
+                        break
+                table = pa.Table.from_batches(batches, schema=reader.schema)
+            except duckdb.Error as e:
+                raise SqlError(self._explain(e)) from e
+            finally:
+                cur.close()
+        truncated = table.num_rows > max_rows
+        return QueryResult(table.slice(0, max_rows) if truncated else table, truncated, time.perf_counter() - t0)
+
+    def _explain(self, e: duckdb.Error) -> str:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "does not exist" in msg and ("Table" in msg or "Catalog" in msg):
+            return f"{msg} {self.tables_hint()}"
+        return msg
+
+    def close(self) -> None:
+        self._con.close()
