@@ -25,6 +25,7 @@ from spark_io.workspace import TableSpec, Workspace
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))
 CHECKPOINT_KEY = "checkpoint"
+INPUT_KEY = "checkpoint_input"
 log = logging.getLogger("statelens")
 
 

@@ -1,0 +1,49 @@
+"""State browser: pick an operator, a store / join side / state variable and a batch; see the rows."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages.common import checkpoint_info, guard, operator_label, read_changes_cached, read_state_cached, source_label
+from spark_io.state_reader import arrow_schema_rows, sources_of
+from spark_io.workspace import table_name
+
+st.header("State browser")
+info = checkpoint_info()
+if info is not None:
+    committed = [b.batch_id for b in info.committed_batches]
+    if not info.operators:
+        st.info("This checkpoint has no state/ folder: its query has no stateful operator.")
+    elif not committed:
+        st.info("No batch is committed yet: there is no state to browse.")
+    else:
+        c1, c2, c3, c4 = st.columns([2, 3, 1, 2])
+        op_id = c1.selectbox("Operator", [o.operator_id for o in info.operators], format_func=lambda i: operator_label(info, i))
+        op = info.operator(op_id)
+        assert op is not None
+        sources = sources_of(op)
+        source = c2.selectbox("Store, join side or state variable", sources, format_func=source_label)
+        batch = c3.selectbox("Batch", committed[::-1], help="Committed batches, newest first.")
+        mode = c4.radio("Read", ["State at batch", "Change feed up to batch"], horizontal=False)
+        if source is not None:
+            with guard():
+                with st.spinner("Reading state with Spark..."):
+                    if mode == "State at batch":
+                        table, _ = read_state_cached(info.path, source, batch)
+                        st.caption(f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`")
+                    else:
+                        table, start, end = read_changes_cached(info.path, source, batch)
+                        st.caption(
+                            f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{table_name(source)}_changes`"
+                        )
+                tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
+                with tab_rows:
+                    st.dataframe(table, hide_index=True, width="stretch", height=520)
+                with tab_schema:
+                    st.dataframe(arrow_schema_rows(table), hide_index=True, width="stretch")
+                with tab_parts:
+                    if "partition_id" in table.column_names and table.num_rows:
+                        counts = table.group_by("partition_id").aggregate([("partition_id", "count")]).sort_by("partition_id")
+                        st.bar_chart(counts.to_pandas(), x="partition_id", y="partition_id_count")
+                    else:
+                        st.info("No rows.")

@@ -1,0 +1,51 @@
+"""Overview: query id, batches (committed or not, watermark, timestamp), watermark timeline, conf."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from analysis.overview import batches_table, conf_table, summary
+from pages.common import checkpoint_info
+
+st.header("Overview")
+info = checkpoint_info()
+if info is not None:
+    s = summary(info)
+    st.caption(f"`{info.path}`")
+    c = st.columns(5)
+    c[0].metric("Query id", (s["query_id"] or "?")[:8], help=s["query_id"])
+    c[1].metric("Batches", s["batches"])
+    c[2].metric("Last committed", "-" if s["last_committed"] is None else s["last_committed"])
+    wm = s["watermark_ms"]
+    c[3].metric("Watermark (UTC)", dt.datetime.fromtimestamp(wm / 1000, dt.timezone.utc).strftime("%m-%d %H:%M:%S") if wm else "none")
+    c[4].metric("Stateful operators", s["operators"])
+    if s["uncommitted"]:
+        st.warning(f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted.")
+
+    batches = batches_table(info)
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader("Watermark timeline")
+        marked = [b for b in info.batches if b.watermark_ms]
+        if marked:
+            fig = go.Figure(
+                go.Scatter(
+                    x=[b.batch_id for b in marked],
+                    y=[dt.datetime.fromtimestamp(b.watermark_ms / 1000, dt.timezone.utc) for b in marked],
+                    mode="lines+markers",
+                    name="watermark",
+                )
+            )
+            fig.update_layout(xaxis_title="batch", yaxis_title="watermark (UTC)", height=340, margin=dict(t=10, b=10))
+            st.plotly_chart(fig, width="stretch")
+        else:
+            st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
+    with right:
+        st.subheader("Batches")
+        st.dataframe(batches, hide_index=True, width="stretch", height=340)
+    st.subheader("Configuration captured in offsets/")
+    st.caption(f"Provider **{s['provider']}**, shuffle partitions **{s['shuffle_partitions']}**.")
+    st.dataframe(conf_table(info), hide_index=True, width="stretch")

@@ -1,0 +1,82 @@
+"""SQL: DuckDB over the loaded state tables, with examples, a result grid and downloads."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analysis.examples import example_queries
+from analysis.export import to_csv_bytes, to_parquet_bytes
+from pages.common import checkpoint_info, guard, workspace
+
+try:  # an offline code editor (react-ace); a plain text area when it is not installed
+    from code_editor import code_editor
+except ImportError:  # pragma: no cover
+    code_editor = None
+
+SQL_KEY = "sql_text"
+MAX_ROWS = 100_000
+
+st.header("SQL")
+info = checkpoint_info()
+if info is not None:
+    committed = [b.batch_id for b in info.committed_batches]
+    if not info.operators or not committed:
+        st.info("This checkpoint has no committed state to query.")
+    else:
+        examples = example_queries(info)
+        c1, c2, c3 = st.columns([4, 1, 1])
+        choice = c1.selectbox("Example queries", ["(choose an example)", *examples], key="sql_example")
+        batch = c2.selectbox("Batch", committed[::-1], key="sql_batch", help="State tables load at this batch.")
+        plain = c3.toggle("Plain editor", value=code_editor is None, disabled=code_editor is None, key="sql_plain")
+
+        # picking an example replaces the editor's text (once per pick)
+        if choice in examples and st.session_state.get("_sql_example_applied") != (info.path, choice):
+            st.session_state[SQL_KEY] = examples[choice]
+            st.session_state["_sql_example_applied"] = (info.path, choice)
+            st.session_state["_editor_version"] = st.session_state.get("_editor_version", 0) + 1
+        st.session_state.setdefault(SQL_KEY, next(iter(examples.values()), "SELECT 1"))
+
+        if plain or code_editor is None:
+            st.text_area("Query", key=SQL_KEY, height=220)
+        else:
+            resp = code_editor(
+                st.session_state[SQL_KEY],
+                lang="sql",
+                height=[10, 24],
+                response_mode="debounce",
+                key=f"sql_editor_{st.session_state.get('_editor_version', 0)}",
+            )
+            if resp and resp.get("text") and resp.get("id"):
+                st.session_state[SQL_KEY] = resp["text"]
+
+        ws = None
+        with guard():
+            ws = workspace(info.path, batch)
+        if ws is not None:
+            with st.expander(f"Tables at batch {ws.batch} ({len(ws.loaded)} loaded)"):
+                st.caption("A table loads from Spark the first time a query names it. " + ws.tables_hint())
+                st.dataframe(
+                    [
+                        {"table": s.name, "reads": s.describe(), "rows": ws.loaded[k].rows if k in ws.loaded else None}
+                        for k, s in ws.specs.items()
+                    ],
+                    hide_index=True,
+                    width="stretch",
+                )
+            run_key = (info.path, ws.batch)
+            if st.button("Run", type="primary", key="sql_run"):
+                st.session_state.pop("sql_result", None)
+                with guard(), st.spinner("Running (loading the tables it names from Spark first)..."):
+                    st.session_state["sql_result"] = (run_key, ws.execute(st.session_state[SQL_KEY], max_rows=MAX_ROWS))
+            stored = st.session_state.get("sql_result")
+            if stored is not None and stored[0] == run_key:
+                result = stored[1]
+                cut = f" (cut at {MAX_ROWS:,} rows)" if result.truncated else ""
+                st.caption(f"**{result.table.num_rows:,} rows**{cut} · {result.seconds * 1000:.0f} ms")
+                st.dataframe(result.table, hide_index=True, width="stretch", height=480)
+                d1, d2, _ = st.columns([1, 1, 4])
+                with guard():
+                    d1.download_button("CSV", to_csv_bytes(result.table), "statelens-query.csv", "text/csv", key="dl_csv")
+                    d2.download_button(
+                        "Parquet", to_parquet_bytes(result.table), "statelens-query.parquet", "application/octet-stream", key="dl_parquet"
+                    )

@@ -1,0 +1,200 @@
+"""The plain-Python checkpoint log reader: real samples, damaged copies, a 1,000-batch log."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_NAMES, ms, sample, scenario
+
+from spark_io.checkpoint import list_state_files, read_checkpoint, read_schema_file
+from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
+
+
+def expected_watermarks(name: str, delay_min: float, event_col: str, sources: list[str]) -> list[int]:
+    """Watermark of batch b = min over sources of (max event time seen in batches < b) - delay."""
+    s = scenario(name)
+    out, seen = [], {src: None for src in sources}
+    for b in range(len(s.batches) + 1):
+        if all(v is not None for v in seen.values()):
+            out.append(min(seen.values()) - int(delay_min * 60_000))  # type: ignore[type-var]
+        else:
+            out.append(0)
+        if b < len(s.batches):
+            for src in sources:
+                rows = [r for r in s.batches[b].get(src, []) if r.get("status") != "cancelled"]
+                times = [ms(r[event_col[src]] if isinstance(event_col, dict) else r[event_col]) for r in rows]
+                if times:
+                    seen[src] = max(times + ([seen[src]] if seen[src] is not None else []))
+    return out
+
+
+def test_every_sample_reads_with_query_id_batches_and_operators() -> None:
+    for name in SAMPLE_NAMES:
+        info = read_checkpoint(sample(name))
+        assert info.query_id and len(info.query_id) == 36, name
+        assert info.batches and all(b.committed for b in info.batches), name
+        assert [b.batch_id for b in info.batches] == list(range(len(info.batches))), name
+        assert info.operators, name
+
+
+def test_join_batches_and_watermarks_follow_the_input_data() -> None:
+    s = scenario("join_hdfs")
+    info = read_checkpoint(sample("join_hdfs"))
+    # one batch per input file, plus the final no-data batch that applies the last watermark
+    assert len(info.batches) == len(s.batches) + 1
+    wm = expected_watermarks("join_hdfs", 2, {"orders": "order_time", "payments": "payment_time"}, ["orders", "payments"])  # type: ignore[arg-type]
+    assert [b.watermark_ms for b in info.batches] == wm
+    assert info.batches[1].watermark_ms == ms("2025-12-31T23:58:45+00:00")  # 00:00:45 - 2 min
+    assert info.last_committed == 16 and info.uncommitted == []
+    assert info.provider == "HDFSBackedStateStoreProvider"
+    assert info.conf["spark.sql.shuffle.partitions"] == "4"
+    assert info.conf["spark.sql.streaming.join.stateFormatVersion"] == "2"
+    (op,) = info.operators
+    assert op.operator_name == "symmetricHashJoin" and op.is_join and op.metadata_version == 1
+    assert [st.store_name for st in op.stores] == [
+        "left-keyToNumValues",
+        "left-keyWithIndexToValue",
+        "right-keyToNumValues",
+        "right-keyWithIndexToValue",
+    ]
+    assert {st.num_partitions for st in op.stores} == {4}
+
+
+def test_stuck_and_missing_watermarks() -> None:
+    stuck = read_checkpoint(sample("stuck_watermark_dedup"))
+    # constant event time 00:00 minus the 10 minute delay, from batch 1 on
+    assert {b.watermark_ms for b in stuck.batches[1:]} == {ms("2025-12-31T23:50:00+00:00")}
+    assert {b.watermark_ms for b in read_checkpoint(sample("unbounded_agg")).batches} == {0}
+
+
+def test_windowed_agg_watermark_is_max_event_time_minus_ten_minutes() -> None:
+    wm = expected_watermarks("windowed_agg", 10, "event_time", ["events"])
+    assert [b.watermark_ms for b in read_checkpoint(sample("windowed_agg")).batches] == wm
+
+
+def test_rocksdb_provider_is_read_from_the_captured_conf() -> None:
+    info = read_checkpoint(sample("join_rocksdb"))
+    assert info.provider == "RocksDBStateStoreProvider"
+    # Spark does not capture the changelog flag in offsets/: its evidence is the .changelog files
+    assert "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled" not in info.conf
+
+
+def test_transform_with_state_operator_metadata_v2() -> None:
+    (op,) = read_checkpoint(sample("transform_with_state")).operators
+    assert op.metadata_version == 2
+    assert op.operator_name == "transformWithStateInPandasExec"
+    assert set(op.state_variables) == {"count", "per_kind", "recent", "$eventTimers_keyToTimestamp"}
+    assert op.properties["timeMode"] == "EventTime"
+
+
+def test_chained_operators_have_two_ids() -> None:
+    ops = read_checkpoint(sample("chained_join_agg")).operators
+    assert [(o.operator_id, o.operator_name) for o in ops] == [(0, "stateStoreSave"), (1, "symmetricHashJoin")]
+
+
+def test_state_files_kinds_versions_and_sizes() -> None:
+    files = list_state_files(sample("join_rocksdb"))
+    kinds = {f.kind for f in files}
+    assert {"changelog", "zip", "schema", "metadata"} <= kinds
+    assert not any(f.path.endswith(".crc") for f in files)
+    changelogs = [f for f in files if f.kind == "changelog"]
+    # 4 stores x 4 partitions x 17 versions (batch N writes version N + 1)
+    assert len(changelogs) == 4 * 4 * 17
+    assert {f.version for f in changelogs} == set(range(1, 18))
+    root = Path(sample("join_rocksdb"))
+    assert all(f.size == os.path.getsize(root / f.path) for f in files)
+    hdfs = list_state_files(sample("join_hdfs"))
+    deltas = [f for f in hdfs if f.kind == "delta"]
+    assert len(deltas) == 4 * 4 * 17 and {f.store_name for f in deltas} == {
+        "left-keyToNumValues",
+        "left-keyWithIndexToValue",
+        "right-keyToNumValues",
+        "right-keyWithIndexToValue",
+    }
+    agg = list_state_files(sample("unbounded_agg"))
+    assert {f.store_name for f in agg if f.partition_id >= 0} == {"default"}
+
+
+def test_schema_file_holds_key_and_value_schemas() -> None:
+    path = Path(sample("join_hdfs")) / "state/0/0/left-keyWithIndexToValue/_metadata/schema"
+    key, value = read_schema_file(path)[:2]
+    assert [f["name"] for f in key["fields"]] == ["field0", "index"]
+    assert [f["name"] for f in value["fields"]] == ["order_id", "customer_id", "amount", "status", "order_time", "matched"]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_paths_get_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointNotFound, match="does not exist"):
+        read_checkpoint(str(tmp_path / "nope"))
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    with pytest.raises(NotACheckpoint, match="is a file"):
+        read_checkpoint(str(f))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotACheckpoint, match="empty folder"):
+        read_checkpoint(str(tmp_path / "empty"))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "data.parquet").write_text("x")
+    with pytest.raises(NotACheckpoint, match="not a Structured Streaming checkpoint"):
+        read_checkpoint(str(tmp_path / "other"))
+    with pytest.raises(NotACheckpoint, match="open its parent"):
+        read_checkpoint(sample("join_hdfs") + "/state")
+    with pytest.raises(CheckpointNotFound, match="No checkpoint path"):
+        read_checkpoint("  ")
+
+
+@pytest.mark.parametrize(
+    "folder,content,message",
+    [
+        ("offsets", b"", "does not start with a version line"),
+        ("offsets", b"v1\n{\"batchWatermarkMs\":17", "not valid JSON"),
+        ("offsets", b"v1", "truncated"),
+        ("offsets", b"\x00\xff\xfe garbage", "not a text file"),
+        ("offsets", b'v1\n{"batchWatermarkMs":"soon"}', "should be an integer"),
+        ("commits", b"v1\n{\"nextBatchWatermarkMs", "not valid JSON"),
+        ("commits", b"garbage", "does not start with a version line"),
+    ],
+)
+def test_corrupt_log_files_name_the_file(copy_sample, folder: str, content: bytes, message: str) -> None:  # type: ignore[no-untyped-def]
+    cp = copy_sample("windowed_agg")
+    (cp / folder / "5").write_bytes(content)
+    with pytest.raises(CorruptCheckpoint, match=message) as e:
+        read_checkpoint(str(cp))
+    assert f"{folder}/5" in e.value.message
+
+
+def test_uncommitted_batch_is_reported(copy_sample) -> None:  # type: ignore[no-untyped-def]
+    cp = copy_sample("windowed_agg")
+    (cp / "commits" / "12").unlink()
+    info = read_checkpoint(str(cp))
+    assert info.uncommitted == [12] and info.last_committed == 11
+
+
+def test_checkpoint_without_state(copy_sample) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    cp = copy_sample("unbounded_agg")
+    shutil.rmtree(cp / "state")
+    info = read_checkpoint(str(cp))
+    assert info.operators == [] and len(info.batches) == 12
+    assert list_state_files(str(cp)) == []
+
+
+def test_thousand_batch_log_reads_without_spark(tmp_path: Path) -> None:
+    cp = tmp_path / "big"
+    for d in ("offsets", "commits"):
+        (cp / d).mkdir(parents=True)
+    (cp / "metadata").write_text(json.dumps({"id": "00000000-0000-0000-0000-000000000001"}))
+    for b in range(1000):
+        meta = {"batchWatermarkMs": b * 1000, "batchTimestampMs": 1_700_000_000_000 + b, "conf": {"spark.sql.shuffle.partitions": "200"}}
+        (cp / "offsets" / str(b)).write_text("v1\n" + json.dumps(meta) + '\n{"logOffset":1}')
+        if b < 999:
+            (cp / "commits" / str(b)).write_text('v1\n{"nextBatchWatermarkMs":%d}' % ((b + 1) * 1000))
+    info = read_checkpoint(str(cp))
+    assert len(info.batches) == 1000 and info.uncommitted == [999] and info.last_committed == 998
+    assert info.batches[500].watermark_ms == 500_000 and info.batches[500].next_watermark_ms == 501_000
