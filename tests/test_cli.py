@@ -1,0 +1,112 @@
+"""cli.py as users' scripts call it: JSON contracts, readable text, exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SAMPLES, sample
+
+from spark_io.checkpoint import read_checkpoint
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
+
+
+def no_java_env() -> dict[str, str]:
+    """An environment where no JVM can start: proves a command does not need one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
+    env["PATH"] = str(Path(sys.executable).parent)  # the venv's python only, no java
+    return env
+
+
+def test_overview_json_contract_without_a_jvm() -> None:
+    r = run_cli("overview", sample("join_hdfs"), "--json", env=no_java_env())
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    info = read_checkpoint(sample("join_hdfs"))
+    assert data["query_id"] == info.query_id
+    assert data["batches"] == [
+        {"batch_id": b.batch_id, "committed": True, "watermark_ms": b.watermark_ms, "timestamp_ms": b.timestamp_ms} for b in info.batches
+    ]
+    assert data["operators"] == [
+        {
+            "operator_id": 0,
+            "operator_name": "symmetricHashJoin",
+            "stores": [
+                {"store_name": n, "num_partitions": 4}
+                for n in ["left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"]
+            ],
+        }
+    ]
+
+
+def test_overview_text() -> None:
+    r = run_cli("overview", sample("stuck_watermark_dedup"), env=no_java_env())
+    assert r.returncode == 0
+    assert "operator 0  dedupe: default (4 partitions)" in r.stdout
+    assert "2025-12-31 23:50:00" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["overview", "/no/such/checkpoint"], "Checkpoint not found"),
+        (["overview", str(SAMPLES / "generate.py")], "is a file"),
+        (["overview", str(SAMPLES / "join_hdfs" / "offsets")], "open its parent"),
+        (["overview"], "the following arguments are required"),
+        (["nonsense"], "invalid choice"),
+        (["sql", sample("join_hdfs"), "SELECT 1", "--batch", "x"], "invalid int value"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
+    r = run_cli(*args, env=no_java_env())
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
+
+
+def test_corrupt_commit_exits_2(copy_sample) -> None:  # type: ignore[no-untyped-def]
+    cp = copy_sample("dedup")
+    (cp / "commits" / "3").write_text("v1\n{broken")
+    r = run_cli("overview", str(cp), env=no_java_env())
+    assert r.returncode == 2 and "commits/3" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_sql_json_and_text_and_errors() -> None:
+    # one JVM start for all the Spark-backed CLI checks: a batch of commands in one process
+    code = (
+        "import sys, io, contextlib, json; sys.argv=['cli.py']; import cli\n"
+        "out = []\n"
+        "for argv in json.loads(sys.stdin.read()):\n"
+        "    o, e = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):\n"
+        "        rc = cli.main(argv)\n"
+        "    out.append([rc, o.getvalue(), e.getvalue()])\n"
+        "print('@@' + json.dumps(out))\n"
+    )
+    cmds = [
+        ["sql", sample("unbounded_agg"), "SELECT count(*) AS n, max(value.count) AS c FROM op0", "--json"],
+        ["sql", sample("unbounded_agg"), "SELECT count(*) AS n FROM op0", "--batch", "2", "--json"],
+        ["sql", sample("join_hdfs"), "SELECT key.field0 AS k, value.order_time AS t FROM op0_left ORDER BY k LIMIT 2", "--json"],
+        ["sql", sample("unbounded_agg"), "SELECT count(*) AS n FROM op0"],
+        ["sql", sample("unbounded_agg"), "SELECT * FROM op5", "--json"],
+        ["sql", sample("unbounded_agg"), "SELECT 1", "--batch", "40", "--json"],
+    ]
+    r = subprocess.run([sys.executable, "-c", code], input=json.dumps(cmds), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    results = json.loads(r.stdout.split("@@", 1)[1])
+    (rc, out, _), (rc2, out2, _), (rc3, out3, _), (rc4, out4, _), (rc5, _, err5), (rc6, _, err6) = results
+    assert rc == 0 and json.loads(out) == {"columns": ["n", "c"], "rows": [[300, 1]]}
+    assert rc2 == 0 and json.loads(out2) == {"columns": ["n"], "rows": [[75]]}
+    j3 = json.loads(out3)
+    assert rc3 == 0 and j3["columns"] == ["k", "t"] and len(j3["rows"]) == 2 and j3["rows"][0][1].endswith("+00:00")
+    assert rc4 == 0 and "300" in out4 and "1 rows at batch 11" in out4
+    assert rc5 == 2 and "op5" in err5 and "Tables: op0" in err5 and len(err5.strip().splitlines()) == 1
+    assert rc6 == 2 and "Batch 40 is not available" in err6

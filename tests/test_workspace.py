@@ -1,0 +1,92 @@
+"""The DuckDB workspace: documented table names, lazy loading, STRUCT columns, limits, errors."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import sample, scenario
+
+from analysis.examples import example_queries
+from spark_io.checkpoint import read_checkpoint
+from spark_io.errors import BatchOutOfRange, SqlError
+from spark_io.workspace import Workspace, table_specs
+
+pytestmark = pytest.mark.usefixtures("spark")
+
+
+def test_table_names_follow_the_documented_scheme() -> None:
+    names = {s.name for s in table_specs(read_checkpoint(sample("join_hdfs"))).values()}
+    assert names == {
+        "op0_left_keyToNumValues",
+        "op0_left_keyWithIndexToValue",
+        "op0_right_keyToNumValues",
+        "op0_right_keyWithIndexToValue",
+        "op0_left_keyToNumValues_changes",
+        "op0_left_keyWithIndexToValue_changes",
+        "op0_right_keyToNumValues_changes",
+        "op0_right_keyWithIndexToValue_changes",
+        "op0_left",
+        "op0_right",
+    }
+    assert {s.name for s in table_specs(read_checkpoint(sample("windowed_agg"))).values()} == {"op0", "op0_changes"}
+    chained = {s.name for s in table_specs(read_checkpoint(sample("chained_join_agg"))).values()}
+    assert {"op0", "op0_changes", "op1_left", "op1_right_keyWithIndexToValue"} <= chained
+    tws = {s.name for s in table_specs(read_checkpoint(sample("transform_with_state"))).values()}
+    assert tws == {"op0_count", "op0_per_kind", "op0_recent", "op0_timers", "op0_count_changes", "op0_per_kind_changes", "op0_recent_changes"}
+
+
+def test_tables_load_lazily_and_structs_stay_structs() -> None:
+    ws = Workspace(sample("join_hdfs"))
+    assert ws.batch == 16 and ws.loaded == {}
+    r = ws.execute("SELECT key.field0 AS k, value.order_time AS t, value.matched AS m FROM op0_left_keyWithIndexToValue")
+    assert set(ws.loaded) == {"op0_left_keywithindextovalue"}  # only the named table was read
+    assert r.columns == ["k", "t", "m"] and r.table.num_rows == ws.loaded["op0_left_keywithindextovalue"].rows
+    # the blog's outer join of both sides works in plain SQL
+    sql = example_queries(ws.info)["Join 0: left ⋈ right state, who is waiting for whom"]
+    rows = ws.execute(sql).table.to_pylist()
+    waiting_left = {r["join_key"] for r in rows if r["right_value"] is None}
+    # orders with a late payment (n % 10 == 3) are in state and have nobody on the right
+    assert any(int(k.split("-")[1]) % 10 == 3 for k in waiting_left)
+    assert all(r["left_matched"] is not None or r["right_value"] is not None for r in rows)
+
+
+def test_names_in_strings_and_comments_do_not_load_tables() -> None:
+    ws = Workspace(sample("join_hdfs"))
+    ws.execute("SELECT 'op0_left' AS s -- op0_right\n")
+    assert ws.loaded == {}
+
+
+def test_batch_choice_and_change_feed() -> None:
+    s = scenario("unbounded_agg")
+    ws = Workspace(sample("unbounded_agg"), batch_id=3)
+    assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 4 * 25}]
+    per_batch = ws.execute("SELECT batch_id, count(*) AS n FROM op0_changes GROUP BY ALL ORDER BY 1").table.to_pylist()
+    assert per_batch == [{"batch_id": b, "n": len(s.batches[b]["events"])} for b in range(4)]
+    with pytest.raises(BatchOutOfRange):
+        Workspace(sample("unbounded_agg"), batch_id=12)
+
+
+def test_row_cap_and_errors() -> None:
+    ws = Workspace(sample("unbounded_agg"))
+    r = ws.execute("SELECT * FROM op0", max_rows=50)
+    assert r.truncated and r.table.num_rows == 50
+    assert not ws.execute("SELECT * FROM op0", max_rows=300).truncated
+    with pytest.raises(SqlError, match=r"op9.*Tables: op0"):
+        ws.execute("SELECT * FROM op9")
+    with pytest.raises(SqlError, match="empty"):
+        ws.execute("  -- nothing\n ;")
+    with pytest.raises(SqlError, match="Parser Error|syntax"):
+        ws.execute("SELEC * FROM op0")
+    # the workspace keeps working after an error
+    assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]
+
+
+def test_examples_run_on_every_sample() -> None:
+    from conftest import SAMPLE_NAMES
+
+    for name in SAMPLE_NAMES:
+        ws = Workspace(sample(name))
+        examples = example_queries(ws.info)
+        assert examples, name
+        for title, sql in examples.items():
+            ws.execute(sql)  # raises SqlError on failure
+        ws.close()
