@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages.common import CHECKPOINT_KEY, INPUT_KEY, default_checkpoint, sample_checkpoints
 
-st.set_page_config(page_title="State Lens", page_icon="🔎", layout="wide")
+st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:", layout="wide")
 
 # The checkpoint is chosen once, here, and kept across pages in st.session_state.
 # A link may carry it: ?checkpoint=/path/to/checkpoint
@@ -17,11 +17,14 @@ st.set_page_config(page_title="State Lens", page_icon="🔎", layout="wide")
 # switches); the text input edits a copy.
 if CHECKPOINT_KEY not in st.session_state:
     st.session_state[CHECKPOINT_KEY] = st.query_params.get("checkpoint") or default_checkpoint()
-    st.session_state[INPUT_KEY] = st.session_state[CHECKPOINT_KEY]
+if st.session_state.get(INPUT_KEY) != st.session_state[CHECKPOINT_KEY]:
+    st.session_state[INPUT_KEY] = st.session_state[CHECKPOINT_KEY]  # widget state is dropped on page switch
 
 
-def _pick(path: str) -> None:
-    st.session_state[CHECKPOINT_KEY] = st.session_state[INPUT_KEY] = path
+def _pick() -> None:
+    name = st.session_state.get("sample_pick")
+    if name:
+        st.session_state[CHECKPOINT_KEY] = st.session_state[INPUT_KEY] = sample_checkpoints()[name]
 
 
 def _typed() -> None:
@@ -29,7 +32,7 @@ def _typed() -> None:
 
 
 with st.sidebar:
-    st.title("🔎 State Lens")
+    st.title(":material/frame_inspect: State Lens")
     st.text_input(
         "Checkpoint path",
         key=INPUT_KEY,
@@ -38,20 +41,19 @@ with st.sidebar:
     )
     samples = sample_checkpoints()
     if samples:
-        st.caption("Bundled samples")
-        cols = st.columns(2)
-        for i, (name, path) in enumerate(samples.items()):
-            cols[i % 2].button(name, key=f"sample-{name}", on_click=_pick, args=(path,), width="stretch")
+        current = next((n for n, p in samples.items() if p == st.session_state[CHECKPOINT_KEY]), None)
+        st.session_state["sample_pick"] = current
+        st.pills("Bundled samples", list(samples), key="sample_pick", on_change=_pick, selection_mode="single")
 
 nav = st.navigation(
     {
         "Checkpoint": [
-            st.Page("pages/overview.py", title="Overview", icon="📈", default=True),
-            st.Page("pages/operators.py", title="Operators and stores", icon="🧩"),
+            st.Page("pages/overview.py", title="Overview", icon=":material/timeline:", default=True),
+            st.Page("pages/operators.py", title="Operators and stores", icon=":material/account_tree:"),
         ],
         "State": [
-            st.Page("pages/browser.py", title="State browser", icon="🗂️"),
-            st.Page("pages/sql.py", title="SQL", icon="🦆"),
+            st.Page("pages/browser.py", title="State browser", icon=":material/table_view:"),
+            st.Page("pages/sql.py", title="SQL", icon=":material/terminal:"),
         ],
     }
 )

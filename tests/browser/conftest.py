@@ -1,0 +1,75 @@
+"""A real State Lens server and a real Chromium (Debian's), shared by the browser tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("STATELENS_CHROMIUM", "/usr/bin/chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    port = free_port()
+    log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("the Streamlit server did not start; see test-artifacts/streamlit.log")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def browser():  # type: ignore[no-untyped-def]
+    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium (the test command does).")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):  # type: ignore[no-untyped-def]
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+    pg = ctx.new_page()
+    yield pg
+    ctx.close()
