@@ -1,6 +1,6 @@
 """State Lens: the Streamlit entry point. Routing and the shared sidebar only.
 
-    streamlit run app.py
+streamlit run app.py
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def _dump(obj: Any) -> None:
 def _fmt_ms(ms: int) -> str:
     if not ms:
         return "-"
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -60,7 +60,6 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 def cmd_overview(args: argparse.Namespace) -> None:
     from analysis.overview import overview_dict
-
     from spark_io.checkpoint import read_checkpoint
 
     info = read_checkpoint(args.checkpoint)
@@ -98,7 +97,9 @@ def cmd_sql(args: argparse.Namespace) -> None:
     if args.json:
         _dump({"columns": result.columns, "rows": rows})
         return
-    shown = [[json.dumps(v, default=_json_value, ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in r] for r in rows]
+    shown = [
+        [json.dumps(v, default=_json_value, ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in r] for r in rows
+    ]
     print(_table(result.columns, shown))
     more = f" (cut at {args.max_rows}: more rows exist)" if result.truncated else ""
     print(f"\n{len(rows)} rows at batch {ws.batch}{more}")

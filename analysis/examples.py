@@ -33,8 +33,7 @@ def example_queries(info: CheckpointInfo) -> dict[str, str]:
                 "ORDER BY side, matched"
             )
             out[f"Join {op.operator_id}: keys with the most rows (hot keys)"] = (
-                f"SELECT key.field0 AS join_key, count(*) AS rows FROM {left}\n"
-                "GROUP BY ALL ORDER BY rows DESC LIMIT 20"
+                f"SELECT key.field0 AS join_key, count(*) AS rows FROM {left}\nGROUP BY ALL ORDER BY rows DESC LIMIT 20"
             )
         first = next((s for s in sources if not s.join_side), None)
         if first is None:

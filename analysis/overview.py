@@ -35,7 +35,7 @@ def overview_dict(info: CheckpointInfo) -> dict[str, Any]:
 
 
 def _ts(ms: int) -> dt.datetime | None:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc) if ms else None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC) if ms else None
 
 
 def batches_table(info: CheckpointInfo) -> pa.Table:

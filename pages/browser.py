@@ -24,13 +24,18 @@ if info is not None:
         sources = sources_of(op)
         source = c2.selectbox("Store, join side or state variable", sources, format_func=source_label)
         batch = c3.selectbox("Batch", committed[::-1], help="Committed batches, newest first.")
-        mode = c4.radio("Read", ["State at batch", "Change feed up to batch"], horizontal=False)
+        modes = (
+            ["State at batch", "Change feed up to batch"] if source is not None and source.has_change_feed else ["State at batch"]
+        )
+        mode = c4.radio("Read", modes, help="Change feeds are read per store; join sides and timers have none.")
         if source is not None:
             with guard():
                 with st.spinner("Reading state with Spark..."):
                     if mode == "State at batch":
                         table, _ = read_state_cached(info.path, source, batch)
-                        st.caption(f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`")
+                        st.caption(
+                            f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`"
+                        )
                     else:
                         table, start, end = read_changes_cached(info.path, source, batch)
                         st.caption(

@@ -17,7 +17,9 @@ if info is not None:
         for op in info.operators:
             stores = ", ".join(f"`{s.store_name}`" for s in op.stores)
             extra = f" — state variables: {', '.join(op.state_variables)}" if op.state_variables else ""
-            st.markdown(f"**Operator {op.operator_id}: {op.operator_name}** ({op.stores[0].num_partitions if op.stores else '?'} partitions) — {stores}{extra}")
+            st.markdown(
+                f"**Operator {op.operator_id}: {op.operator_name}** ({op.stores[0].num_partitions if op.stores else '?'} partitions) — {stores}{extra}"
+            )
         st.subheader("Files on disk")
         with guard():
             st.dataframe(store_files_summary(list_state_files(info.path)), hide_index=True, width="stretch")

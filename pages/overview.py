@@ -20,10 +20,12 @@ if info is not None:
     c[1].metric("Batches", s["batches"])
     c[2].metric("Last committed", "-" if s["last_committed"] is None else s["last_committed"])
     wm = s["watermark_ms"]
-    c[3].metric("Watermark (UTC)", dt.datetime.fromtimestamp(wm / 1000, dt.timezone.utc).strftime("%m-%d %H:%M:%S") if wm else "none")
+    c[3].metric("Watermark (UTC)", dt.datetime.fromtimestamp(wm / 1000, dt.UTC).strftime("%m-%d %H:%M:%S") if wm else "none")
     c[4].metric("Stateful operators", s["operators"])
     if s["uncommitted"]:
-        st.warning(f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted.")
+        st.warning(
+            f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."
+        )
 
     batches = batches_table(info)
     left, right = st.columns([3, 2])
@@ -34,7 +36,7 @@ if info is not None:
             fig = go.Figure(
                 go.Scatter(
                     x=[b.batch_id for b in marked],
-                    y=[dt.datetime.fromtimestamp(b.watermark_ms / 1000, dt.timezone.utc) for b in marked],
+                    y=[dt.datetime.fromtimestamp(b.watermark_ms / 1000, dt.UTC) for b in marked],
                     mode="lines+markers",
                     name="watermark",
                 )

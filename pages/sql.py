@@ -78,5 +78,9 @@ if info is not None:
                 with guard():
                     d1.download_button("CSV", to_csv_bytes(result.table), "statelens-query.csv", "text/csv", key="dl_csv")
                     d2.download_button(
-                        "Parquet", to_parquet_bytes(result.table), "statelens-query.parquet", "application/octet-stream", key="dl_parquet"
+                        "Parquet",
+                        to_parquet_bytes(result.table),
+                        "statelens-query.parquet",
+                        "application/octet-stream",
+                        key="dl_parquet",
                     )

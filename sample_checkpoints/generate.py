@@ -33,7 +33,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 OUTPUTS = HERE / "outputs"
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -341,9 +341,8 @@ def chained_join_agg(spark: Any, s: dict[str, Any]) -> Any:
     from pyspark.sql.functions import sum as sum_
 
     joined = orders_payments_join(spark, s)
-    return (
-        joined.groupBy(window(col("order_time"), "5 minutes"), col("customer_id"))
-        .agg(count("*").alias("paid_orders"), sum_("payment_amount").alias("paid"))
+    return joined.groupBy(window(col("order_time"), "5 minutes"), col("customer_id")).agg(
+        count("*").alias("paid_orders"), sum_("payment_amount").alias("paid")
     )
 
 
@@ -412,8 +411,7 @@ def scenarios() -> list[Scenario]:
         ),
         Scenario(
             "dedup_within_watermark",
-            "dropDuplicatesWithinWatermark(event_id) with a 10 minute watermark: the state keeps "
-            "each id with its expiry time.",
+            "dropDuplicatesWithinWatermark(event_id) with a 10 minute watermark: the state keeps each id with its expiry time.",
             {"events": EVENTS},
             event_batches(12, 10, 3, id_fn=dedup_ids),
             dedup_within_watermark,
@@ -430,8 +428,7 @@ def scenarios() -> list[Scenario]:
         ),
         Scenario(
             "apply_in_pandas_with_state",
-            "applyInPandasWithState counting events per user with an event-time timeout 10 minutes "
-            "after the user's last event.",
+            "applyInPandasWithState counting events per user with an event-time timeout 10 minutes after the user's last event.",
             {"events": EVENTS},
             event_batches(12, 6, 4, users=4, time_fn=lambda b, i: ts(b * 4 + (12 if i % 4 == 3 and b < 6 else 0), i)),
             apply_in_pandas_with_state,
@@ -513,7 +510,7 @@ def run(spark: Any, scenario: Scenario, dest: Path) -> None:
         inputs = Path(tmp) / "in"
         write_inputs(inputs, scenario)
         spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
-        for k in (ROCKS | SMALL):
+        for k in ROCKS | SMALL:
             spark.conf.unset(k)
         for k, v in scenario.conf.items():
             spark.conf.set(k, v)

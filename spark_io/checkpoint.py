@@ -59,9 +59,7 @@ class OperatorInfo:
 
     @property
     def is_join(self) -> bool:
-        return self.operator_name == "symmetricHashJoin" or any(
-            s.store_name.startswith(("left-", "right-")) for s in self.stores
-        )
+        return self.operator_name == "symmetricHashJoin" or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
 
     @property
     def state_variables(self) -> list[str]:
@@ -369,7 +367,8 @@ def read_schema_file(path: Path) -> list[dict[str, Any]]:
     """
     text = path.read_bytes().decode("utf-8", errors="replace")
     decoder = json.JSONDecoder()
-    out, i = [], 0
+    out: list[dict[str, Any]] = []
+    i = 0
     while True:
         i = text.find("{", i)
         if i < 0:

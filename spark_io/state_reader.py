@@ -32,6 +32,11 @@ class StateSource:
     state_var: str | None = None
     timers: bool = False  # transformWithState registered timers
 
+    @property
+    def has_change_feed(self) -> bool:
+        """Spark 4.3 reads change feeds per store; join-side views and timers have none."""
+        return not self.join_side and not self.timers
+
     def options(self) -> dict[str, str]:
         opts = {"operatorId": str(self.operator_id)}
         if self.timers:
@@ -46,12 +51,9 @@ class StateSource:
 
     def describe(self) -> str:
         what = (
-            self.timers
-            and "registered timers"
-            or self.join_side
-            and f"join side {self.join_side}"
-            or self.state_var
-            and f"state variable {self.state_var}"
+            (self.timers and "registered timers")
+            or (self.join_side and f"join side {self.join_side}")
+            or (self.state_var and f"state variable {self.state_var}")
         )
         return f"operator {self.operator_id}, " + (what or f"store {self.store_name or DEFAULT_STORE}")
 
@@ -123,8 +125,7 @@ def resolve_batch(info: CheckpointInfo, batch_id: int | None) -> int:
     if batch_id not in committed:
         pending = " (it is in offsets/ but not committed yet)" if batch_id in info.uncommitted else ""
         raise BatchOutOfRange(
-            f"Batch {batch_id} is not available{pending}: the retained committed batches are "
-            f"{committed[0]}–{committed[-1]}."
+            f"Batch {batch_id} is not available{pending}: the retained committed batches are {committed[0]}–{committed[-1]}."
         )
     return batch_id
 
@@ -183,8 +184,11 @@ def read_changes(
     """The change feed (``batch_id``, ``change_type`` update/delete, key, value) over batches."""
     info = info or read_checkpoint(path)
     validate_source(info, source)
-    if source.join_side:
-        raise UnknownStore("The change feed is read per store, not per join side: pick a join store instead.")
+    if not source.has_change_feed:
+        raise UnknownStore(
+            f"{source.describe()} has no change feed (Spark reads change feeds per store): "
+            "pick a store such as left-keyWithIndexToValue instead."
+        )
     end_b = resolve_batch(info, end)
     committed = [b.batch_id for b in info.committed_batches]
     start_b = committed[0] if start is None else resolve_batch(info, start)

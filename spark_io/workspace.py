@@ -57,7 +57,7 @@ def table_specs(info: CheckpointInfo) -> dict[str, TableSpec]:
         for src in sources_of(op):
             name = table_name(src)
             specs[name.lower()] = TableSpec(name, src)
-            if not src.join_side and not src.timers:  # Spark 4.3 has no change feed for these
+            if src.has_change_feed:
                 specs[f"{name}_changes".lower()] = TableSpec(f"{name}_changes", src, changes=True)
     return specs
 

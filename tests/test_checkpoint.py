@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_NAMES, ms, sample, scenario
 
+from conftest import SAMPLE_NAMES, ms, sample, scenario
 from spark_io.checkpoint import list_state_files, read_checkpoint, read_schema_file
 from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
 
@@ -152,11 +152,11 @@ def test_bad_paths_get_clear_errors(tmp_path: Path) -> None:
     "folder,content,message",
     [
         ("offsets", b"", "does not start with a version line"),
-        ("offsets", b"v1\n{\"batchWatermarkMs\":17", "not valid JSON"),
+        ("offsets", b'v1\n{"batchWatermarkMs":17', "not valid JSON"),
         ("offsets", b"v1", "truncated"),
         ("offsets", b"\x00\xff\xfe garbage", "not a text file"),
         ("offsets", b'v1\n{"batchWatermarkMs":"soon"}', "should be an integer"),
-        ("commits", b"v1\n{\"nextBatchWatermarkMs", "not valid JSON"),
+        ("commits", b'v1\n{"nextBatchWatermarkMs', "not valid JSON"),
         ("commits", b"garbage", "does not start with a version line"),
     ],
 )
@@ -191,10 +191,14 @@ def test_thousand_batch_log_reads_without_spark(tmp_path: Path) -> None:
         (cp / d).mkdir(parents=True)
     (cp / "metadata").write_text(json.dumps({"id": "00000000-0000-0000-0000-000000000001"}))
     for b in range(1000):
-        meta = {"batchWatermarkMs": b * 1000, "batchTimestampMs": 1_700_000_000_000 + b, "conf": {"spark.sql.shuffle.partitions": "200"}}
+        meta = {
+            "batchWatermarkMs": b * 1000,
+            "batchTimestampMs": 1_700_000_000_000 + b,
+            "conf": {"spark.sql.shuffle.partitions": "200"},
+        }
         (cp / "offsets" / str(b)).write_text("v1\n" + json.dumps(meta) + '\n{"logOffset":1}')
         if b < 999:
-            (cp / "commits" / str(b)).write_text('v1\n{"nextBatchWatermarkMs":%d}' % ((b + 1) * 1000))
+            (cp / "commits" / str(b)).write_text(f'v1\n{{"nextBatchWatermarkMs":{(b + 1) * 1000}}}')
     info = read_checkpoint(str(cp))
     assert len(info.batches) == 1000 and info.uncommitted == [999] and info.last_committed == 998
     assert info.batches[500].watermark_ms == 500_000 and info.batches[500].next_watermark_ms == 501_000

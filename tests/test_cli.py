@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLES, sample
 
+from conftest import ROOT, SAMPLES, sample
 from spark_io.checkpoint import read_checkpoint
 
 
@@ -34,7 +34,8 @@ def test_overview_json_contract_without_a_jvm() -> None:
     info = read_checkpoint(sample("join_hdfs"))
     assert data["query_id"] == info.query_id
     assert data["batches"] == [
-        {"batch_id": b.batch_id, "committed": True, "watermark_ms": b.watermark_ms, "timestamp_ms": b.timestamp_ms} for b in info.batches
+        {"batch_id": b.batch_id, "committed": True, "watermark_ms": b.watermark_ms, "timestamp_ms": b.timestamp_ms}
+        for b in info.batches
     ]
     assert data["operators"] == [
         {
@@ -100,7 +101,9 @@ def test_sql_json_and_text_and_errors() -> None:
         ["sql", sample("unbounded_agg"), "SELECT * FROM op5", "--json"],
         ["sql", sample("unbounded_agg"), "SELECT 1", "--batch", "40", "--json"],
     ]
-    r = subprocess.run([sys.executable, "-c", code], input=json.dumps(cmds), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", code], input=json.dumps(cmds), capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
     results = json.loads(r.stdout.split("@@", 1)[1])
     (rc, out, _), (rc2, out2, _), (rc3, out3, _), (rc4, out4, _), (rc5, _, err5), (rc6, _, err6) = results
     assert rc == 0 and json.loads(out) == {"columns": ["n", "c"], "rows": [[300, 1]]}

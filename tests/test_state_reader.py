@@ -6,8 +6,8 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from conftest import SAMPLE_NAMES, ms, sample, scenario
 
+from conftest import SAMPLE_NAMES, ms, sample, scenario
 from spark_io.checkpoint import read_checkpoint
 from spark_io.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
 from spark_io.state_reader import StateSource, read_changes, read_state, read_state_metadata, sources_of

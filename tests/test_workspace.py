@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import sample, scenario
 
 from analysis.examples import example_queries
+from conftest import sample, scenario
 from spark_io.checkpoint import read_checkpoint
 from spark_io.errors import BatchOutOfRange, SqlError
 from spark_io.workspace import Workspace, table_specs
@@ -31,7 +31,15 @@ def test_table_names_follow_the_documented_scheme() -> None:
     chained = {s.name for s in table_specs(read_checkpoint(sample("chained_join_agg"))).values()}
     assert {"op0", "op0_changes", "op1_left", "op1_right_keyWithIndexToValue"} <= chained
     tws = {s.name for s in table_specs(read_checkpoint(sample("transform_with_state"))).values()}
-    assert tws == {"op0_count", "op0_per_kind", "op0_recent", "op0_timers", "op0_count_changes", "op0_per_kind_changes", "op0_recent_changes"}
+    assert tws == {
+        "op0_count",
+        "op0_per_kind",
+        "op0_recent",
+        "op0_timers",
+        "op0_count_changes",
+        "op0_per_kind_changes",
+        "op0_recent_changes",
+    }
 
 
 def test_tables_load_lazily_and_structs_stay_structs() -> None:
@@ -74,7 +82,7 @@ def test_row_cap_and_errors() -> None:
         ws.execute("SELECT * FROM op9")
     with pytest.raises(SqlError, match="empty"):
         ws.execute("  -- nothing\n ;")
-    with pytest.raises(SqlError, match="Parser Error|syntax"):
+    with pytest.raises(SqlError, match=r"Parser Error|syntax"):
         ws.execute("SELEC * FROM op0")
     # the workspace keeps working after an error
     assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]
@@ -87,6 +95,6 @@ def test_examples_run_on_every_sample() -> None:
         ws = Workspace(sample(name))
         examples = example_queries(ws.info)
         assert examples, name
-        for title, sql in examples.items():
+        for _title, sql in examples.items():
             ws.execute(sql)  # raises SqlError on failure
         ws.close()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from conftest import ARTIFACTS  # type: ignore[attr-defined]
 from playwright.sync_api import expect
+
+from conftest import ARTIFACTS  # type: ignore[attr-defined]
 
 
 def test_pick_sample_and_run_sql(app_url: str, page) -> None:  # type: ignore[no-untyped-def]

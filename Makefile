@@ -1,0 +1,14 @@
+.PHONY: run test check lint samples bench
+
+run:        ## install (first time) and start the app
+	bash scripts/start.sh
+test:       ## install (first time) and run every test
+	bash scripts/test.sh
+lint:
+	.venv/bin/python -m ruff check . && .venv/bin/python -m ruff format --check .
+check: lint test
+	.venv/bin/python -m mypy spark_io analysis cli.py
+samples:    ## regenerate the sample checkpoints (runs real streaming queries)
+	.venv/bin/python sample_checkpoints/generate.py
+bench:
+	.venv/bin/python bench/bench_overview.py

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Creates .venv with the pinned requirements (skipped when they have not changed) and
+# checks Java. Sourced by scripts/start.sh and scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    echo "State Lens needs Python 3.11 or newer (found: $("$PYTHON" --version 2>&1))." >&2
+    exit 1
+fi
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+    echo "Java was not found. Spark needs Java 17: sudo apt-get install -y openjdk-17-jre-headless (or set JAVA_HOME)." >&2
+    exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv || {
+        echo "Could not create a virtual environment: sudo apt-get install -y python3-venv" >&2
+        exit 1
+    }
+fi
+stamp=.venv/.requirements.sha256
+want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -r requirements.txt
+    echo "$want" > "$stamp"
+fi
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+export PYSPARK_PYTHON="$PWD/.venv/bin/python"

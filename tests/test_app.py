@@ -1,0 +1,138 @@
+"""Every page through Streamlit's AppTest, on real samples, including bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT, sample, scenario
+from spark_io.checkpoint import read_checkpoint
+
+APP = str(ROOT / "app.py")
+
+
+def open_app(checkpoint: str | None = None, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    if checkpoint is not None:
+        at.session_state["checkpoint"] = checkpoint
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_overview_defaults_to_a_bundled_sample() -> None:
+    at = open_app()
+    info = read_checkpoint(sample("join_hdfs"))
+    m = metrics(at)
+    assert m["Batches"] == "17" and m["Last committed"] == "16" and m["Stateful operators"] == "1"
+    assert m["Query id"] == info.query_id[:8]  # type: ignore[index]
+    assert m["Watermark (UTC)"] == "01-01 00:13:45"
+    assert len(at.dataframe) == 2  # batches and configuration
+    assert at.dataframe[0].value["batch_id"].tolist() == list(range(17))
+
+
+def test_choosing_a_sample_is_kept_across_pages() -> None:
+    at = open_app()
+    at.sidebar.button_group[0].set_value("stuck_watermark_dedup").run()  # type: ignore[attr-defined]
+    assert metrics(at)["Batches"] == "12"
+    at.switch_page("pages/browser.py").run()
+    assert at.session_state["checkpoint"].endswith("stuck_watermark_dedup")
+    assert "120 rows" in at.caption[0].value
+
+
+def test_overview_without_watermark_says_so() -> None:
+    at = open_app(sample("unbounded_agg"))
+    assert metrics(at)["Watermark (UTC)"] == "none"
+    assert any("watermark is 0 in every batch" in i.value for i in at.info)
+
+
+def test_operators_page_lists_stores_files_and_state_metadata() -> None:
+    at = open_app(sample("join_rocksdb"), "pages/operators.py")
+    files, md = at.dataframe[0].value, at.dataframe[1].value
+    assert files["store_name"].tolist() == [
+        "left-keyToNumValues",
+        "left-keyWithIndexToValue",
+        "right-keyToNumValues",
+        "right-keyWithIndexToValue",
+    ]
+    assert (files["partitions"] == 4).all() and (files["max_version"] == 17).all()
+    assert all("changelog 68" in k for k in files["kinds"])
+    assert md["stateStoreName"].tolist() == files["store_name"].tolist()
+    assert set(md["maxBatchId"]) == {16}
+
+
+def test_browser_reads_join_side_at_a_chosen_batch() -> None:
+    at = open_app(sample("hot_key_join"), "pages/browser.py")
+    at.selectbox[1].select_index(len(at.selectbox[1].options) - 2).run()  # join side: left
+    assert "1,548 rows" in at.caption[0].value and "join side left at batch 5" in at.caption[0].value
+    at.selectbox[2].set_value(0).run()  # batch 0
+    assert "258 rows" in at.caption[0].value
+    assert at.dataframe[0].value.shape[0] == 258
+    assert at.radio[0].options == ["State at batch"]  # a join side has no change feed
+    at.selectbox[1].set_value(at.selectbox[1].options[1]).run()  # store left-keyWithIndexToValue
+    at.radio[0].set_value("Change feed up to batch").run()
+    # batch 0: every left row is inserted, and rows whose key has a right row are updated to matched
+    b0 = scenario("hot_key_join").batches[0]
+    right_keys = {r["k"] for r in b0["right"]}
+    expected = len(b0["left"]) + sum(r["k"] in right_keys for r in b0["left"])
+    assert f"**{expected} changes** · batches 0–0" in at.caption[0].value
+
+
+def test_sql_page_runs_an_example_and_offers_downloads() -> None:
+    at = open_app(sample("join_hdfs"), "pages/sql.py")
+    at.toggle(key="sql_plain").set_value(True).run()
+    at.selectbox(key="sql_example").set_value("Join 0: unmatched rows per side").run()
+    at.button(key="sql_run").click().run()
+    assert not at.error, [e.value for e in at.error]
+    df = at.dataframe[-1].value
+    assert set(df["side"]) == {"left", "right"}
+    assert df["rows"].sum() == 72 + 72
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["CSV", "Parquet"]
+
+
+def test_sql_errors_show_once_and_the_page_keeps_working() -> None:
+    at = open_app(sample("unbounded_agg"), "pages/sql.py")
+    at.toggle(key="sql_plain").set_value(True).run()
+    at.text_area(key="sql_text").set_value("SELECT * FROM op42").run()
+    at.button(key="sql_run").click().run()
+    assert len(at.error) == 1 and "op42" in at.error[0].value and "Tables: op0" in at.error[0].value
+    at.text_area(key="sql_text").set_value("SELECT count(*) AS n FROM op0").run()
+    at.button(key="sql_run").click().run()
+    assert not at.error and at.dataframe[-1].value["n"].tolist() == [300]
+
+
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/operators.py", "pages/browser.py", "pages/sql.py"])
+def test_bad_paths_show_one_error_on_every_page(tmp_path: Path, page: str) -> None:
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x.txt").write_text("x")
+    for path, message in [
+        (str(tmp_path / "missing"), "does not exist"),
+        (str(tmp_path / "junk"), "not a Structured Streaming checkpoint"),
+        (str(tmp_path / "junk" / "x.txt"), "is a file"),
+    ]:
+        at = open_app(path, page)
+        assert len(at.error) == 1 and message in at.error[0].value, (page, path)
+
+
+def test_corrupt_offsets_and_missing_state_in_the_app(copy_sample) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    cp = copy_sample("dedup")
+    (cp / "offsets" / "4").write_text("v1\n{not json")
+    at = open_app(str(cp))
+    assert len(at.error) == 1 and "offsets/4" in at.error[0].value
+    cp2 = copy_sample("unbounded_agg")
+    shutil.rmtree(cp2 / "state")
+    at = open_app(str(cp2), "pages/browser.py")
+    assert not at.error and "no state/ folder" in at.info[0].value
+    assert metrics(open_app(str(cp2)))["Batches"] == "12"  # the overview still works

@@ -1,0 +1,47 @@
+"""Import contracts: analysis/ and spark_io/ never import streamlit; analysis/ never starts Spark."""
+
+from __future__ import annotations
+
+import ast
+
+from conftest import ROOT
+
+
+def imported_modules(folder: str) -> dict[str, set[str]]:
+    out = {}
+    for path in sorted((ROOT / folder).glob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module.split(".")[0])
+        out[path.name] = names
+    return out
+
+
+def test_engine_code_does_not_import_the_ui() -> None:
+    for folder in ("analysis", "spark_io"):
+        for name, mods in imported_modules(folder).items():
+            assert "streamlit" not in mods and "pages" not in mods, f"{folder}/{name}"
+
+
+def test_analysis_does_not_touch_spark() -> None:
+    for name, mods in imported_modules("analysis").items():
+        assert "pyspark" not in mods, name
+        src = (ROOT / "analysis" / name).read_text()
+        assert "get_spark" not in src and "state_reader.read" not in src, name
+
+
+def test_pages_are_thin() -> None:
+    for path in (ROOT / "pages").glob("*.py"):
+        mods = imported_modules("pages")[path.name]
+        assert "pyspark" not in mods and "duckdb" not in mods, path.name
+
+
+def test_ruff_is_clean() -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-2000:]
