@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, sample, scenario
 from spark_io.checkpoint import read_checkpoint
+from support import ROOT, sample, scenario
 
 APP = str(ROOT / "app.py")
 

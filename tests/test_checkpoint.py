@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_NAMES, ms, sample, scenario
 from spark_io.checkpoint import list_state_files, read_checkpoint, read_schema_file
 from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
+from support import SAMPLE_NAMES, ms, sample, scenario
 
 
 def expected_watermarks(name: str, delay_min: float, event_col: str, sources: list[str]) -> list[int]:

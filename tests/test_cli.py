@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SAMPLES, sample
 from spark_io.checkpoint import read_checkpoint
+from support import ROOT, SAMPLES, sample
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from conftest import ROOT
+from support import ROOT
 
 
 def imported_modules(folder: str) -> dict[str, set[str]]:

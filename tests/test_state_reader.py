@@ -7,10 +7,10 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from conftest import SAMPLE_NAMES, ms, sample, scenario
 from spark_io.checkpoint import read_checkpoint
 from spark_io.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
 from spark_io.state_reader import StateSource, read_changes, read_state, read_state_metadata, sources_of
+from support import SAMPLE_NAMES, ms, sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
 
@@ -107,7 +107,7 @@ def test_join_state_is_the_same_on_both_providers_and_consistent_with_output() -
     left = snapshot("join_hdfs", "left-keyWithIndexToValue")
     import json
 
-    from conftest import SAMPLES
+    from support import SAMPLES
 
     emitted = {r["order_id"] for r in json.loads((SAMPLES / "outputs" / "join_hdfs.json").read_text())}
     # an order still in state is marked matched exactly when the query emitted it

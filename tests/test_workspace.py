@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from analysis.examples import example_queries
-from conftest import sample, scenario
 from spark_io.checkpoint import read_checkpoint
 from spark_io.errors import BatchOutOfRange, SqlError
 from spark_io.workspace import Workspace, table_specs
+from support import sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
 
@@ -89,7 +89,7 @@ def test_row_cap_and_errors() -> None:
 
 
 def test_examples_run_on_every_sample() -> None:
-    from conftest import SAMPLE_NAMES
+    from support import SAMPLE_NAMES
 
     for name in SAMPLE_NAMES:
         ws = Workspace(sample(name))

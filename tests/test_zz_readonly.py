@@ -3,7 +3,7 @@ not one file under any sample checkpoint was created, changed or removed."""
 
 from __future__ import annotations
 
-from conftest import BASELINE, SAMPLE_NAMES, sample_checksums
+from support import BASELINE, SAMPLE_NAMES, sample_checksums
 
 
 def test_sample_checkpoints_are_byte_for_byte_unchanged() -> None:

@@ -10,12 +10,11 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
+from support import ARTIFACTS, ROOT
+
 CHROMIUM = os.environ.get("STATELENS_CHROMIUM", "/usr/bin/chromium")
 
 

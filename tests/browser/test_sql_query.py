@@ -6,7 +6,7 @@ import re
 
 from playwright.sync_api import expect
 
-from conftest import ARTIFACTS  # type: ignore[attr-defined]
+from support import ARTIFACTS
 
 
 def test_pick_sample_and_run_sql(app_url: str, page) -> None:  # type: ignore[no-untyped-def]
