@@ -17,8 +17,9 @@ st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:"
 # switches); the text input edits a copy.
 if CHECKPOINT_KEY not in st.session_state:
     st.session_state[CHECKPOINT_KEY] = st.query_params.get("checkpoint") or default_checkpoint()
-if st.session_state.get(INPUT_KEY) != st.session_state[CHECKPOINT_KEY]:
-    st.session_state[INPUT_KEY] = st.session_state[CHECKPOINT_KEY]  # widget state is dropped on page switch
+# Re-seed the input every run: a page switch remounts the widget, which otherwise shows empty.
+# (Its on_change callback has already copied any edit into CHECKPOINT_KEY by now.)
+st.session_state[INPUT_KEY] = st.session_state[CHECKPOINT_KEY]
 
 
 def _pick() -> None:

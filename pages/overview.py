@@ -20,7 +20,12 @@ if info is not None:
     c[1].metric("Batches", s["batches"])
     c[2].metric("Last committed", "-" if s["last_committed"] is None else s["last_committed"])
     wm = s["watermark_ms"]
-    c[3].metric("Watermark (UTC)", dt.datetime.fromtimestamp(wm / 1000, dt.UTC).strftime("%m-%d %H:%M:%S") if wm else "none")
+    wm_dt = dt.datetime.fromtimestamp(wm / 1000, dt.UTC) if wm else None
+    c[3].metric(
+        "Watermark (UTC)",
+        wm_dt.strftime("%H:%M:%S") if wm_dt else "none",
+        help=f"{wm_dt.isoformat()} ({wm} ms), batch {info.batches[-1].batch_id}" if wm_dt else "No watermark in any batch.",
+    )
     c[4].metric("Stateful operators", s["operators"])
     if s["uncommitted"]:
         st.warning(

@@ -35,7 +35,7 @@ def test_overview_defaults_to_a_bundled_sample() -> None:
     m = metrics(at)
     assert m["Batches"] == "17" and m["Last committed"] == "16" and m["Stateful operators"] == "1"
     assert m["Query id"] == info.query_id[:8]  # type: ignore[index]
-    assert m["Watermark (UTC)"] == "01-01 00:13:45"
+    assert m["Watermark (UTC)"] == "00:13:45"
     assert len(at.dataframe) == 2  # batches and configuration
     assert at.dataframe[0].value["batch_id"].tolist() == list(range(17))
 

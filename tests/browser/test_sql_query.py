@@ -18,6 +18,8 @@ def test_pick_sample_and_run_sql(app_url: str, page) -> None:  # type: ignore[no
 
     page.get_by_role("link", name="SQL").click()
     expect(page.get_by_role("heading", name="SQL")).to_be_visible(timeout=30_000)
+    # the chosen checkpoint is kept across pages, in the sidebar too
+    expect(page.get_by_role("textbox", name="Checkpoint path")).to_have_value(re.compile("unbounded_agg$"))
     page.get_by_role("combobox", name="Example queries").click()
     page.get_by_role("option", name=re.compile("rows per partition")).click()
     page.get_by_role("button", name="Run").click()
