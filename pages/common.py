@@ -146,8 +146,3 @@ def source_label(source: StateSource) -> str:
 def operator_label(info: CheckpointInfo, operator_id: int) -> str:
     op = info.operator(operator_id)
     return f"{operator_id}: {op.operator_name}" if op else str(operator_id)
-
-
-def arrow_for_display(table: pa.Table) -> pa.Table:
-    """Streamlit's grid shows structs as text; keep Arrow so large tables stream lazily."""
-    return table

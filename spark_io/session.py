@@ -55,10 +55,6 @@ def target() -> SparkTarget:
     return _target
 
 
-def is_started() -> bool:
-    return _session is not None
-
-
 def java_problem() -> str | None:
     """None when a Java runtime is usable, else what is wrong and how to fix it."""
     java_home = os.environ.get("JAVA_HOME")

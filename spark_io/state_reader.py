@@ -75,12 +75,16 @@ def sources_of(op: OperatorInfo) -> list[StateSource]:
     return out
 
 
-def _operator(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
+def _require_state(info: CheckpointInfo) -> None:
     if not info.operators:
         raise NoState(
             f"{info.path} has no state/ folder: the query has no stateful operator, or it has not "
             "committed a batch yet. Overview and batches are still available."
         )
+
+
+def _operator(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
+    _require_state(info)
     op = info.operator(operator_id)
     if op is None:
         known = ", ".join(f"{o.operator_id} ({o.operator_name})" for o in info.operators)
@@ -158,8 +162,7 @@ def _load(options: dict[str, str], fmt: str, path: str, what: str) -> pa.Table:
 
 def read_state_metadata(path: str, info: CheckpointInfo | None = None) -> pa.Table:
     info = info or read_checkpoint(path)
-    if not info.operators:
-        _operator(info, 0)  # raises NoState
+    _require_state(info)
     return _load({}, "state-metadata", info.path, "the state metadata")
 
 

@@ -113,3 +113,10 @@ def test_sql_json_and_text_and_errors() -> None:
     assert rc4 == 0 and "300" in out4 and "1 rows at batch 11" in out4
     assert rc5 == 2 and "op5" in err5 and "Tables: op0" in err5 and len(err5.strip().splitlines()) == 1
     assert rc6 == 2 and "Batch 40 is not available" in err6
+
+
+def test_sql_without_java_says_how_to_fix_it() -> None:
+    r = run_cli("sql", sample("unbounded_agg"), "SELECT count(*) FROM op0", env=no_java_env())
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert "Spark is not available: Java was not found" in line and "openjdk-17" in line
