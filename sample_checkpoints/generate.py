@@ -146,13 +146,17 @@ def event_batches(
     users: int = 5,
     id_fn: Callable[[int, int, int], str] | None = None,
     time_fn: Callable[[int, int], str] | None = None,
+    idle_after: dict[str, int] | None = None,
 ) -> list[dict[str, Rows]]:
+    """``idle_after``: user -> last batch with events for that user (then the user goes quiet)."""
     out = []
     kinds = ["click", "view", "buy"]
     for b in range(n_batches):
         rows = []
         for i in range(per_batch):
             n = b * per_batch + i
+            if idle_after and b > idle_after.get(f"user-{n % users}", n_batches):
+                continue
             rows.append(
                 {
                     "event_id": id_fn(b, i, n) if id_fn else f"ev-{n}",
@@ -428,9 +432,10 @@ def scenarios() -> list[Scenario]:
         ),
         Scenario(
             "apply_in_pandas_with_state",
-            "applyInPandasWithState counting events per user with an event-time timeout 10 minutes after the user's last event.",
+            "applyInPandasWithState counting events per user with an event-time timeout 10 minutes after the "
+            "user's last event; user-3 goes quiet after batch 3 and times out.",
             {"events": EVENTS},
-            event_batches(12, 6, 4, users=4, time_fn=lambda b, i: ts(b * 4 + (12 if i % 4 == 3 and b < 6 else 0), i)),
+            event_batches(12, 6, 4, users=4, idle_after={"user-3": 3}),
             apply_in_pandas_with_state,
             output_mode="update",
             conf=SMALL,
@@ -438,9 +443,10 @@ def scenarios() -> list[Scenario]:
         Scenario(
             "transform_with_state",
             "transformWithStateInPandas per user with value state (count), list state (recent "
-            "events), map state (count per kind) and an event-time timer; RocksDB provider.",
+            "events), map state (count per kind) and an event-time timer 15 minutes after the last "
+            "event; user-3 goes quiet after batch 3, its timer fires and clears its state. RocksDB provider.",
             {"events": EVENTS},
-            event_batches(10, 6, 4, users=4, time_fn=lambda b, i: ts(b * 4 + (30 if i % 4 == 3 else 0), i)),
+            event_batches(10, 6, 4, users=4, idle_after={"user-3": 3}),
             transform_with_state,
             output_mode="update",
             conf={**SMALL, **ROCKS},

@@ -1,0 +1,585 @@
+"""'Why is key X missing': one verdict per key, with evidence, a timeline and the SQL behind it.
+
+Pure functions. ``spark_io.diagnosis`` reads, for each key, the rows that hold it in every
+relevant store at the chosen batch, its change-feed history, and near-miss keys; this
+module turns them into a ``KeyDiagnosis``. Verdicts by operator:
+
+* stream-stream join: ``matched``, ``waiting_for_other_side``, ``condition_not_met``,
+  ``evicted``, ``never_in_state`` (the State Reader blog's left/right outer join, plus history)
+* aggregation: ``waiting_for_watermark`` (windowed) or ``in_state``, ``evicted``, ``never_in_state``
+* dropDuplicates(WithinWatermark): ``dropping_duplicates``, ``evicted``, ``never_in_state``
+* session windows: ``session_open``, ``evicted``, ``never_in_state``
+* applyInPandasWithState / flatMapGroupsWithState / transformWithState: ``in_state``,
+  ``evicted``, ``never_in_state``
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MATCHED = "matched"
+WAITING_OTHER_SIDE = "waiting_for_other_side"
+CONDITION_NOT_MET = "condition_not_met"
+EVICTED = "evicted"
+NEVER_IN_STATE = "never_in_state"
+WAITING_WATERMARK = "waiting_for_watermark"
+IN_STATE = "in_state"
+DROPPING_DUPLICATES = "dropping_duplicates"
+SESSION_OPEN = "session_open"
+
+MAX_EVIDENCE = 200  # rows of evidence per key; the SQL reproduces all of them
+
+JOIN, AGGREGATION, DEDUP, DEDUP_WITHIN, SESSION, GROUP_STATE, TWS = (
+    "join",
+    "aggregation",
+    "dedup",
+    "dedup_within_watermark",
+    "session_window",
+    "group_state",
+    "transform_with_state",
+)
+
+
+def operator_kind(operator_name: str) -> str:
+    name = operator_name.lower()
+    if name == "symmetrichashjoin":
+        return JOIN
+    if "transformwithstate" in name:
+        return TWS
+    if "withstate" in name:  # applyInPandasWithState, flatMapGroupsWithState
+        return GROUP_STATE
+    if name.startswith("sessionwindow"):
+        return SESSION
+    if name == "dedupewithinwatermark":
+        return DEDUP_WITHIN
+    if name.startswith("dedupe"):
+        return DEDUP
+    return AGGREGATION
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass
+class StoreLookup:
+    """What one store says about one key: rows at the batch, history, near-miss keys."""
+
+    name: str  # "left" / "right" for join sides, "state" or a state variable name otherwise
+    table: str  # the workspace SQL table that holds these rows
+    rows: list[dict[str, Any]] = field(default_factory=list)  # state rows at the batch
+    changes: list[dict[str, Any]] | None = None  # change-feed rows for the key; None: no history
+    changes_table: str | None = None
+    near: list[str] = field(default_factory=list)  # other keys that look like this one
+
+
+@dataclass
+class Context:
+    kind: str
+    operator_id: int
+    operator_name: str
+    batch: int
+    watermarks: dict[int, int]  # batch -> watermark (ms) used by that batch
+    key_field: str
+    history: tuple[int, int] | None = None  # change-feed batches searched
+    eviction_horizon: dict[str, tuple[int, int]] = field(default_factory=dict)  # join side -> (lo, hi) ms
+
+    @property
+    def watermark(self) -> int:
+        return self.watermarks.get(self.batch, 0)
+
+
+@dataclass
+class KeyDiagnosis:
+    key: str
+    verdict: str
+    explanation: str
+    side: str | None = None
+    was_matched: bool | None = None
+    evicted_at_batch: int | None = None
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    near_misses: list[dict[str, str]] = field(default_factory=list)
+    queries: list[dict[str, str]] = field(default_factory=list)  # title, sql: reproduce the evidence
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "verdict": self.verdict,
+            "side": self.side,
+            "was_matched": self.was_matched,
+            "evicted_at_batch": self.evicted_at_batch,
+            "explanation": self.explanation,
+            "evidence": self.evidence,
+            "timeline": self.timeline,
+            "near_misses": self.near_misses,
+            "queries": self.queries,
+        }
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def fmt_ms(ms: int | None) -> str:
+    if not ms:
+        return "none"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def to_ms(v: Any) -> int | None:
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.UTC)
+        return int(v.timestamp() * 1000)
+    return None
+
+
+def fmt_duration(ms: int) -> str:
+    sign = "-" if ms < 0 else ""
+    s = abs(ms) // 1000
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{sec}s" if sec or not (h or m) else ""]
+    return sign + " ".join(p for p in parts if p)
+
+
+def jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, dt.datetime):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return v
+
+
+def event_time_ms(value: dict[str, Any] | None) -> tuple[str | None, int | None]:
+    """The first timestamp field of a state value: the row's event time."""
+    for k, v in (value or {}).items():
+        ms = to_ms(v)
+        if ms is not None:
+            return k, ms
+    return None, None
+
+
+def sql_literal(s: str) -> str:
+    """A DuckDB string literal: quotes doubled, nothing else is special."""
+    return "'" + s.replace("'", "''") + "'"
+
+
+def normalize(s: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", s.lower())
+
+
+def digits(s: str) -> str:
+    return re.sub(r"[^0-9]", "", s)
+
+
+def near_miss_reason(key: str, other: str) -> str | None:
+    """Why ``other`` looks like a malformed ``key`` (or None when it does not)."""
+    if other == key:
+        return None
+    if other.strip() == key.strip():
+        return "leading/trailing whitespace differs"
+    if other.lower() == key.lower():
+        return "letter case differs"
+    if normalize(other) == normalize(key):
+        return "punctuation or spacing differs"
+    if len(digits(key)) >= 2 and digits(other) == digits(key):
+        return "same digits, other prefix"
+    return None
+
+
+def near_misses(key: str, candidates: list[str], limit: int = 8) -> list[dict[str, str]]:
+    out = []
+    for c in sorted(set(candidates)):
+        reason = near_miss_reason(key, c)
+        if reason:
+            out.append({"key": c, "reason": reason})
+    return out[:limit]
+
+
+def _row_evidence(store: str, row: dict[str, Any], batch: int | None = None) -> dict[str, Any]:
+    value = row.get("value")
+    ev: dict[str, Any] = {"store": store, "batch_id": batch if batch is not None else row.get("batch_id")}
+    if "change_type" in row:
+        ev["change_type"] = row["change_type"]
+    ev["key"] = jsonable(row.get("key"))
+    if value is not None or "value" in row:
+        ev["value"] = jsonable(value)
+    for extra in ("list_element", "user_map_key", "user_map_value", "expiration_timestamp_ms"):
+        if extra in row:
+            ev[extra] = jsonable(row[extra])
+    ev["partition_id"] = row.get("partition_id")
+    return ev
+
+
+def _history(lookup: StoreLookup) -> list[dict[str, Any]]:
+    return sorted(lookup.changes or [], key=lambda r: r["batch_id"])
+
+
+def _timeline(lookups: list[StoreLookup], ctx: Context) -> list[dict[str, Any]]:
+    """Life of the key per store: entered, updated, matched, removed; with the batch's watermark."""
+    events = []
+    for lk in lookups:
+        present: set[str] = set()
+        was_matched: set[str] = set()
+        for r in _history(lk):
+            k = json.dumps(jsonable(r.get("key")), sort_keys=True)
+            b = r["batch_id"]
+            if r["change_type"] == "delete":
+                event = "evicted" if k in present else "removed"
+                present.discard(k)
+            else:
+                matched = bool((r.get("value") or {}).get("matched"))
+                if k not in present:
+                    event = "entered state"
+                elif matched and k not in was_matched:
+                    event = "matched"
+                else:
+                    event = "updated"
+                if matched:
+                    was_matched.add(k)
+                present.add(k)
+            events.append({"batch_id": b, "store": lk.name, "event": event, "watermark_ms": ctx.watermarks.get(b, 0)})
+        if lk.rows:
+            events.append({"batch_id": ctx.batch, "store": lk.name, "event": f"in state ({len(lk.rows)} rows)", "watermark_ms": ctx.watermark})
+    # one row per (batch, store, event), in batch order
+    seen, out = set(), []
+    for e in sorted(events, key=lambda e: (e["batch_id"], e["store"])):
+        sig = (e["batch_id"], e["store"], e["event"])
+        if sig not in seen:
+            seen.add(sig)
+            out.append(e)
+    return out
+
+
+def _queries(key: str, ctx: Context, lookups: list[StoreLookup]) -> list[dict[str, str]]:
+    lit = sql_literal(key)
+    kf = ctx.key_field
+    out = []
+    if ctx.kind == JOIN and len(lookups) == 2:
+        left, right = lookups
+        out.append(
+            {
+                "title": "Both sides' state for the key (the State Reader blog's outer join)",
+                "sql": (
+                    f"SELECT coalesce(l.key.{kf}, r.key.{kf}) AS join_key, l.key.index AS left_index, "
+                    "l.value.matched AS left_matched, l.value AS left_value,\n"
+                    "       r.key.index AS right_index, r.value.matched AS right_matched, r.value AS right_value\n"
+                    f"FROM {left.table} l\nFULL OUTER JOIN {right.table} r ON l.key.{kf} = r.key.{kf}\n"
+                    f"WHERE CAST(coalesce(l.key.{kf}, r.key.{kf}) AS VARCHAR) = {lit}"
+                ),
+            }
+        )
+    else:
+        for lk in lookups:
+            out.append(
+                {
+                    "title": f"State rows for the key ({lk.name})",
+                    "sql": f"SELECT * FROM {lk.table} WHERE CAST(key.{kf} AS VARCHAR) = {lit}",
+                }
+            )
+    for lk in lookups:
+        if lk.changes_table:
+            out.append(
+                {
+                    "title": f"History of the key ({lk.name} change feed)",
+                    "sql": (
+                        f"SELECT batch_id, change_type, key, value, partition_id FROM {lk.changes_table}\n"
+                        f"WHERE CAST(key.{kf} AS VARCHAR) = {lit} ORDER BY batch_id"
+                    ),
+                }
+            )
+    return out
+
+
+def _searched(ctx: Context) -> str:
+    if ctx.history is None:
+        return "no change feed was available, so only the state at this batch was searched"
+    a, b = ctx.history
+    return f"searched the state at batch {ctx.batch} and the change feed of batches {a}–{b}"
+
+
+def _not_in_state(key: str, ctx: Context, lookups: list[StoreLookup], what: str) -> KeyDiagnosis:
+    """The key holds no row now: evicted (history shows a delete) or never in state."""
+    deletes = [(r["batch_id"], lk.name) for lk in lookups for r in _history(lk) if r["change_type"] == "delete"]
+    had_rows = [lk for lk in lookups if any(r["change_type"] != "delete" for r in _history(lk))]
+    if deletes and had_rows:
+        batch = max(b for b, _ in deletes)
+        wm = ctx.watermarks.get(batch, 0)
+        matched = any((r.get("value") or {}).get("matched") for lk in had_rows for r in _history(lk))
+        sides = sorted({lk.name for lk in had_rows})
+        where = f" on the {' and '.join(sides)} side{'s' if len(sides) > 1 else ''}" if ctx.kind == JOIN else ""
+        d = KeyDiagnosis(
+            key,
+            EVICTED,
+            f"{what} was in state{where} and was removed in batch {batch}, whose watermark was {fmt_ms(wm)}. "
+            + _eviction_note(ctx, matched),
+            side=sides[0] if ctx.kind == JOIN and len(sides) == 1 else None,
+            evicted_at_batch=batch,
+            was_matched=matched if ctx.kind == JOIN else None,
+        )
+    else:
+        causes = (
+            "it never reached the operator: filtered out upstream, dropped as late data (its event time "
+            "was already behind the watermark when it arrived), not produced by the source, or older than "
+            "the oldest retained batch"
+        )
+        d = KeyDiagnosis(key, NEVER_IN_STATE, f"{what} was never in state ({_searched(ctx)}): {causes}.")
+        if ctx.kind == JOIN:
+            d.was_matched = None
+    for lk in lookups:
+        for r in _history(lk):
+            d.evidence.append(_row_evidence(lk.name, r))
+    return d
+
+
+def _eviction_note(ctx: Context, matched: bool) -> str:
+    if ctx.kind == JOIN:
+        return (
+            "It had joined before it was evicted: its output was emitted."
+            if matched
+            else "It never matched before the watermark evicted it: no output was emitted for it."
+        )
+    if ctx.kind == AGGREGATION:
+        return "The watermark passed the end of its window: in append mode its result was emitted in that batch."
+    if ctx.kind in (DEDUP, DEDUP_WITHIN):
+        return (
+            "From then on a row with this key is not recognised as a duplicate: if it is not behind the "
+            "watermark it passes through again, otherwise it is dropped as late data."
+        )
+    if ctx.kind == SESSION:
+        return "The watermark passed the end of its session: the session was closed and emitted (append mode)."
+    return "Its state was removed: by a timeout or timer, or by the function itself (state.remove() / clear())."
+
+
+# --------------------------------------------------------------------------- joins
+
+
+def _diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup) -> KeyDiagnosis:
+    sides = {"left": left, "right": right}
+    all_rows = [(name, r) for name, lk in sides.items() for r in lk.rows]
+    if any((r.get("value") or {}).get("matched") for _, r in all_rows):
+        matched_batches = [
+            r["batch_id"]
+            for lk in (left, right)
+            for r in _history(lk)
+            if r["change_type"] == "update" and (r.get("value") or {}).get("matched")
+        ]
+        when = f" It became matched in batch {min(matched_batches)}." if matched_batches else ""
+        d = KeyDiagnosis(
+            key,
+            MATCHED,
+            f"Rows with this key are in the join state marked matched: the key joined and its output was emitted.{when}",
+            was_matched=True,
+        )
+    elif left.rows and right.rows:
+        pairs = []
+        for lr in left.rows:
+            lf, lt = event_time_ms(lr.get("value"))
+            for rr in right.rows:
+                rf, rt = event_time_ms(rr.get("value"))
+                if lt is not None and rt is not None:
+                    pairs.append((lf, lt, rf, rt))
+        detail = "; ".join(
+            f"{lf} {fmt_ms(lt)} vs {rf} {fmt_ms(rt)} (difference {fmt_duration(rt - lt)})" for lf, lt, rf, rt in pairs[:5]
+        )
+        d = KeyDiagnosis(
+            key,
+            CONDITION_NOT_MET,
+            "Both sides hold this key but no row is matched: the rest of the join condition (usually the "
+            f"event-time range) rejected every pair. {detail}.",
+            was_matched=False,
+        )
+        for _lf, lt, _rf, rt in pairs:
+            d.evidence.append({"store": "pair", "left_time": fmt_ms(lt), "right_time": fmt_ms(rt), "difference_s": (rt - lt) / 1000})
+    elif left.rows or right.rows:
+        side = "left" if left.rows else "right"
+        other = "right" if side == "left" else "left"
+        times = [t for r in sides[side].rows for _, t in [event_time_ms(r.get("value"))] if t is not None]
+        d = KeyDiagnosis(
+            key,
+            WAITING_OTHER_SIDE,
+            f"The key is in the {side} side's state and no row with it is on the {other} side: it is waiting "
+            f"for the other side. {_eviction_estimate(ctx, side, times)}",
+            side=side,
+            was_matched=False,
+        )
+        d.near_misses = near_misses(key, sides[other].near)
+        if d.near_misses:
+            d.explanation += (
+                f" The {other} side holds similar keys ({', '.join(repr(n['key']) for n in d.near_misses[:3])}): "
+                "a malformed key is the usual cause."
+            )
+    else:
+        d = _not_in_state(key, ctx, [left, right], "The key")
+        d.near_misses = near_misses(key, left.near + right.near)
+        if d.near_misses and d.verdict == NEVER_IN_STATE:
+            d.explanation += f" Similar keys are in state: {', '.join(repr(n['key']) for n in d.near_misses[:3])}."
+        return d
+    for name, r in all_rows:
+        d.evidence.append(_row_evidence(name, r, ctx.batch))
+    return d
+
+
+def _eviction_estimate(ctx: Context, side: str, times: list[int]) -> str:
+    wm = ctx.watermark
+    if not wm:
+        return (
+            "There is no watermark, so it is never evicted: it waits until a row with this key arrives on the "
+            "other side, and state grows with every unmatched key."
+        )
+    if not times:
+        return "It is evicted once the watermark passes its event time plus the join's time-range bound."
+    t = min(times)
+    rel = f"{fmt_duration(wm - t)} behind" if wm >= t else f"{fmt_duration(t - wm)} ahead of"
+    behind = f"Its event time {fmt_ms(t)} is {rel} the watermark ({fmt_ms(wm)})."
+    horizon = ctx.eviction_horizon.get(side)
+    if horizon:
+        lo, hi = horizon
+        return (
+            f"{behind} Rows of this side were evicted once the watermark was {fmt_duration(lo)}–{fmt_duration(hi)} past "
+            f"their event time (the join's time bound), so it will be evicted when the watermark passes about "
+            f"{fmt_ms(t + hi)}."
+        )
+    return f"{behind} It is evicted once the watermark passes its event time plus the join's time-range bound."
+
+
+def eviction_horizon(changes: list[dict[str, Any]], watermarks: dict[int, int]) -> tuple[int, int] | None:
+    """From one side's change feed: how far past a row's event time the watermark was when it was evicted.
+
+    A row deleted in batch b with event time T was kept while watermark(b - 1) <= T + X and evicted once
+    watermark(b) > T + X, so X lies in [watermark(b - 1) - T, watermark(b) - T). Returns the tightest
+    (lo, hi) over all evictions, or None when nothing was evicted.
+    """
+    last_time: dict[str, int] = {}
+    lo, hi = None, None
+    for r in sorted(changes, key=lambda r: r["batch_id"]):
+        k = json.dumps(jsonable(r.get("key")), sort_keys=True)
+        if r["change_type"] == "delete":
+            t = last_time.pop(k, None)
+            b = r["batch_id"]
+            if t is None or b not in watermarks:
+                continue
+            a, z = watermarks.get(b - 1, 0) - t, watermarks[b] - t
+            lo = a if lo is None else max(lo, a)
+            hi = z if hi is None else min(hi, z)
+        else:
+            _, t2 = event_time_ms(r.get("value"))
+            if t2 is not None:
+                last_time[k] = t2
+    if lo is None or hi is None or lo > hi:
+        return None
+    return lo, hi
+
+
+# --------------------------------------------------------------------------- other operators
+
+
+def _diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> KeyDiagnosis:
+    rows = [(lk.name, r) for lk in lookups for r in lk.rows]
+    wm = ctx.watermark
+    what = f"The key ({ctx.key_field} = {key!r})"
+    if not rows:
+        d = _not_in_state(key, ctx, lookups, what)
+        d.near_misses = near_misses(key, [n for lk in lookups for n in lk.near])
+        if d.near_misses and d.verdict == NEVER_IN_STATE:
+            d.explanation += f" Similar keys are in state: {', '.join(repr(n['key']) for n in d.near_misses[:3])}."
+        return d
+    state_rows = [r for _, r in rows]
+    if ctx.kind == AGGREGATION:
+        windows = [(r["key"].get("window") or {}) for r in state_rows if isinstance(r.get("key"), dict)]
+        ends = sorted(e for w in windows if (e := to_ms(w.get("end"))) is not None)
+        if ends:
+            open_ends = [e for e in ends if e > wm]
+            d = KeyDiagnosis(
+                key,
+                WAITING_WATERMARK,
+                f"{what} has {len(ends)} window(s) in state. In append mode a window is emitted when the watermark "
+                f"(now {fmt_ms(wm)}) reaches its end: the next closes at {fmt_ms(min(open_ends or ends))}, "
+                f"{fmt_duration(min(open_ends or ends) - wm)} ahead of the watermark.",
+            )
+        else:
+            d = KeyDiagnosis(
+                key,
+                IN_STATE,
+                f"{what} is in state ({len(state_rows)} row(s)). Without a window and a watermark the group is "
+                "never removed; in update mode its new value is emitted in every batch that changes it.",
+            )
+    elif ctx.kind in (DEDUP, DEDUP_WITHIN):
+        if ctx.kind == DEDUP_WITHIN:
+            expires = [r["value"]["expiresAtMicros"] // 1000 for r in state_rows if (r.get("value") or {}).get("expiresAtMicros")]
+            until = f"the watermark passes {fmt_ms(max(expires))}" if expires else "it expires"
+        else:
+            times = [t for r in state_rows for _, t in [event_time_ms(r.get("key"))] if t is not None]
+            until = f"the watermark passes its event time {fmt_ms(max(times))}" if times else "the watermark passes it"
+        stuck = " The watermark has not passed it yet" + (f" (now {fmt_ms(wm)})." if wm else ": there is no watermark, so it stays forever.")
+        d = KeyDiagnosis(
+            key,
+            DROPPING_DUPLICATES,
+            f"{what} is in the deduplication state: the first row with it was emitted, and every later row "
+            f"with it is dropped as a duplicate until {until}.{stuck}",
+        )
+    elif ctx.kind == SESSION:
+        sessions = []
+        for r in state_rows:
+            w = (r.get("value") or {}).get("session_window") or {}
+            s, e = to_ms(w.get("start")), to_ms(w.get("end"))
+            if s is not None and e is not None:
+                sessions.append((s, e))
+        desc = "; ".join(f"{fmt_ms(s)} – {fmt_ms(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})" for s, e in sorted(sessions))
+        d = KeyDiagnosis(
+            key,
+            SESSION_OPEN,
+            f"{what} has {len(sessions)} open session(s): {desc}. A session closes and is emitted (append mode) "
+            f"once the watermark (now {fmt_ms(wm)}) passes its end; new events within the gap extend it.",
+        )
+    else:
+        d = KeyDiagnosis(key, IN_STATE, f"{what} holds state: {_state_summary(lookups, wm)}.")
+    for name, r in rows:
+        d.evidence.append(_row_evidence(name, r, ctx.batch))
+    return d
+
+
+def _state_summary(lookups: list[StoreLookup], wm: int) -> str:
+    """Group state with its timeout, or each transformWithState variable with its value and timers."""
+    parts = []
+    for lk in lookups:
+        if not lk.rows:
+            continue
+        r0 = lk.rows[0]
+        v = r0.get("value") or {}
+        if "timeoutTimestamp" in v:
+            tt = v.get("timeoutTimestamp") or 0
+            timeout = f", times out when the watermark passes {fmt_ms(tt)} (now {fmt_ms(wm)})" if tt > 0 else ", no timeout set"
+            parts.append(f"group state {json.dumps(jsonable(v.get('groupState')))}{timeout}")
+        elif "expiration_timestamp_ms" in r0:
+            parts.append("timer(s) at " + ", ".join(fmt_ms(r["expiration_timestamp_ms"]) for r in lk.rows))
+        elif "list_element" in r0:
+            parts.append(f"list '{lk.name}' with {len(lk.rows)} element(s)")
+        elif "user_map_key" in r0:
+            entries = ", ".join(f"{json.dumps(jsonable(r['user_map_key']))}: {json.dumps(jsonable(r['user_map_value']))}" for r in lk.rows[:5])
+            parts.append(f"map '{lk.name}' {{{entries}}}")
+        else:
+            parts.append(f"value '{lk.name}' = {json.dumps(jsonable(v))}")
+    return "; ".join(parts)
+
+
+def diagnose(key: str, ctx: Context, lookups: list[StoreLookup]) -> KeyDiagnosis:
+    """One key's verdict. For joins ``lookups`` is [left, right]; otherwise every store or state variable."""
+    if ctx.kind == JOIN:
+        d = _diagnose_join(key, ctx, lookups[0], lookups[1])
+    else:
+        d = _diagnose_stateful(key, ctx, lookups)
+    d.timeline = _timeline(lookups, ctx)
+    d.queries = _queries(key, ctx, lookups)
+    if len(d.evidence) > MAX_EVIDENCE:
+        d.explanation += f" (Evidence: the first {MAX_EVIDENCE} of {len(d.evidence)} rows; the SQL below returns all.)"
+        d.evidence = d.evidence[:MAX_EVIDENCE]
+    return d
