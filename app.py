@@ -56,6 +56,9 @@ nav = st.navigation(
             st.Page("pages/browser.py", title="State browser", icon=":material/table_view:"),
             st.Page("pages/sql.py", title="SQL", icon=":material/terminal:"),
         ],
+        "Diagnose": [
+            st.Page("pages/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
+        ],
     }
 )
 nav.run()

@@ -2,6 +2,7 @@
 
     python cli.py overview CHECKPOINT [--json]
     python cli.py sql CHECKPOINT "SELECT ..." [--batch N] [--max-rows N] [--json]
+    python cli.py why-missing CHECKPOINT KEY [KEY ...] [--operator N] [--batch N] [--key-field F] [--json]
 
 Exit codes: 0 on success, 2 on bad input or a failed read, with one line on stderr.
 """
@@ -105,6 +106,26 @@ def cmd_sql(args: argparse.Namespace) -> None:
     print(f"\n{len(rows)} rows at batch {ws.batch}{more}")
 
 
+def cmd_why_missing(args: argparse.Namespace) -> None:
+    import textwrap
+
+    from spark_io.diagnosis import why_missing
+
+    report = why_missing(args.checkpoint, args.keys, args.operator, args.batch, args.key_field)
+    if args.json:
+        _dump(report.to_dict())
+        return
+    print(f"operator {report.operator_id} ({report.operator_name}) at batch {report.batch}, key field {report.key_field}")
+    for r in report.results:
+        side = f" ({r.side} side)" if r.side else ""
+        print(f"\n{r.key}: {r.verdict}{side}")
+        print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
+        for n in r.near_misses:
+            print(f"  near miss: {n['key']!r} ({n['reason']})")
+        if r.evidence:
+            print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python cli.py", description="State Lens: inspect Structured Streaming state.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -121,6 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-rows", type=int, default=10_000, help="row cap for the result (default 10000)")
     s.add_argument("--json", action="store_true", help='print {"columns": [...], "rows": [[...]]}')
     s.set_defaults(func=cmd_sql)
+
+    w = sub.add_parser("why-missing", help="explain, per key, why it produced no output (joins and every stateful operator)")
+    w.add_argument("checkpoint")
+    w.add_argument("keys", nargs="+", metavar="KEY")
+    w.add_argument("--operator", type=int, default=None, help="operator id (default: the join, else the first operator)")
+    w.add_argument("--batch", type=int, default=None, help="batch to diagnose at (default: last committed)")
+    w.add_argument("--key-field", default=None, help="key field to match (default: the first plain field, e.g. field0)")
+    w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", ...}]}')
+    w.set_defaults(func=cmd_why_missing)
     return p
 
 

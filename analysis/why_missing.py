@@ -248,7 +248,14 @@ def _timeline(lookups: list[StoreLookup], ctx: Context) -> list[dict[str, Any]]:
                 present.add(k)
             events.append({"batch_id": b, "store": lk.name, "event": event, "watermark_ms": ctx.watermarks.get(b, 0)})
         if lk.rows:
-            events.append({"batch_id": ctx.batch, "store": lk.name, "event": f"in state ({len(lk.rows)} rows)", "watermark_ms": ctx.watermark})
+            events.append(
+                {
+                    "batch_id": ctx.batch,
+                    "store": lk.name,
+                    "event": f"in state ({len(lk.rows)} rows)",
+                    "watermark_ms": ctx.watermark,
+                }
+            )
     # one row per (batch, store, event), in batch order
     seen, out = set(), []
     for e in sorted(events, key=lambda e: (e["batch_id"], e["store"])):
@@ -398,7 +405,9 @@ def _diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup
             was_matched=False,
         )
         for _lf, lt, _rf, rt in pairs:
-            d.evidence.append({"store": "pair", "left_time": fmt_ms(lt), "right_time": fmt_ms(rt), "difference_s": (rt - lt) / 1000})
+            d.evidence.append(
+                {"store": "pair", "left_time": fmt_ms(lt), "right_time": fmt_ms(rt), "difference_s": (rt - lt) / 1000}
+            )
     elif left.rows or right.rows:
         side = "left" if left.rows else "right"
         other = "right" if side == "left" else "left"
@@ -519,7 +528,9 @@ def _diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Ke
         else:
             times = [t for r in state_rows for _, t in [event_time_ms(r.get("key"))] if t is not None]
             until = f"the watermark passes its event time {fmt_ms(max(times))}" if times else "the watermark passes it"
-        stuck = " The watermark has not passed it yet" + (f" (now {fmt_ms(wm)})." if wm else ": there is no watermark, so it stays forever.")
+        stuck = " The watermark has not passed it yet" + (
+            f" (now {fmt_ms(wm)})." if wm else ": there is no watermark, so it stays forever."
+        )
         d = KeyDiagnosis(
             key,
             DROPPING_DUPLICATES,
@@ -533,7 +544,10 @@ def _diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Ke
             s, e = to_ms(w.get("start")), to_ms(w.get("end"))
             if s is not None and e is not None:
                 sessions.append((s, e))
-        desc = "; ".join(f"{fmt_ms(s)} – {fmt_ms(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})" for s, e in sorted(sessions))
+        desc = "; ".join(
+            f"{fmt_ms(s)} – {fmt_ms(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})"
+            for s, e in sorted(sessions)
+        )
         d = KeyDiagnosis(
             key,
             SESSION_OPEN,
@@ -564,7 +578,9 @@ def _state_summary(lookups: list[StoreLookup], wm: int) -> str:
         elif "list_element" in r0:
             parts.append(f"list '{lk.name}' with {len(lk.rows)} element(s)")
         elif "user_map_key" in r0:
-            entries = ", ".join(f"{json.dumps(jsonable(r['user_map_key']))}: {json.dumps(jsonable(r['user_map_value']))}" for r in lk.rows[:5])
+            entries = ", ".join(
+                f"{json.dumps(jsonable(r['user_map_key']))}: {json.dumps(jsonable(r['user_map_value']))}" for r in lk.rows[:5]
+            )
             parts.append(f"map '{lk.name}' {{{entries}}}")
         else:
             parts.append(f"value '{lk.name}' = {json.dumps(jsonable(v))}")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import streamlit as st
 
-from spark_io import checkpoint, state_reader
+from spark_io import checkpoint, diagnosis, state_reader
 from spark_io.checkpoint import CheckpointInfo
 from spark_io.errors import StateLensError
 from spark_io.state_reader import StateSource
@@ -112,6 +112,28 @@ def _state_metadata(path: str, _fp: tuple[int, int]) -> pa.Table:
 
 def read_state_metadata_cached(path: str) -> pa.Table:
     return _state_metadata(path, fingerprint(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _key_fields(path: str, operator_id: int, _fp: tuple[int, int]) -> list[str]:
+    return diagnosis.key_fields_of(checkpoint.read_checkpoint(path), operator_id)
+
+
+def key_fields_cached(path: str, operator_id: int) -> list[str]:
+    return _key_fields(path, operator_id, fingerprint(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _diagnose(
+    path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...], _fp: tuple[int, int]
+) -> diagnosis.WhyMissingReport:
+    return diagnosis.why_missing(path, list(keys), operator_id, batch, key_field)
+
+
+def diagnose_cached(
+    path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...]
+) -> diagnosis.WhyMissingReport:
+    return _diagnose(path, operator_id, batch, key_field, keys, fingerprint(path))
 
 
 def _cached_loader(info: CheckpointInfo, spec: TableSpec, batch: int) -> tuple[pa.Table, str]:

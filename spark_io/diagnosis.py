@@ -137,6 +137,17 @@ def _history_window(rows: list[dict[str, Any]], info: CheckpointInfo, batch: int
     return max(first, (max(candidates) if candidates else first) - 2)
 
 
+def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
+    """The key fields a user can match for an operator, the default one first."""
+    _, src = lookup_sources(_operator(info, operator_id))[0]
+    df = _reader(info, src, {"batchId": str(resolve_batch(info, None))})
+    fields = key_fields(df)
+    if not fields:
+        return []
+    first = _non_time_first(df, fields)
+    return [first, *(f for f in fields if f != first)]
+
+
 def why_missing(
     path: str,
     keys: list[str],
@@ -219,7 +230,9 @@ def why_missing(
             wm.diagnose(key, ctx, [lookups[key][n] for n in names]) if r.verdict == wm.WAITING_OTHER_SIDE else r
             for key, r in zip(keys, results, strict=True)
         ]
-    return WhyMissingReport(info.path, op.operator_id, op.operator_name, kind, batch, key_field, fields, history, watermarks, results)
+    return WhyMissingReport(
+        info.path, op.operator_id, op.operator_name, kind, batch, key_field, fields, history, watermarks, results
+    )
 
 
 def _eviction_horizon(

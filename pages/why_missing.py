@@ -1,0 +1,94 @@
+"""Why is key X missing? Operator, keys (one per line) -> a verdict card per key with evidence,
+a timeline against the watermark and the SQL that reproduces it. Linkable:
+?checkpoint=...&operator=0&key=ord-42"""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from analysis.charts import key_timeline_figure
+from pages.common import checkpoint_info, diagnose_cached, guard, key_fields_cached, operator_label
+from spark_io.diagnosis import default_operator
+
+VERDICT_STYLE = {
+    "matched": ("green", "Matched"),
+    "waiting_for_other_side": ("orange", "Waiting for the other side"),
+    "condition_not_met": ("red", "Join condition not met"),
+    "evicted": ("violet", "Evicted"),
+    "never_in_state": ("red", "Never in state"),
+    "waiting_for_watermark": ("orange", "Waiting for the watermark"),
+    "in_state": ("blue", "In state"),
+    "dropping_duplicates": ("blue", "Dropping duplicates"),
+    "session_open": ("orange", "Session open"),
+}
+
+st.header("Why is this key missing?")
+info = checkpoint_info()
+if info is not None and info.operators and info.committed_batches:
+    params = st.query_params
+    if "wm_keys" not in st.session_state and params.get_all("key"):
+        st.session_state["wm_keys"] = "\n".join(params.get_all("key"))
+    ops = [o.operator_id for o in info.operators]
+    default_op = default_operator(info).operator_id
+    if params.get("operator", "").isdigit() and int(params["operator"]) in ops:
+        default_op = int(params["operator"])
+    committed = [b.batch_id for b in info.committed_batches][::-1]
+
+    c1, c2, c3 = st.columns([3, 2, 1])
+    op_id = c1.selectbox("Operator", ops, index=ops.index(default_op), format_func=lambda i: operator_label(info, i), key="wm_op")
+    fields: list[str] = []
+    with guard():
+        fields = key_fields_cached(info.path, op_id)
+    key_field = c2.selectbox("Key field", fields, help="Which field of the state key your keys are values of.", key="wm_field")
+    batch = c3.selectbox("Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
+    keys_text = st.text_area(
+        "Keys that never showed up in the output (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43"
+    )
+    keys = [k for k in (line.strip() for line in keys_text.splitlines()) if k]
+    run = st.button("Diagnose", type="primary", key="wm_run", disabled=not keys)
+    if run or (keys and st.session_state.get("wm_last") == (info.path, op_id, batch, key_field, tuple(keys))):
+        st.session_state["wm_last"] = (info.path, op_id, batch, key_field, tuple(keys))
+        st.query_params.update({"checkpoint": info.path, "operator": str(op_id), "key": keys})
+        with guard(), st.spinner("Reading both the state and its history with Spark..."):
+            report = diagnose_cached(info.path, op_id, batch, key_field, tuple(keys))
+            st.caption(
+                f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
+                f"`{report.key_field}` · "
+                + (f"history: batches {report.history[0]}–{report.history[1]}" if report.history else "no change feed")
+                + " · this page's URL links to this diagnosis"
+            )
+            for r in report.results:
+                color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
+                with st.container(border=True):
+                    side = f" · {r.side} side" if r.side else ""
+                    st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
+                    st.write(r.explanation)
+                    if r.near_misses:
+                        st.markdown("**Near misses:** " + ", ".join(f"`{n['key']}` ({n['reason']})" for n in r.near_misses))
+                    tabs = st.tabs(["Evidence", "Timeline", "SQL"])
+                    with tabs[0]:
+                        if r.evidence:
+                            st.dataframe(
+                                [
+                                    {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in e.items()}
+                                    for e in r.evidence
+                                ],
+                                hide_index=True,
+                                width="stretch",
+                            )
+                        else:
+                            st.caption("No row holds this key in any searched batch.")
+                    with tabs[1]:
+                        if r.timeline:
+                            st.plotly_chart(key_timeline_figure(r, report.watermarks), width="stretch", key=f"tl-{r.key}")
+                        else:
+                            st.caption("The key has no history in the searched batches.")
+                    with tabs[2]:
+                        st.caption("DuckDB queries over the SQL page's tables that reproduce the evidence.")
+                        for q in r.queries:
+                            st.markdown(f"*{q['title']}*")
+                            st.code(q["sql"], language="sql")
+elif info is not None:
+    st.info("This checkpoint has no committed state to diagnose.")
