@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import CHECKPOINT_KEY, INPUT_KEY, default_checkpoint, sample_checkpoints
+from views.common import CHECKPOINT_KEY, INPUT_KEY, default_checkpoint, sample_checkpoints
 
 st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:", layout="wide")
 
@@ -49,15 +49,15 @@ with st.sidebar:
 nav = st.navigation(
     {
         "Checkpoint": [
-            st.Page("pages/overview.py", title="Overview", icon=":material/timeline:", default=True),
-            st.Page("pages/operators.py", title="Operators and stores", icon=":material/account_tree:"),
+            st.Page("views/overview.py", title="Overview", icon=":material/timeline:", default=True),
+            st.Page("views/operators.py", title="Operators and stores", icon=":material/account_tree:"),
         ],
         "State": [
-            st.Page("pages/browser.py", title="State browser", icon=":material/table_view:"),
-            st.Page("pages/sql.py", title="SQL", icon=":material/terminal:"),
+            st.Page("views/browser.py", title="State browser", icon=":material/table_view:"),
+            st.Page("views/sql.py", title="SQL", icon=":material/terminal:"),
         ],
         "Diagnose": [
-            st.Page("pages/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
+            st.Page("views/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
         ],
     }
 )

@@ -85,6 +85,7 @@ class Context:
     watermarks: dict[int, int]  # batch -> watermark (ms) used by that batch
     key_field: str
     history: tuple[int, int] | None = None  # change-feed batches searched
+    first_batch: int = 0  # oldest retained batch
     eviction_horizon: dict[str, tuple[int, int]] = field(default_factory=dict)  # join side -> (lo, hi) ms
 
     @property
@@ -224,7 +225,12 @@ def _history(lookup: StoreLookup) -> list[dict[str, Any]]:
 
 
 def _timeline(lookups: list[StoreLookup], ctx: Context) -> list[dict[str, Any]]:
-    """Life of the key per store: entered, updated, matched, removed; with the batch's watermark."""
+    """Life of the key per store: entered, updated, matched, removed; with the batch's watermark.
+
+    When the history searched starts after the oldest retained batch, a row first seen already
+    matched is shown as matched there (it may have entered state earlier).
+    """
+    partial = ctx.history is not None and ctx.history[0] > ctx.first_batch
     events = []
     for lk in lookups:
         present: set[str] = set()
@@ -238,7 +244,7 @@ def _timeline(lookups: list[StoreLookup], ctx: Context) -> list[dict[str, Any]]:
             else:
                 matched = bool((r.get("value") or {}).get("matched"))
                 if k not in present:
-                    event = "entered state"
+                    event = "matched" if partial and matched else "entered state"
                 elif matched and k not in was_matched:
                     event = "matched"
                 else:
@@ -252,7 +258,7 @@ def _timeline(lookups: list[StoreLookup], ctx: Context) -> list[dict[str, Any]]:
                 {
                     "batch_id": ctx.batch,
                     "store": lk.name,
-                    "event": f"in state ({len(lk.rows)} rows)",
+                    "event": f"in state ({len(lk.rows)} row{'s' if len(lk.rows) != 1 else ''})",
                     "watermark_ms": ctx.watermark,
                 }
             )

@@ -180,59 +180,116 @@ def why_missing(
     committed = [b.batch_id for b in info.committed_batches]
     first = committed[0]
     watermarks = {b.batch_id: b.watermark_ms for b in info.batches}
+    names = [name for name, _ in sources]
+    lookups: dict[str, dict[str, wm.StoreLookup]] = {
+        key: {name: wm.StoreLookup(name, table_name(src)) for name, src in sources} for key in keys
+    }
 
-    # 1. the state at the batch: exact rows and near misses, one scan per store
-    lookups: dict[str, dict[str, wm.StoreLookup]] = {k: {} for k in keys}
+    # 1. the state at the batch: one filtered scan per store
     for name, src in sources:
-        k, cond = _key_filter(key_field, keys, near=True)
+        k, cond = _key_filter(key_field, keys, near=False)
         found = _collect(state_dfs[name].where(cond).withColumn("_key", k), f"{src.describe()} at batch {batch}")
         for key in keys:
-            lookups[key][name] = wm.StoreLookup(
-                name,
-                table_name(src),
-                rows=[{c: v for c, v in r.items() if c != "_key"} for r in found if r["_key"] == key],
-                near=sorted({r["_key"] for r in found if r["_key"] is not None and r["_key"] != key}),
-                changes_table=f"{table_name(src)}_changes" if src.has_change_feed else None,
-            )
+            lookups[key][name].rows = [_without_key(r) for r in found if r["_key"] == key]
 
-    # 2. history from the change feed: around the event time for keys in state, all of it otherwise
-    start = batch
-    for key in keys:
-        rows = [r for lk in lookups[key].values() for r in lk.rows]
-        start = min(start, _history_window(rows, info, batch, first) if rows else first)
-    history = None
-    for name, src in sources:
-        if not src.has_change_feed:
-            continue
-        history = (start, batch)
-        k, cond = _key_filter(key_field, keys, near=False)
-        opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(batch)}
-        try:
-            changes = _collect(_reader(info, src, opts).where(cond).withColumn("_key", k), f"the change feed of {src.describe()}")
-        except StateReadError:
-            history = None  # e.g. RocksDB without changelog checkpointing: no change feed
-            break
-        for key in keys:
-            lookups[key][name].changes = [{c: v for c, v in r.items() if c != "_key"} for r in changes if r["_key"] == key]
+    # 2. history from the change feed
+    history = _read_history(info, sources, lookups, keys, key_field, kind, first, batch)
 
-    ctx = wm.Context(kind, op.operator_id, op.operator_name, batch, watermarks, key_field, history)
-    names = [name for name, _ in sources]
-    results = [wm.diagnose(key, ctx, [lookups[key][n] for n in names]) for key in keys]
+    ctx = wm.Context(kind, op.operator_id, op.operator_name, batch, watermarks, key_field, history, first_batch=first)
 
-    # 3. joins: for keys waiting on one side, estimate when the watermark evicts them
+    def run_all() -> list[wm.KeyDiagnosis]:
+        return [wm.diagnose(key, ctx, [lookups[key][n] for n in names]) for key in keys]
+
+    results = run_all()
+    # 3. near-miss keys, only for keys that are waiting or were never seen: a malformed key is the usual cause
+    suspicious = [r.key for r in results if r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)]
+    if suspicious:
+        for name, src in sources:
+            k, cond = _key_filter(key_field, suspicious, near=True)
+            found = _collect(state_dfs[name].where(cond & ~k.isin(suspicious)).select(k.alias("_key")), src.describe())
+            for key in suspicious:
+                lookups[key][name].near = sorted({r["_key"] for r in found if r["_key"] and wm.near_miss_reason(key, r["_key"])})
+    # 4. joins: for keys waiting on one side, when the watermark evicts them (from this side's observed evictions)
     waiting_sides = {r.side for r in results if r.verdict == wm.WAITING_OTHER_SIDE and r.side}
-    if kind == wm.JOIN and waiting_sides and history is not None:
+    if kind == wm.JOIN and history is not None and any(watermarks.values()):
         for side in waiting_sides:
             horizon = _eviction_horizon(info, dict(sources)[side], first, batch, watermarks)
             if horizon:
                 ctx.eviction_horizon[side] = horizon
-        results = [
-            wm.diagnose(key, ctx, [lookups[key][n] for n in names]) if r.verdict == wm.WAITING_OTHER_SIDE else r
-            for key, r in zip(keys, results, strict=True)
-        ]
+    if suspicious or waiting_sides:
+        results = run_all()
     return WhyMissingReport(
         info.path, op.operator_id, op.operator_name, kind, batch, key_field, fields, history, watermarks, results
     )
+
+
+def _without_key(row: dict[str, Any]) -> dict[str, Any]:
+    return {c: v for c, v in row.items() if c != "_key"}
+
+
+def _read_changes(
+    info: CheckpointInfo, src: StateSource, key_field: str, keys: list[str], start: int, end: int
+) -> list[dict[str, Any]]:
+    k, cond = _key_filter(key_field, keys, near=False)
+    opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(end)}
+    return _collect(_reader(info, src, opts).where(cond).withColumn("_key", k), f"the change feed of {src.describe()}")
+
+
+def _window_explains(rows: list[dict[str, Any]], changes: list[dict[str, Any]]) -> bool:
+    """Whether a window of join changes explains every row now in state: each (key, index) has an
+    update in it and, if the row is matched, the update that marked it matched."""
+    flags: dict[str, list[bool]] = {}
+    for c in changes:
+        if c["change_type"] == "update":
+            flags.setdefault(json.dumps(wm.jsonable(c["key"]), sort_keys=True), []).append(
+                bool((c.get("value") or {}).get("matched"))
+            )
+    for r in rows:
+        seen = flags.get(json.dumps(wm.jsonable(r["key"]), sort_keys=True))
+        if not seen or ((r.get("value") or {}).get("matched") and not any(seen)):
+            return False
+    return True
+
+
+def _read_history(
+    info: CheckpointInfo,
+    sources: list[tuple[str, StateSource]],
+    lookups: dict[str, dict[str, wm.StoreLookup]],
+    keys: list[str],
+    key_field: str,
+    kind: str,
+    first: int,
+    batch: int,
+) -> tuple[int, int] | None:
+    """Fill each lookup's ``changes``; return the batch range searched (None: no change feed).
+
+    Keys not in state need every retained batch (was it ever there?). Join keys in state only need
+    the batches that explain their rows (when they were written and when they matched): the change
+    feed is searched backwards in growing windows (3, 9, 27 ... batches) until it does, so a recent
+    key costs a few batches of changes instead of the whole history. Other operators read it all.
+    """
+    with_history = [(n, s) for n, s in sources if s.has_change_feed]
+    if not with_history:
+        return None
+    in_state = {key for key in keys if any(lk.rows for lk in lookups[key].values())}
+    need_all = kind != wm.JOIN or len(in_state) < len(keys)
+    size, start = 3, batch
+    while True:
+        start = first if need_all else max(first, batch - size + 1)
+        try:
+            for name, src in with_history:
+                changes = _read_changes(info, src, key_field, keys, start, batch)
+                for key in keys:
+                    lookups[key][name].changes = [_without_key(r) for r in changes if r["_key"] == key]
+                    lookups[key][name].changes_table = f"{table_name(src)}_changes"
+        except StateReadError:
+            for key in keys:  # e.g. RocksDB without changelog checkpointing: there is no change feed
+                for lk in lookups[key].values():
+                    lk.changes, lk.changes_table = None, None
+            return None
+        if start == first or all(_window_explains(lk.rows, lk.changes or []) for key in in_state for lk in lookups[key].values()):
+            return start, batch
+        size *= 3
 
 
 def _eviction_horizon(

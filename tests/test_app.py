@@ -44,7 +44,7 @@ def test_choosing_a_sample_is_kept_across_pages() -> None:
     at = open_app()
     at.sidebar.button_group[0].set_value("stuck_watermark_dedup").run()  # type: ignore[attr-defined]
     assert metrics(at)["Batches"] == "12"
-    at.switch_page("pages/browser.py").run()
+    at.switch_page("views/browser.py").run()
     assert at.session_state["checkpoint"].endswith("stuck_watermark_dedup")
     assert "120 rows" in at.caption[0].value
 
@@ -56,7 +56,7 @@ def test_overview_without_watermark_says_so() -> None:
 
 
 def test_operators_page_lists_stores_files_and_state_metadata() -> None:
-    at = open_app(sample("join_rocksdb"), "pages/operators.py")
+    at = open_app(sample("join_rocksdb"), "views/operators.py")
     files, md = at.dataframe[0].value, at.dataframe[1].value
     assert files["store_name"].tolist() == [
         "left-keyToNumValues",
@@ -71,7 +71,7 @@ def test_operators_page_lists_stores_files_and_state_metadata() -> None:
 
 
 def test_browser_reads_join_side_at_a_chosen_batch() -> None:
-    at = open_app(sample("hot_key_join"), "pages/browser.py")
+    at = open_app(sample("hot_key_join"), "views/browser.py")
     at.selectbox[1].select_index(len(at.selectbox[1].options) - 2).run()  # join side: left
     assert "1,548 rows" in at.caption[0].value and "join side left at batch 5" in at.caption[0].value
     at.selectbox[2].set_value(0).run()  # batch 0
@@ -88,7 +88,7 @@ def test_browser_reads_join_side_at_a_chosen_batch() -> None:
 
 
 def test_sql_page_runs_an_example_and_offers_downloads() -> None:
-    at = open_app(sample("join_hdfs"), "pages/sql.py")
+    at = open_app(sample("join_hdfs"), "views/sql.py")
     at.toggle(key="sql_plain").set_value(True).run()
     at.selectbox(key="sql_example").set_value("Join 0: unmatched rows per side").run()
     at.button(key="sql_run").click().run()
@@ -101,7 +101,7 @@ def test_sql_page_runs_an_example_and_offers_downloads() -> None:
 
 
 def test_sql_errors_show_once_and_the_page_keeps_working() -> None:
-    at = open_app(sample("unbounded_agg"), "pages/sql.py")
+    at = open_app(sample("unbounded_agg"), "views/sql.py")
     at.toggle(key="sql_plain").set_value(True).run()
     at.text_area(key="sql_text").set_value("SELECT * FROM op42").run()
     at.button(key="sql_run").click().run()
@@ -111,7 +111,7 @@ def test_sql_errors_show_once_and_the_page_keeps_working() -> None:
     assert not at.error and at.dataframe[-1].value["n"].tolist() == [300]
 
 
-@pytest.mark.parametrize("page", ["pages/overview.py", "pages/operators.py", "pages/browser.py", "pages/sql.py"])
+@pytest.mark.parametrize("page", ["views/overview.py", "views/operators.py", "views/browser.py", "views/sql.py"])
 def test_bad_paths_show_one_error_on_every_page(tmp_path: Path, page: str) -> None:
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "x.txt").write_text("x")
@@ -133,6 +133,6 @@ def test_corrupt_offsets_and_missing_state_in_the_app(copy_sample) -> None:  # t
     assert len(at.error) == 1 and "offsets/4" in at.error[0].value
     cp2 = copy_sample("unbounded_agg")
     shutil.rmtree(cp2 / "state")
-    at = open_app(str(cp2), "pages/browser.py")
+    at = open_app(str(cp2), "views/browser.py")
     assert not at.error and "no state/ folder" in at.info[0].value
     assert metrics(open_app(str(cp2)))["Batches"] == "12"  # the overview still works

@@ -23,7 +23,7 @@ def imported_modules(folder: str) -> dict[str, set[str]]:
 def test_engine_code_does_not_import_the_ui() -> None:
     for folder in ("analysis", "spark_io"):
         for name, mods in imported_modules(folder).items():
-            assert "streamlit" not in mods and "pages" not in mods, f"{folder}/{name}"
+            assert "streamlit" not in mods and "views" not in mods, f"{folder}/{name}"
 
 
 def test_analysis_does_not_touch_spark() -> None:
@@ -34,8 +34,8 @@ def test_analysis_does_not_touch_spark() -> None:
 
 
 def test_pages_are_thin() -> None:
-    for path in (ROOT / "pages").glob("*.py"):
-        mods = imported_modules("pages")[path.name]
+    for path in (ROOT / "views").glob("*.py"):
+        mods = imported_modules("views")[path.name]
         assert "pyspark" not in mods and "duckdb" not in mods, path.name
 
 
@@ -45,3 +45,9 @@ def test_ruff_is_clean() -> None:
 
     r = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-2000:]
+
+
+def test_no_legacy_pages_folder() -> None:
+    # A pages/ folder next to app.py makes Streamlit route direct URLs (deep links) through its
+    # legacy multipage runner, which runs the page file without app.py: pages live in views/.
+    assert not (ROOT / "pages").exists()

@@ -6,7 +6,7 @@ import streamlit as st
 
 from analysis.examples import example_queries
 from analysis.export import to_csv_bytes, to_parquet_bytes
-from pages.common import checkpoint_info, guard, workspace
+from views.common import checkpoint_info, guard, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor

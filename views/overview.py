@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.overview import batches_table, conf_table, summary
-from pages.common import checkpoint_info
+from views.common import checkpoint_info
 
 st.header("Overview")
 info = checkpoint_info()

@@ -9,8 +9,8 @@ import json
 import streamlit as st
 
 from analysis.charts import key_timeline_figure
-from pages.common import checkpoint_info, diagnose_cached, guard, key_fields_cached, operator_label
 from spark_io.diagnosis import default_operator
+from views.common import checkpoint_info, diagnose_cached, guard, key_fields_cached, operator_label
 
 VERDICT_STYLE = {
     "matched": ("green", "Matched"),

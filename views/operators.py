@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.layout import store_files_summary
-from pages.common import checkpoint_info, guard, read_state_metadata_cached
 from spark_io.checkpoint import list_state_files
+from views.common import checkpoint_info, guard, read_state_metadata_cached
 
 st.header("Operators and stores")
 info = checkpoint_info()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import checkpoint_info, guard, operator_label, read_changes_cached, read_state_cached, source_label
 from spark_io.state_reader import arrow_schema_rows, sources_of
 from spark_io.workspace import table_name
+from views.common import checkpoint_info, guard, operator_label, read_changes_cached, read_state_cached, source_label
 
 st.header("State browser")
 info = checkpoint_info()
