@@ -206,7 +206,7 @@ def why_missing(
     if suspicious:
         for name, src in sources:
             k, cond = _key_filter(key_field, suspicious, near=True)
-            found = _collect(state_dfs[name].where(cond & ~k.isin(suspicious)).select(k.alias("_key")), src.describe())
+            found = _collect(state_dfs[name].where(cond).select(k.alias("_key")).distinct(), src.describe())
             for key in suspicious:
                 lookups[key][name].near = sorted({r["_key"] for r in found if r["_key"] and wm.near_miss_reason(key, r["_key"])})
     # 4. joins: for keys waiting on one side, when the watermark evicts them (from this side's observed evictions)

@@ -136,3 +136,30 @@ def test_corrupt_offsets_and_missing_state_in_the_app(copy_sample) -> None:  # t
     at = open_app(str(cp2), "views/browser.py")
     assert not at.error and "no state/ folder" in at.info[0].value
     assert metrics(open_app(str(cp2)))["Batches"] == "12"  # the overview still works
+
+
+def test_why_missing_page_diagnoses_pasted_keys() -> None:
+    at = open_app(sample("join_hdfs"), "views/why_missing.py")
+    assert at.selectbox(key="wm_op").value == 0 and at.selectbox(key="wm_field").value == "field0"
+    at.text_area(key="wm_keys").set_value("ord-154\n\nord-1000\n").run()
+    at.button(key="wm_run").click().run()
+    assert not at.exception and not at.error
+    cards = [m.value for m in at.markdown if m.value.startswith("####")]
+    assert cards == [
+        "#### `ord-154` &nbsp; :red-badge[Join condition not met]",
+        "#### `ord-1000` &nbsp; :red-badge[Never in state]",
+    ]
+    assert at.query_params["key"] == ["ord-154", "ord-1000"] and at.query_params["operator"] == "0"
+    assert any("FULL OUTER JOIN op0_right_keyWithIndexToValue" in c.value for c in at.code)  # the SQL behind it
+
+
+def test_why_missing_page_opens_from_a_link() -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params["checkpoint"] = sample("session_window")
+    at.query_params["operator"] = "0"
+    at.query_params["key"] = ["user-3"]
+    at.run()
+    at.switch_page("views/why_missing.py").run()
+    assert at.text_area(key="wm_keys").value == "user-3"
+    at.button(key="wm_run").click().run()
+    assert "#### `user-3` &nbsp; :violet-badge[Evicted]" in [m.value for m in at.markdown]

@@ -81,7 +81,7 @@ def test_corrupt_commit_exits_2(copy_sample) -> None:  # type: ignore[no-untyped
     assert r.returncode == 2 and "commits/3" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_sql_json_and_text_and_errors() -> None:
+def test_sql_and_why_missing_json_text_and_errors() -> None:
     # one JVM start for all the Spark-backed CLI checks: a batch of commands in one process
     code = (
         "import sys, io, contextlib, json; sys.argv=['cli.py']; import cli\n"
@@ -100,12 +100,15 @@ def test_sql_json_and_text_and_errors() -> None:
         ["sql", sample("unbounded_agg"), "SELECT count(*) AS n FROM op0"],
         ["sql", sample("unbounded_agg"), "SELECT * FROM op5", "--json"],
         ["sql", sample("unbounded_agg"), "SELECT 1", "--batch", "40", "--json"],
+        ["why-missing", sample("join_rocksdb"), "ord-155", "ord-6", 'it\'s \\ "odd"', "--json"],
+        ["why-missing", sample("join_rocksdb"), "ord-155"],
+        ["why-missing", sample("join_rocksdb"), "ord-1", "--key-field", "nope"],
     ]
     r = subprocess.run(
         [sys.executable, "-c", code], input=json.dumps(cmds), capture_output=True, text=True, cwd=ROOT, timeout=600
     )
     results = json.loads(r.stdout.split("@@", 1)[1])
-    (rc, out, _), (rc2, out2, _), (rc3, out3, _), (rc4, out4, _), (rc5, _, err5), (rc6, _, err6) = results
+    (rc, out, _), (rc2, out2, _), (rc3, out3, _), (rc4, out4, _), (rc5, _, err5), (rc6, _, err6), *why = results
     assert rc == 0 and json.loads(out) == {"columns": ["n", "c"], "rows": [[300, 1]]}
     assert rc2 == 0 and json.loads(out2) == {"columns": ["n"], "rows": [[75]]}
     j3 = json.loads(out3)
@@ -113,6 +116,24 @@ def test_sql_json_and_text_and_errors() -> None:
     assert rc4 == 0 and "300" in out4 and "1 rows at batch 11" in out4
     assert rc5 == 2 and "op5" in err5 and "Tables: op0" in err5 and len(err5.strip().splitlines()) == 1
     assert rc6 == 2 and "Batch 40 is not available" in err6
+
+    (rc7, out7, _), (rc8, out8, _), (rc9, _, err9) = why
+    assert rc7 == 0
+    j7 = json.loads(out7)
+    assert [r["key"] for r in j7["results"]] == ["ord-155", "ord-6", 'it\'s \\ "odd"']
+    first = j7["results"][0]
+    assert set(first) >= {"key", "verdict", "side", "was_matched", "evicted_at_batch", "explanation", "evidence"}
+    assert (first["verdict"], first["side"], first["was_matched"], first["evicted_at_batch"]) == (
+        "waiting_for_other_side",
+        "left",
+        False,
+        None,
+    )
+    second = j7["results"][1]
+    assert (second["verdict"], second["side"], second["was_matched"], second["evicted_at_batch"]) == ("evicted", None, True, 8)
+    assert j7["results"][2]["verdict"] == "never_in_state"
+    assert rc8 == 0 and "ord-155: waiting_for_other_side (left side)" in out8 and "near miss: 'ORD-155'" in out8
+    assert rc9 == 2 and "no field 'nope'" in err9 and len(err9.strip().splitlines()) == 1
 
 
 def test_sql_without_java_says_how_to_fix_it() -> None:

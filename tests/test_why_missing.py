@@ -1,0 +1,232 @@
+"""'Why is key X missing' on every sample checkpoint, with verdicts derived from the input data.
+
+The orders / payments data follow the cases documented in sample_checkpoints/generate.py
+(``orders_payments_batches``): order n sits in batch n // 10, and n % 10 decides its payment.
+The join condition is order_time within ±5 minutes of payment_time, so an unmatched row is
+evicted in the first batch whose watermark is past its event time + 5 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from analysis import why_missing as wm
+from spark_io.checkpoint import read_checkpoint
+from spark_io.diagnosis import InvalidInput, why_missing
+from spark_io.errors import BatchOutOfRange, UnknownOperator
+from spark_io.state_reader import StateSource, read_changes
+from spark_io.workspace import Workspace
+from support import SAMPLES, ms, sample, scenario
+
+pytestmark = pytest.mark.usefixtures("spark")
+JOINS = ["join_hdfs", "join_rocksdb"]
+
+
+def verdicts(report) -> dict[str, wm.KeyDiagnosis]:  # type: ignore[no-untyped-def]
+    return {r.key: r for r in report.results}
+
+
+def order_time(n: int) -> int:
+    order = next(o for b in scenario("join_hdfs").batches for o in b["orders"] if o["order_id"] == f"ord-{n}")
+    return ms(order["order_time"])
+
+
+def first_batch_past(name: str, t: int) -> int:
+    return next(b.batch_id for b in read_checkpoint(sample(name)).batches if b.watermark_ms > t)
+
+
+def emitted(name: str) -> set[str]:
+    return {r["order_id"] for r in json.loads((SAMPLES / "outputs" / f"{name}.json").read_text())}
+
+
+@pytest.mark.parametrize("name", JOINS)
+def test_every_join_verdict_on_both_providers(name: str) -> None:
+    keys = ["ord-150", "ord-151", "ord-152", "ord-153", "ord-154", "ord-155", "ord-156", "ord-157", "ord-158", "ord-159"]
+    keys += ["missing-150", "ORD-155", "ord-1", "ord-6", "ord-1000"]
+    report = why_missing(sample(name), keys)
+    assert [r.key for r in report.results] == keys  # in the order given
+    assert report.batch == 16 and report.key_field == "field0" and report.operator_name == "symmetricHashJoin"
+    v = verdicts(report)
+    five_min = 5 * 60_000
+    expected = {
+        "ord-150": (wm.WAITING_OTHER_SIDE, "left"),  # case 0: its payment went to missing-150
+        "ord-151": (wm.WAITING_OTHER_SIDE, "left"),  # case 1: its payment went to ord-156
+        "ord-152": (wm.MATCHED, None),  # case 2: paid by payment 142, a batch early
+        "ord-153": (wm.WAITING_OTHER_SIDE, "left"),  # case 3: payment behind the watermark, dropped late
+        "ord-154": (wm.CONDITION_NOT_MET, None),  # case 4: payment 8 minutes later
+        "ord-155": (wm.WAITING_OTHER_SIDE, "left"),  # case 5: payment keyed ORD-155
+        "ord-156": (wm.MATCHED, None),
+        "ord-157": (wm.WAITING_OTHER_SIDE, "right"),  # case 7: order cancelled upstream, payment waits
+        "ord-158": (wm.MATCHED, None),
+        "ord-159": (wm.MATCHED, None),  # case 9: two order rows for one key
+        "missing-150": (wm.WAITING_OTHER_SIDE, "right"),
+        "ORD-155": (wm.WAITING_OTHER_SIDE, "right"),
+        "ord-1": (wm.EVICTED, "left"),  # early, never paid: evicted unmatched
+        "ord-6": (wm.EVICTED, None),  # early, paid: evicted after matching, on both sides
+        "ord-1000": (wm.NEVER_IN_STATE, None),
+    }
+    assert {k: (r.verdict, r.side) for k, r in v.items()} == expected
+    # the verdicts agree with what the query really emitted
+    out = emitted(name)
+    assert {f"ord-{n}" for n in range(150, 160)} & out == {k for k, r in v.items() if r.verdict == wm.MATCHED}
+    assert "ord-6" in out and "ord-1" not in out
+
+    assert "became matched in batch 15" in v["ord-156"].explanation
+    assert v["ord-152"].was_matched is True and v["ord-150"].was_matched is False
+    pair = next(e for e in v["ord-154"].evidence if e["store"] == "pair")
+    assert pair["difference_s"] == 480.0
+    assert {e["key"]["index"] for e in v["ord-159"].evidence if e["store"] == "left"} == {0, 1}
+    assert v["ord-155"].near_misses == [{"key": "ORD-155", "reason": "letter case differs"}]
+    assert {"key": "missing-150", "reason": "same digits, other prefix"} in v["ord-150"].near_misses
+    assert {"key": "ord-155", "reason": "letter case differs"} in v["ORD-155"].near_misses
+    # eviction: the first batch whose watermark passed event time + the 5 minute bound
+    assert v["ord-1"].evicted_at_batch == first_batch_past(name, order_time(1) + five_min)
+    assert v["ord-1"].was_matched is False
+    assert v["ord-6"].evicted_at_batch == first_batch_past(name, order_time(6) + five_min) and v["ord-6"].was_matched is True
+    assert "batches 0–16" in v["ord-1000"].explanation
+    # the eviction estimate is learnt from the sample's own evictions: the 5 minute bound
+    assert re.search(r"evicted once the watermark was 5m–5m 5s past", v["ord-153"].explanation)
+
+
+def test_timeline_and_history_window() -> None:
+    report = why_missing(sample("join_hdfs"), ["ord-6"])
+    events = [(e["batch_id"], e["store"], e["event"]) for e in report.results[0].timeline]
+    evict = first_batch_past("join_hdfs", order_time(6) + 5 * 60_000)
+    assert (0, "left", "entered state") in events and (0, "left", "matched") in events
+    assert (evict, "left", "evicted") in events and (evict, "right", "evicted") in events
+    # a recent key in state is explained by the last few batches of history only
+    recent = why_missing(sample("join_hdfs"), ["ord-156"])
+    assert recent.history == (14, 16)
+
+
+@pytest.mark.parametrize(
+    "name,key,verdict",
+    [
+        ("windowed_agg", "user-1", wm.WAITING_WATERMARK),
+        ("windowed_agg", "user-9", wm.NEVER_IN_STATE),
+        ("dedup", "ev-115", wm.DROPPING_DUPLICATES),
+        ("dedup", "ev-119", wm.NEVER_IN_STATE),  # every third id repeats an older one: ev-119 never existed
+        ("dedup_within_watermark", "ev-115", wm.DROPPING_DUPLICATES),
+        ("session_window", "user-0", wm.SESSION_OPEN),
+        ("session_window", "user-7", wm.NEVER_IN_STATE),
+        ("apply_in_pandas_with_state", "user-0", wm.IN_STATE),
+        ("transform_with_state", "user-0", wm.IN_STATE),
+        ("unbounded_agg", "ev-5", wm.IN_STATE),
+        ("stuck_watermark_dedup", "ev-3", wm.DROPPING_DUPLICATES),
+        ("hot_key_join", "hot", wm.MATCHED),
+        ("hot_key_join", "key-1", wm.WAITING_OTHER_SIDE),
+    ],
+)
+def test_verdicts_of_every_operator(name: str, key: str, verdict: str) -> None:
+    (r,) = why_missing(sample(name), [key]).results
+    assert r.verdict == verdict, r.explanation
+
+
+def test_windowed_agg_says_when_the_next_window_closes() -> None:
+    info = read_checkpoint(sample("windowed_agg"))
+    wm_now = info.batches[-1].watermark_ms
+    ends = {
+        ms(e["event_time"]) // 300_000 * 300_000 + 300_000
+        for b in scenario("windowed_agg").batches
+        for e in b["events"]
+        if e["user_id"] == "user-1"
+    }
+    next_close = min(e for e in ends if e > wm_now)
+    (r,) = why_missing(sample("windowed_agg"), ["user-1"]).results
+    assert f"the next closes at {wm.fmt_ms(next_close)}" in r.explanation
+    assert len(r.evidence) == len([e for e in ends if e > wm_now])
+
+
+def test_dedup_evictions_follow_the_watermark() -> None:
+    t = next(ms(e["event_time"]) for b in scenario("dedup").batches for e in b["events"] if e["event_id"] == "ev-5")
+    (r,) = why_missing(sample("dedup"), ["ev-5"]).results
+    assert r.verdict == wm.EVICTED and r.evicted_at_batch == first_batch_past("dedup", t - 1)
+    # within-watermark dedup keeps the id until event time + the 10 minute delay
+    (r2,) = why_missing(sample("dedup_within_watermark"), ["ev-5"]).results
+    assert r2.verdict == wm.EVICTED and r2.evicted_at_batch == first_batch_past("dedup_within_watermark", t + 10 * 60_000 - 1)
+
+
+@pytest.mark.parametrize("name", ["apply_in_pandas_with_state", "transform_with_state"])
+def test_timed_out_user_is_evicted_in_the_batch_it_expired(name: str) -> None:
+    outputs = json.loads((SAMPLES / "outputs" / f"{name}.json").read_text())
+    expired = next(r["batch_id"] for r in outputs if r["user_id"] == "user-3" and r["status"] == "expired")
+    (r,) = why_missing(sample(name), ["user-3"]).results
+    assert r.verdict == wm.EVICTED and r.evicted_at_batch == expired
+
+
+def test_state_details_of_arbitrary_stateful_operators() -> None:
+    (g,) = why_missing(sample("apply_in_pandas_with_state"), ["user-0"]).results
+    assert "times out when the watermark passes" in g.explanation and '"events": ' in g.explanation
+    (t,) = why_missing(sample("transform_with_state"), ["user-0"]).results
+    assert all(part in t.explanation for part in ("value 'count'", "map 'per_kind'", "list 'recent'", "timer(s) at"))
+    assert {e["store"] for e in t.evidence} == {"count", "per_kind", "recent", "timers"}
+
+
+def test_session_eviction_after_the_gap() -> None:
+    events = [ms(e["event_time"]) for b in scenario("session_window").batches for e in b["events"] if e["user_id"] == "user-3"]
+    end = max(events) + 15 * 60_000
+    (r,) = why_missing(sample("session_window"), ["user-3"]).results
+    assert r.verdict == wm.EVICTED and r.evicted_at_batch == first_batch_past("session_window", end - 1)
+
+
+def test_chained_operators_and_operator_choice() -> None:
+    report = why_missing(sample("chained_join_agg"), ["ord-156"])
+    assert report.operator_id == 1 and report.results[0].verdict == wm.MATCHED  # the join is the default
+    agg = why_missing(sample("chained_join_agg"), ["cust-1"], operator_id=0, key_field="customer_id")
+    assert agg.results[0].verdict == wm.WAITING_WATERMARK
+
+
+def test_composite_key_field_and_evidence_cap() -> None:
+    r = why_missing(sample("stuck_watermark_dedup"), ["2026-01-01 00:00:00"], key_field="event_time")
+    assert r.key_fields == ["event_id", "event_time"] and r.results[0].verdict == wm.DROPPING_DUPLICATES
+    assert len(r.results[0].evidence) == 120
+    (hot,) = why_missing(sample("hot_key_join"), ["hot"]).results
+    assert len(hot.evidence) == wm.MAX_EVIDENCE and "first 200 of 1501 rows" in hot.explanation
+    (k1,) = why_missing(sample("hot_key_join"), ["key-1"]).results
+    assert "no watermark, so it is never evicted" in k1.explanation
+
+
+WEIRD = ["it's", 'say "hi"', "back\\slash", "ünïcødé 🔑", "x'); DROP TABLE op0_left; --", "%", "ord-15_", "' OR '1'='1"]
+
+
+def test_odd_keys_are_just_keys() -> None:
+    report = why_missing(sample("join_hdfs"), [*WEIRD, "ord-154"])
+    assert [r.key for r in report.results] == [*WEIRD, "ord-154"]
+    assert all(r.verdict == wm.NEVER_IN_STATE for r in report.results[:-1])  # no LIKE, no injection
+    ws = Workspace(sample("join_hdfs"))
+    for r in report.results:
+        for q in r.queries:
+            rows = ws.execute(q["sql"]).table.num_rows  # the shown SQL runs as is
+            if r.key != "ord-154":
+                assert rows == 0, (r.key, q["sql"])
+    # the SQL reproduces the evidence: both sides' rows and the history rows of ord-154
+    target = report.results[-1]
+    state_q, *history_qs = target.queries
+    assert ws.execute(state_q["sql"]).table.num_rows == 1
+    changes = sum(ws.execute(q["sql"]).table.num_rows for q in history_qs)
+    direct = 0
+    for store in ("left-keyWithIndexToValue", "right-keyWithIndexToValue"):
+        feed, _, _ = read_changes(sample("join_hdfs"), StateSource(0, store_name=store))
+        direct += sum(r["key"]["field0"] == "ord-154" for r in feed.to_pylist())
+    assert changes == direct > 0
+    assert ws.execute("SELECT count(*) AS n FROM op0_left").table.to_pylist()[0]["n"] > 0  # nothing was dropped
+
+
+def test_bad_input() -> None:
+    with pytest.raises(UnknownOperator):
+        why_missing(sample("join_hdfs"), ["ord-1"], operator_id=3)
+    with pytest.raises(InvalidInput, match=r"no field 'order_id'.*field0"):
+        why_missing(sample("join_hdfs"), ["ord-1"], key_field="order_id")
+    with pytest.raises(InvalidInput, match="at least one key"):
+        why_missing(sample("join_hdfs"), [])
+    with pytest.raises(BatchOutOfRange):
+        why_missing(sample("join_hdfs"), ["ord-1"], batch_id=77)
+
+
+def test_diagnosis_at_an_earlier_batch() -> None:
+    # at batch 3 ord-1 was still waiting in state; by batch 16 it was evicted
+    (r,) = why_missing(sample("join_hdfs"), ["ord-1"], batch_id=3).results
+    assert r.verdict == wm.WAITING_OTHER_SIDE and r.side == "left"
