@@ -18,20 +18,17 @@ from typing import Any
 from analysis import why_missing as wm
 from spark_io import session
 from spark_io.checkpoint import CheckpointInfo, OperatorInfo, read_checkpoint
-from spark_io.errors import StateLensError, StateReadError, UnknownOperator
+from spark_io.errors import InvalidInput, StateReadError, UnknownOperator
 from spark_io.state_reader import (
     StateSource,
-    _operator,
-    _spark_message,
+    operator_of,
+    require_state,
     resolve_batch,
     sources_of,
+    spark_message,
     validate_source,
 )
 from spark_io.workspace import table_name
-
-
-class InvalidInput(StateLensError):
-    title = "Invalid input"
 
 
 @dataclass
@@ -60,8 +57,7 @@ class WhyMissingReport:
 
 def default_operator(info: CheckpointInfo) -> OperatorInfo:
     """The operator a diagnosis starts on: the join if there is one, else the first."""
-    if not info.operators:
-        _operator(info, 0)  # raises NoState
+    require_state(info)
     return next((o for o in info.operators if o.is_join), info.operators[0])
 
 
@@ -120,26 +116,12 @@ def _collect(df: Any, what: str) -> list[dict[str, Any]]:
     try:
         return df.toArrow().to_pylist()
     except Exception as e:
-        raise StateReadError(f"Spark could not read {what}: {_spark_message(e)}") from e
-
-
-def _history_window(rows: list[dict[str, Any]], info: CheckpointInfo, batch: int, first: int) -> int:
-    """Oldest batch whose change feed can hold a key's entry into state, given its rows' event times.
-
-    A row with event time T enters state in a batch whose watermark is <= T (later it is late data).
-    The window starts two batches before the last such batch; no timestamps: the whole history.
-    """
-    times = [t for r in rows for _, t in [wm.event_time_ms(r.get("value"))] if t is not None]
-    if not times:
-        return first
-    t = min(times)
-    candidates = [b.batch_id for b in info.batches if b.watermark_ms <= t and first <= b.batch_id <= batch]
-    return max(first, (max(candidates) if candidates else first) - 2)
+        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
 
 
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
     """The key fields a user can match for an operator, the default one first."""
-    _, src = lookup_sources(_operator(info, operator_id))[0]
+    _, src = lookup_sources(operator_of(info, operator_id))[0]
     df = _reader(info, src, {"batchId": str(resolve_batch(info, None))})
     fields = key_fields(df)
     if not fields:
@@ -160,7 +142,7 @@ def why_missing(
     if not keys or not all(isinstance(k, str) for k in keys):
         raise InvalidInput("Give at least one key (one per line in the app, or as arguments to the CLI).")
     info = info or read_checkpoint(path)
-    op = default_operator(info) if operator_id is None else _operator(info, operator_id)
+    op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
     kind = wm.operator_kind(op.operator_name)
     batch = resolve_batch(info, batch_id)
     sources = lookup_sources(op)

@@ -61,3 +61,7 @@ class StateReadError(StateLensError):
 
 class SqlError(StateLensError):
     title = "SQL error"
+
+
+class InvalidInput(StateLensError):
+    title = "Invalid input"

@@ -75,7 +75,7 @@ def sources_of(op: OperatorInfo) -> list[StateSource]:
     return out
 
 
-def _require_state(info: CheckpointInfo) -> None:
+def require_state(info: CheckpointInfo) -> None:
     if not info.operators:
         raise NoState(
             f"{info.path} has no state/ folder: the query has no stateful operator, or it has not "
@@ -83,8 +83,8 @@ def _require_state(info: CheckpointInfo) -> None:
         )
 
 
-def _operator(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
-    _require_state(info)
+def operator_of(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
+    require_state(info)
     op = info.operator(operator_id)
     if op is None:
         known = ", ".join(f"{o.operator_id} ({o.operator_name})" for o in info.operators)
@@ -93,7 +93,7 @@ def _operator(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
 
 
 def validate_source(info: CheckpointInfo, source: StateSource) -> OperatorInfo:
-    op = _operator(info, source.operator_id)
+    op = operator_of(info, source.operator_id)
     if source.join_side is not None:
         if not op.is_join:
             raise UnknownStore(
@@ -137,7 +137,7 @@ def resolve_batch(info: CheckpointInfo, batch_id: int | None) -> int:
 _ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
 
 
-def _spark_message(e: Exception) -> str:
+def spark_message(e: Exception) -> str:
     """The informative line of a Spark error: its ``[ERROR_CLASS] ...`` line if any, else the first."""
     text = str(e).strip()
     m = _ERROR_CLASS.search(text)
@@ -157,12 +157,12 @@ def _load(options: dict[str, str], fmt: str, path: str, what: str) -> pa.Table:
     except StateLensError:
         raise
     except Exception as e:
-        raise StateReadError(f"Spark could not read {what}: {_spark_message(e)}") from e
+        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
 
 
 def read_state_metadata(path: str, info: CheckpointInfo | None = None) -> pa.Table:
     info = info or read_checkpoint(path)
-    _require_state(info)
+    require_state(info)
     return _load({}, "state-metadata", info.path, "the state metadata")
 
 

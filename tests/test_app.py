@@ -161,5 +161,5 @@ def test_why_missing_page_opens_from_a_link() -> None:
     at.run()
     at.switch_page("views/why_missing.py").run()
     assert at.text_area(key="wm_keys").value == "user-3"
-    at.button(key="wm_run").click().run()
+    # the linked diagnosis runs on open, without a click
     assert "#### `user-3` &nbsp; :violet-badge[Evicted]" in [m.value for m in at.markdown]

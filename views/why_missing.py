@@ -30,6 +30,7 @@ if info is not None and info.operators and info.committed_batches:
     params = st.query_params
     if "wm_keys" not in st.session_state and params.get_all("key"):
         st.session_state["wm_keys"] = "\n".join(params.get_all("key"))
+        st.session_state["wm_autorun"] = True  # a linked diagnosis opens with its answer
     ops = [o.operator_id for o in info.operators]
     default_op = default_operator(info).operator_id
     if params.get("operator", "").isdigit() and int(params["operator"]) in ops:
@@ -47,7 +48,7 @@ if info is not None and info.operators and info.committed_batches:
         "Keys that never showed up in the output (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43"
     )
     keys = [k for k in (line.strip() for line in keys_text.splitlines()) if k]
-    run = st.button("Diagnose", type="primary", key="wm_run", disabled=not keys)
+    run = st.button("Diagnose", type="primary", key="wm_run", disabled=not keys) or st.session_state.pop("wm_autorun", False)
     if run or (keys and st.session_state.get("wm_last") == (info.path, op_id, batch, key_field, tuple(keys))):
         st.session_state["wm_last"] = (info.path, op_id, batch, key_field, tuple(keys))
         st.query_params.update({"checkpoint": info.path, "operator": str(op_id), "key": keys})

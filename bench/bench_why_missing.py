@@ -1,0 +1,93 @@
+"""'Why is key X missing' against a 1,000,000-key join state, warm SparkSession.
+
+Compares, in the same run and as medians:
+* Spark's bare scan of that join state: count() of both sides' keyWithIndexToValue stores
+  at the last batch (the rows a diagnosis has to consult);
+* the notebook way: both sides toPandas(), then a pandas outer merge on the key (the State
+  Reader blog's diagnosis);
+* State Lens's verdict for one key that joined in the last batches (the usual question: a
+  recent order is missing), for one key from the first batches, and for a key never seen.
+Target: the recent-key verdict costs at most 1.5x the bare scan.
+
+    .venv/bin/python bench/bench_why_missing.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from big_checkpoints import join_1m, spark_session  # noqa: E402
+
+
+def median_seconds(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    cp = str(join_1m())
+    spark = spark_session()
+    from spark_io.checkpoint import read_checkpoint
+    from spark_io.diagnosis import why_missing
+
+    info = read_checkpoint(cp)
+    batch = info.last_committed
+    assert batch is not None
+
+    def side(store: str):  # type: ignore[no-untyped-def]
+        return spark.read.format("statestore").option("storeName", store).option("batchId", batch).load(cp)
+
+    left_rows = side("left-keyWithIndexToValue").count()
+    recent, old, never = f"ord-{left_rows - 10}", "ord-10", "ord-does-not-exist"
+
+    def bare_scan() -> None:
+        side("left-keyWithIndexToValue").count()
+        side("right-keyWithIndexToValue").count()
+
+    def notebook() -> None:
+        left = side("left-keyWithIndexToValue").selectExpr("key.field0 AS k", "value.matched AS m").toPandas()
+        right = side("right-keyWithIndexToValue").selectExpr("key.field0 AS k", "value.matched AS m").toPandas()
+        merged = left.merge(right, on="k", how="outer")
+        assert len(merged[merged["k"] == recent]) == 1
+
+    def verdict(key: str, expected: str):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            (r,) = why_missing(cp, [key], info=info).results
+            assert r.verdict == expected, (key, r.verdict, r.explanation)
+
+        return run
+
+    for fn in (bare_scan, verdict(recent, "matched")):  # warm-up: JIT, RocksDB local copies
+        fn()
+    results = {
+        "bare scan of both sides (count)": median_seconds(bare_scan, args.runs),
+        f"verdict, key from the last batches ({recent})": median_seconds(verdict(recent, "matched"), args.runs),
+        f"verdict, key from the first batch ({old})": median_seconds(verdict(old, "matched"), max(1, args.runs // 2)),
+        f"verdict, key never seen ({never})": median_seconds(verdict(never, "never_in_state"), max(1, args.runs // 2)),
+        "notebook: toPandas both sides + outer merge": median_seconds(notebook, max(1, args.runs // 2)),
+    }
+    base = results["bare scan of both sides (count)"]
+    print(f"join state: {left_rows:,} left rows, {len(info.batches)} batches; median seconds, ratio to the bare scan")
+    for name, t in results.items():
+        print(f"  {name:58s} {t:7.2f} s  {t / base:5.2f}x")
+    target = results[f"verdict, key from the last batches ({recent})"] / base
+    print(f"target: recent-key verdict <= 1.5x the bare scan: {'met' if target <= 1.5 else 'NOT met'} ({target:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
