@@ -15,14 +15,15 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import median_seconds  # noqa: E402
 
 from analysis.overview import overview_dict  # noqa: E402
 from spark_io.checkpoint import read_checkpoint  # noqa: E402
@@ -42,15 +43,6 @@ def build(dest: Path, batches: int) -> None:
         )
         (dest / "offsets" / str(b)).write_text("\n".join([head, json.dumps(m), *offsets]))
         (dest / "commits" / str(b)).write_text(f'v1\n{{"nextBatchWatermarkMs":{m["batchWatermarkMs"] + 60_000}}}')
-
-
-def median_seconds(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:

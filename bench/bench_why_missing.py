@@ -15,9 +15,7 @@ Target: the recent-key verdict costs at most 1.5x the bare scan.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -25,15 +23,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from big_checkpoints import join_1m, spark_session  # noqa: E402
-
-
-def median_seconds(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from timing import median_seconds  # noqa: E402
 
 
 def main() -> None:
