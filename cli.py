@@ -3,6 +3,10 @@
     python cli.py overview CHECKPOINT [--json]
     python cli.py sql CHECKPOINT "SELECT ..." [--batch N] [--max-rows N] [--json]
     python cli.py why-missing CHECKPOINT KEY [KEY ...] [--operator N] [--batch N] [--key-field F] [--json]
+    python cli.py skew CHECKPOINT [--operator N] [--store NAME] [--batch N] [--json]
+    python cli.py growth CHECKPOINT [--operator N] [--store NAME] [--json]
+    python cli.py export CHECKPOINT --chart skew|growth|watermark --out FILE.png|.svg|.html|.csv
+    python cli.py report CHECKPOINT --out FILE.html
 
 Exit codes: 0 on success, 2 on bad input or a failed read, with one line on stderr.
 """
@@ -13,6 +17,7 @@ import argparse
 import datetime as dt
 import decimal
 import json
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -126,6 +131,91 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
 
 
+def cmd_skew(args: argparse.Namespace) -> None:
+    from spark_io.health import skew
+
+    r = skew(args.checkpoint, args.operator, args.store, args.batch)
+    if args.json:
+        _dump(r.to_dict())
+        return
+    ratio = "infinite (an empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.2f}"
+    print(f"operator {r.operator_id} store {r.store_name} at batch {r.batch_id}")
+    print(f"skew ratio max/min {ratio}, max/median {r.max_over_median:.2f}\n")
+    parts = sorted(r.rows_by_partition)
+    print(_table(["partition", "rows", "bytes"], [[p, r.rows_by_partition[p], r.bytes_by_partition.get(p, 0)] for p in parts]))
+    if r.top_keys:
+        print("\ntop keys: " + ", ".join(f"{k['key']} ({k['rows']})" for k in r.top_keys[:5]))
+    _print_findings(r.findings)
+
+
+def _print_findings(findings: list) -> None:  # type: ignore[type-arg]
+    for f in findings:
+        print(f"\n[{f.severity}] {f.code}: {f.message}" + (f"\n  setting: {f.setting}" if f.setting else ""))
+
+
+def cmd_growth(args: argparse.Namespace) -> None:
+    from spark_io.health import growth
+
+    g = growth(args.checkpoint, args.operator, args.store)
+    if args.json:
+        _dump(g.to_dict())
+        return
+    rows = [[s["operator_id"], s["store_name"], s["batch_id"], s["rows"], s["bytes"]] for s in g.series()]
+    print(_table(["operator", "store", "batch", "rows", "bytes"], rows))
+    _print_findings(g.findings)
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from analysis import charts
+    from analysis.export import FIGURE_FORMATS, figure_bytes, to_csv_bytes
+    from spark_io.checkpoint import read_checkpoint
+    from spark_io.errors import InvalidInput
+
+    out = Path(args.out)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in (*FIGURE_FORMATS, "csv"):
+        raise InvalidInput(f"Cannot tell the format from '{out.name}': end the file name in .png, .svg, .html or .csv.")
+    if not out.parent.is_dir():
+        raise InvalidInput(f"The folder {out.parent} does not exist.")
+    info = read_checkpoint(args.checkpoint)
+    if args.chart == "watermark":
+        table, fig = charts.watermark_table(info.batches), charts.watermark_figure(info.batches)
+    elif args.chart == "skew":
+        from spark_io.health import skew
+
+        r = skew(args.checkpoint, args.operator, args.store, args.batch, info=info)
+        table, fig = charts.skew_table(r), charts.skew_figure(r)
+    else:
+        from spark_io.health import growth
+
+        g = growth(args.checkpoint, args.operator, args.store, info=info)
+        table, fig = charts.growth_table(g.stores), charts.growth_figure(g.stores)
+    data = to_csv_bytes(table) if fmt == "csv" else figure_bytes(fig, fmt)
+    out.write_bytes(data)
+    print(f"wrote {out} ({len(data):,} bytes)")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from analysis.report import checkup_report
+    from spark_io.errors import InvalidInput
+    from spark_io.health import checkup
+
+    out = Path(args.out)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise InvalidInput(f"The report is an HTML file: name it like report.html, not '{out.name}'.")
+    if not out.parent.is_dir():
+        raise InvalidInput(f"The folder {out.parent} does not exist.")
+    c = checkup(args.checkpoint)
+    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings)
+    out.write_text(html, encoding="utf-8")
+    warnings = sum(f.severity == "warning" for f in c.findings)
+    print(f"wrote {out} ({len(html):,} bytes): {warnings} warning(s), {len(c.findings) - warnings} note(s)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python cli.py", description="State Lens: inspect Structured Streaming state.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -151,6 +241,34 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--key-field", default=None, help="key field to match (default: the first plain field, e.g. field0)")
     w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", ...}]}')
     w.set_defaults(func=cmd_why_missing)
+
+    def target(q: argparse.ArgumentParser, batch: bool = True) -> None:
+        q.add_argument("checkpoint")
+        q.add_argument("--operator", type=int, default=None, help="operator id (default: the join, else the first)")
+        q.add_argument("--store", default=None, help="store or transformWithState variable (default: the main one)")
+        if batch:
+            q.add_argument("--batch", type=int, default=None, help="batch (default: last committed)")
+
+    k = sub.add_parser("skew", help="rows and bytes per partition, skew ratios, hot keys")
+    target(k)
+    k.add_argument("--json", action="store_true")
+    k.set_defaults(func=cmd_skew)
+
+    g = sub.add_parser("growth", help="rows and bytes per batch from the change feed, with findings")
+    target(g, batch=False)
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=cmd_growth)
+
+    e = sub.add_parser("export", help="a chart as PNG, SVG or HTML, or its data as CSV (by the file extension)")
+    target(e)
+    e.add_argument("--chart", choices=["skew", "growth", "watermark"], required=True)
+    e.add_argument("--out", required=True, help="FILE.png, .svg, .html or .csv")
+    e.set_defaults(func=cmd_export)
+
+    r = sub.add_parser("report", help="a one-file HTML health report: summary, findings, charts")
+    r.add_argument("checkpoint")
+    r.add_argument("--out", required=True, help="FILE.html")
+    r.set_defaults(func=cmd_report)
     return p
 
 
@@ -167,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("statelens: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug: still one line and exit 2; STATELENS_DEBUG=1 shows the traceback
+        if os.environ.get("STATELENS_DEBUG"):
+            raise
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        print(f"statelens: unexpected error: {type(e).__name__}: {first} (set STATELENS_DEBUG=1 for details)", file=sys.stderr)
+        return 2
     return 0
 
 

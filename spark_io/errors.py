@@ -65,3 +65,7 @@ class SqlError(StateLensError):
 
 class InvalidInput(StateLensError):
     title = "Invalid input"
+
+
+class ExportError(StateLensError):
+    title = "Export failed"

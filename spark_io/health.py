@@ -1,0 +1,249 @@
+"""Gathers what the health diagnoses need, with the heavy work done inside Spark.
+
+* skew: rows per partition and the hottest keys are Spark aggregations (only counts come
+  back); bytes per partition come from the state files, no JVM.
+* growth: each store's change feed over the retained batches, reduced in Spark to
+  (batch, delete?, key hash, partition) and replayed once in Python: rows per batch without
+  re-reading the state at every batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis import health
+from spark_io import session
+from spark_io.checkpoint import CheckpointInfo, OperatorInfo, StateFile, list_state_files, read_checkpoint
+from spark_io.errors import StateReadError, UnknownStore
+from spark_io.state_reader import (
+    StateSource,
+    operator_of,
+    require_state,
+    resolve_batch,
+    sources_of,
+    spark_message,
+    validate_source,
+)
+
+
+def _load(info: CheckpointInfo, source: StateSource, extra: dict[str, str], what: str) -> Any:
+    r = session.get_spark().read.format("statestore")
+    for k, v in {**source.options(), **extra}.items():
+        r = r.option(k, v)
+    try:
+        return r.load(info.path)
+    except Exception as e:
+        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
+
+
+def _arrow(df: Any, what: str) -> Any:
+    try:
+        return df.toArrow()
+    except Exception as e:
+        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
+
+
+def default_store(op: OperatorInfo) -> str:
+    """The store a skew check starts on: a join's left rows, else the operator's first view."""
+    if op.is_join:
+        return "left-keyWithIndexToValue"
+    src = sources_of(op)[0]
+    return src.state_var or src.store_name or "default"
+
+
+def source_for(op: OperatorInfo, store: str) -> StateSource:
+    """A store name, a join store or a transformWithState variable name, as a source."""
+    for src in sources_of(op):
+        if store in (src.store_name, src.state_var):
+            return src
+    names = [s.state_var or s.store_name for s in sources_of(op) if not s.join_side and not s.timers]
+    raise UnknownStore(f"Operator {op.operator_id} ({op.operator_name}) has no store '{store}'. Its stores are: {', '.join(map(str, names))}.")
+
+
+def _store_dir(op: OperatorInfo, src: StateSource) -> str:
+    return src.store_name or "default"
+
+
+# --------------------------------------------------------------------------- skew
+
+
+def skew(
+    path: str,
+    operator_id: int | None = None,
+    store: str | None = None,
+    batch_id: int | None = None,
+    info: CheckpointInfo | None = None,
+    files: list[StateFile] | None = None,
+) -> health.SkewReport:
+    from pyspark.sql import functions as F
+
+    info = info or read_checkpoint(path)
+    require_state(info)
+    op = info.operators[0] if operator_id is None else operator_of(info, operator_id)
+    if operator_id is None:
+        op = next((o for o in info.operators if o.is_join), op)
+    store = store or default_store(op)
+    src = source_for(op, store)
+    validate_source(info, src)
+    batch = resolve_batch(info, batch_id)
+    df = _load(info, src, {"batchId": str(batch)}, f"{src.describe()} at batch {batch}")
+    what = f"{src.describe()} at batch {batch}"
+    per_part = _arrow(df.groupBy("partition_id").count(), what).to_pylist()
+    key = F.col("key")
+    key_type = df.schema["key"].dataType
+    if "index" in getattr(key_type, "fieldNames", lambda: [])():
+        key = key.dropFields("index")  # a join key holds one row per index: count rows per join key
+    top = _arrow(df.groupBy(F.to_json(key).alias("key")).count().orderBy(F.desc("count"), "key").limit(10), what).to_pylist()
+    files = files if files is not None else list_state_files(info.path)
+    store_dir = _store_dir(op, src)
+    sizes: dict[int, int] = {}
+    for f in files:
+        if f.operator_id == op.operator_id and f.partition_id >= 0 and f.store_name == store_dir and f.kind not in ("schema", "metadata"):
+            sizes[f.partition_id] = sizes.get(f.partition_id, 0) + f.size
+    num_partitions = next((s.num_partitions for s in op.stores if s.store_name == store_dir), len(sizes))
+    return health.skew_report(
+        op.operator_id,
+        store,
+        batch,
+        num_partitions,
+        {r["partition_id"]: r["count"] for r in per_part},
+        sizes,
+        [{"key": _key_text(r["key"]), "rows": r["count"]} for r in top],
+    )
+
+
+def _key_text(key_json: str) -> Any:
+    import json
+
+    k = json.loads(key_json)
+    return next(iter(k.values())) if isinstance(k, dict) and len(k) == 1 else k
+
+
+# --------------------------------------------------------------------------- growth
+
+
+@dataclass
+class GrowthReport:
+    stores: list[health.StoreGrowth]
+    findings: list[health.Finding]
+    batches: list[Any]
+    files: list[StateFile] = field(default_factory=list)
+
+    def series(self) -> list[dict[str, Any]]:
+        return [
+            {"operator_id": g.operator_id, "store_name": g.store_name, "batch_id": b, "rows": g.rows[b], "bytes": g.bytes.get(b, 0)}
+            for g in self.stores
+            for b in sorted(g.rows)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"series": self.series(), "findings": [f.to_dict() for f in self.findings]}
+
+
+def _growth_sources(op: OperatorInfo) -> list[StateSource]:
+    return [s for s in sources_of(op) if s.has_change_feed]
+
+
+def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile]) -> health.StoreGrowth:
+    """Rows per batch of one store from its change feed, in one pass."""
+    from pyspark.sql import functions as F
+
+    session.get_spark()  # column expressions need a session
+    committed = [b.batch_id for b in info.committed_batches]
+    first, last = committed[0], committed[-1]
+    ident = [F.to_json("key")]
+    base: list[tuple[int, int]] = []
+    start = first
+    if first > 0:  # older batches are gone: start from the state at the first retained batch
+        state = _load(info, src, {"batchId": str(first)}, f"{src.describe()} at batch {first}")
+        ident = [F.to_json("key")] + ([F.to_json("user_map_key")] if "user_map_key" in state.columns else [])
+        rows = _arrow(state.select(F.xxhash64(*ident).alias("k"), "partition_id"), src.describe()).to_pylist()
+        base = [(r["k"], r["partition_id"]) for r in rows]
+        start = first + 1
+    batches = [b for b in committed if b >= first]
+    changes: list[tuple[int, bool, int, int]] = []
+    if start <= last:
+        opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(last)}
+        feed = _load(info, src, opts, f"the change feed of {src.describe()}")
+        if "user_map_key" in feed.columns:
+            ident = [F.to_json("key"), F.to_json("user_map_key")]
+        slim = feed.select(
+            "batch_id", (F.col("change_type") == "delete").alias("d"), F.xxhash64(*ident).alias("k"), "partition_id"
+        )
+        t = _arrow(slim, f"the change feed of {src.describe()}")
+        changes = list(
+            zip(
+                t.column("batch_id").to_pylist(),
+                t.column("d").to_pylist(),
+                t.column("k").to_pylist(),
+                t.column("partition_id").to_pylist(),
+                strict=True,
+            )
+        )
+    rows, parts, ins, dels = health.replay_changes(batches, changes, base)
+    name = src.state_var or src.store_name or "default"
+    store_dir = _store_dir(op, src)
+    return health.StoreGrowth(op.operator_id, name, rows, parts, ins, dels, health.bytes_per_batch(files, op.operator_id, store_dir, batches))
+
+
+def growth(
+    path: str, operator_id: int | None = None, store: str | None = None, info: CheckpointInfo | None = None
+) -> GrowthReport:
+    info = info or read_checkpoint(path)
+    require_state(info)
+    ops = info.operators if operator_id is None else [operator_of(info, operator_id)]
+    files = list_state_files(info.path)
+    stores = []
+    for op in ops:
+        sources = [source_for(op, store)] if store else _growth_sources(op)
+        for src in sources:
+            if not src.has_change_feed:
+                raise UnknownStore(f"{src.describe()} has no change feed to measure growth from.")
+            stores.append(store_growth(info, op, src, files))
+    findings = health.growth_findings(stores, info.batches, info.conf)
+    proj = health.projection(stores, info.committed_batches, _row_bytes(info, ops))
+    if proj:
+        findings.append(proj)
+    return GrowthReport(stores, findings, info.batches, files)
+
+
+def _row_bytes(info: CheckpointInfo, ops: list[OperatorInfo]) -> float:
+    """Average key + value bytes of a state row, from a sample of the first operator's state."""
+    src = next((s for s in _growth_sources(ops[0])), None) if ops else None
+    if src is None:
+        return 0.0
+    batch = resolve_batch(info, None)
+    sample = _arrow(_load(info, src, {"batchId": str(batch)}, src.describe()).limit(1000), src.describe())
+    cols = [c for c in sample.column_names if c != "partition_id"]
+    return sample.select(cols).nbytes / sample.num_rows if sample.num_rows else 0.0
+
+
+def config_findings(info: CheckpointInfo, files: list[StateFile], total_rows: int) -> list[health.Finding]:
+    partitions = max((s.num_partitions for o in info.operators for s in o.stores), default=0)
+    kinds = {f.kind for f in files}
+    return health.config_advice(info.conf, info.provider, total_rows, partitions, kinds)
+
+
+@dataclass
+class Checkup:
+    """Everything the health page and the report show for one checkpoint."""
+
+    info: CheckpointInfo
+    skews: list[health.SkewReport]
+    growth: GrowthReport
+    config: list[health.Finding]
+
+    @property
+    def findings(self) -> list[health.Finding]:
+        out = [f for s in self.skews for f in s.findings] + self.growth.findings + self.config
+        return sorted(out, key=lambda f: f.severity != "warning")
+
+
+def checkup(path: str, info: CheckpointInfo | None = None) -> Checkup:
+    info = info or read_checkpoint(path)
+    require_state(info)
+    g = growth(path, info=info)
+    skews = [skew(path, op.operator_id, info=info, files=g.files) for op in info.operators]
+    total_rows = sum(s.rows[max(s.rows)] for s in g.stores if s.rows)
+    return Checkup(info, skews, g, config_findings(info, g.files, total_rows))
