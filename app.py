@@ -58,6 +58,7 @@ nav = st.navigation(
         ],
         "Diagnose": [
             st.Page("views/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
+            st.Page("views/health.py", title="State health", icon=":material/monitor_heart:"),
         ],
     }
 )

@@ -81,7 +81,11 @@ def watermark_table(batches: list[Batch]) -> pa.Table:
 
 def watermark_figure(batches: list[Batch]) -> go.Figure:
     marked = [b for b in batches if b.watermark_ms]
-    fig = go.Figure(go.Scatter(x=[b.batch_id for b in marked], y=[_dt(b.watermark_ms) for b in marked], mode="lines+markers", name="watermark"))
+    fig = go.Figure(
+        go.Scatter(
+            x=[b.batch_id for b in marked], y=[_dt(b.watermark_ms) for b in marked], mode="lines+markers", name="watermark"
+        )
+    )
     title = "Watermark per batch" if marked else "Watermark per batch: none (0 in every batch)"
     fig.update_layout(title=title, xaxis_title="batch", yaxis_title="watermark (UTC)", height=360, margin={"t": 50, "b": 40})
     return fig
@@ -159,12 +163,24 @@ def growth_figure(stores: list[StoreGrowth]) -> go.Figure:
     for g in stores:
         bs = sorted(g.rows)
         name = f"op{g.operator_id} {g.store_name}"
-        fig.add_trace(go.Scatter(x=bs, y=[g.rows[b] for b in bs], mode="lines+markers", name=name, legendgroup=name), row=1, col=1)
         fig.add_trace(
-            go.Scatter(x=bs, y=[g.bytes.get(b, 0) for b in bs], mode="lines", name=name, legendgroup=name, showlegend=False, line={"dash": "dot"}),
+            go.Scatter(x=bs, y=[g.rows[b] for b in bs], mode="lines+markers", name=name, legendgroup=name), row=1, col=1
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=bs,
+                y=[g.bytes.get(b, 0) for b in bs],
+                mode="lines",
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                line={"dash": "dot"},
+            ),
             row=2,
             col=1,
         )
-    fig.update_layout(title="State growth per batch", height=520, margin={"t": 70, "b": 40}, legend={"orientation": "h", "y": -0.12})
+    fig.update_layout(
+        title="State growth per batch", height=520, margin={"t": 70, "b": 40}, legend={"orientation": "h", "y": -0.12}
+    )
     fig.update_xaxes(title_text="batch", row=2, col=1)
     return fig

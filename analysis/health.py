@@ -199,23 +199,26 @@ def bytes_per_batch(files: Iterable[StateFile], operator_id: int, store_name: st
 
 def growth_findings(stores: list[StoreGrowth], batches: list[Batch], conf: dict[str, str]) -> list[Finding]:
     findings: list[Finding] = []
+    growing: dict[int, list[StoreGrowth]] = {}
     for g in stores:
         order = sorted(g.rows)
         if len(order) >= 5:
-            first, last = g.rows[order[0]], g.rows[order[-1]]
             never_removed = sum(g.deletes.values()) == 0
             monotonic = all(g.rows[a] <= g.rows[b] for a, b in itertools.pairwise(order))
-            if never_removed and monotonic and last > first:
-                findings.append(
-                    Finding(
-                        "unbounded_growth",
-                        f"Operator {g.operator_id} store {g.store_name} grew from {first:,} to {last:,} rows over "
-                        f"{len(order)} batches and nothing was ever removed: without a watermark the operator can use "
-                        "(or with a watermark that never passes the state's event times) this state grows until the "
-                        "job runs out of memory or disk.",
-                        evidence={"operator_id": g.operator_id, "store_name": g.store_name, "first_rows": first, "last_rows": last},
-                    )
-                )
+            if never_removed and monotonic and g.rows[order[-1]] > g.rows[order[0]]:
+                growing.setdefault(g.operator_id, []).append(g)
+    for op_id, gs in growing.items():
+        order = sorted(gs[0].rows)
+        detail = ", ".join(f"{g.store_name} {g.rows[min(g.rows)]:,} → {g.rows[max(g.rows)]:,}" for g in gs)
+        findings.append(
+            Finding(
+                "unbounded_growth",
+                f"Operator {op_id}'s state grew in every one of {len(order)} batches and nothing was ever removed "
+                f"(rows: {detail}): without a watermark the operator can use (or with one that never passes the "
+                "state's event times) it grows until the job runs out of memory or disk.",
+                evidence={"operator_id": op_id, "stores": {g.store_name: [g.rows[min(g.rows)], g.rows[max(g.rows)]] for g in gs}},
+            )
+        )
     marks = [b.watermark_ms for b in batches]
     if batches and stores and all(m == 0 for m in marks):
         findings.append(

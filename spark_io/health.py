@@ -58,7 +58,9 @@ def source_for(op: OperatorInfo, store: str) -> StateSource:
         if store in (src.store_name, src.state_var):
             return src
     names = [s.state_var or s.store_name for s in sources_of(op) if not s.join_side and not s.timers]
-    raise UnknownStore(f"Operator {op.operator_id} ({op.operator_name}) has no store '{store}'. Its stores are: {', '.join(map(str, names))}.")
+    raise UnknownStore(
+        f"Operator {op.operator_id} ({op.operator_name}) has no store '{store}'. Its stores are: {', '.join(map(str, names))}."
+    )
 
 
 def _store_dir(op: OperatorInfo, src: StateSource) -> str:
@@ -99,7 +101,12 @@ def skew(
     store_dir = _store_dir(op, src)
     sizes: dict[int, int] = {}
     for f in files:
-        if f.operator_id == op.operator_id and f.partition_id >= 0 and f.store_name == store_dir and f.kind not in ("schema", "metadata"):
+        if (
+            f.operator_id == op.operator_id
+            and f.partition_id >= 0
+            and f.store_name == store_dir
+            and f.kind not in ("schema", "metadata")
+        ):
             sizes[f.partition_id] = sizes.get(f.partition_id, 0) + f.size
     num_partitions = next((s.num_partitions for s in op.stores if s.store_name == store_dir), len(sizes))
     return health.skew_report(
@@ -132,7 +139,13 @@ class GrowthReport:
 
     def series(self) -> list[dict[str, Any]]:
         return [
-            {"operator_id": g.operator_id, "store_name": g.store_name, "batch_id": b, "rows": g.rows[b], "bytes": g.bytes.get(b, 0)}
+            {
+                "operator_id": g.operator_id,
+                "store_name": g.store_name,
+                "batch_id": b,
+                "rows": g.rows[b],
+                "bytes": g.bytes.get(b, 0),
+            }
             for g in self.stores
             for b in sorted(g.rows)
         ]
@@ -184,7 +197,9 @@ def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files
     rows, parts, ins, dels = health.replay_changes(batches, changes, base)
     name = src.state_var or src.store_name or "default"
     store_dir = _store_dir(op, src)
-    return health.StoreGrowth(op.operator_id, name, rows, parts, ins, dels, health.bytes_per_batch(files, op.operator_id, store_dir, batches))
+    return health.StoreGrowth(
+        op.operator_id, name, rows, parts, ins, dels, health.bytes_per_batch(files, op.operator_id, store_dir, batches)
+    )
 
 
 def growth(

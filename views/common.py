@@ -10,13 +10,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import streamlit as st
 
-from spark_io import checkpoint, diagnosis, state_reader
+from analysis.export import figure_bytes, to_csv_bytes
+from analysis.health import SkewReport
+from spark_io import checkpoint, diagnosis, health, state_reader
 from spark_io.checkpoint import CheckpointInfo
 from spark_io.errors import StateLensError
 from spark_io.state_reader import StateSource
@@ -134,6 +137,43 @@ def diagnose_cached(
     path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...]
 ) -> diagnosis.WhyMissingReport:
     return _diagnose(path, operator_id, batch, key_field, keys, fingerprint(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _checkup(path: str, _fp: tuple[int, int]) -> health.Checkup:
+    return health.checkup(path)
+
+
+def checkup_cached(path: str) -> health.Checkup:
+    """The whole health check of a checkpoint, shared by every browser session until it commits again."""
+    return _checkup(path, fingerprint(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _skew(path: str, operator_id: int, store: str, batch: int, _fp: tuple[int, int]) -> SkewReport:
+    return health.skew(path, operator_id, store, batch)
+
+
+def skew_cached(path: str, operator_id: int, store: str, batch: int) -> SkewReport:
+    return _skew(path, operator_id, store, batch, fingerprint(path))
+
+
+def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:
+    """PNG, SVG, HTML and CSV of one chart; images render only when clicked."""
+
+    def render(fmt: str) -> Callable[[], bytes]:
+        def make() -> bytes:
+            try:
+                return figure_bytes(fig, fmt)
+            except StateLensError as e:  # no Chromium: the file says why instead of breaking the page
+                return f"{e.title}: {e.message}".encode()
+
+        return make
+
+    cols = st.columns([1, 1, 1, 1, 6])
+    for col, fmt, mime in zip(cols, ("png", "svg", "html"), ("image/png", "image/svg+xml", "text/html"), strict=False):
+        col.download_button(fmt.upper(), render(fmt), f"{name}.{fmt}", mime, key=f"{key}-{fmt}", on_click="ignore")
+    cols[3].download_button("CSV", to_csv_bytes(table), f"{name}.csv", "text/csv", key=f"{key}-csv", on_click="ignore")
 
 
 def _cached_loader(info: CheckpointInfo, spec: TableSpec, batch: int) -> tuple[pa.Table, str]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-import plotly.graph_objects as go
 import streamlit as st
 
+from analysis import charts
 from analysis.overview import batches_table, conf_table, summary
-from views.common import checkpoint_info
+from views.common import chart_downloads, checkpoint_info
 
 st.header("Overview")
 info = checkpoint_info()
@@ -36,18 +36,11 @@ if info is not None:
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Watermark timeline")
-        marked = [b for b in info.batches if b.watermark_ms]
-        if marked:
-            fig = go.Figure(
-                go.Scatter(
-                    x=[b.batch_id for b in marked],
-                    y=[dt.datetime.fromtimestamp(b.watermark_ms / 1000, dt.UTC) for b in marked],
-                    mode="lines+markers",
-                    name="watermark",
-                )
-            )
-            fig.update_layout(xaxis_title="batch", yaxis_title="watermark (UTC)", height=340, margin=dict(t=10, b=10))
+        if any(b.watermark_ms for b in info.batches):
+            fig = charts.watermark_figure(info.batches)
+            fig.update_layout(title=None, height=340, margin={"t": 10, "b": 10})
             st.plotly_chart(fig, width="stretch")
+            chart_downloads("watermark", charts.watermark_figure(info.batches), charts.watermark_table(info.batches), "dl-ov-wm")
         else:
             st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
     with right:

@@ -1,0 +1,83 @@
+"""State health: findings, skew (now and across batches), growth, watermarks, exports, report."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analysis import charts
+from analysis.report import checkup_report
+from spark_io.health import default_store
+from spark_io.state_reader import sources_of
+from views.common import chart_downloads, checkpoint_info, checkup_cached, guard, operator_label, skew_cached
+
+st.header("State health")
+info = checkpoint_info()
+if info is not None and not (info.operators and info.committed_batches):
+    st.info("This checkpoint has no committed state: there is nothing to check.")
+elif info is not None:
+    with guard(), st.spinner("Checking skew, growth (from the change feed), watermarks and configuration..."):
+        c = checkup_cached(info.path)
+        warnings = [f for f in c.findings if f.severity == "warning"]
+        total_rows = sum(g.rows[max(g.rows)] for g in c.growth.stores if g.rows)
+        m = st.columns(4)
+        m[0].metric("Warnings", len(warnings))
+        m[1].metric("Notes", len(c.findings) - len(warnings))
+        m[2].metric("Rows in state", f"{total_rows:,}")
+        m[3].metric("Stores", len(c.growth.stores))
+        if not warnings:
+            st.success("No warnings: the state looks healthy.")
+        for f in c.findings:
+            text = f"**{f.code}**: {f.message}" + (f"  \nSetting: `{f.setting}`" if f.setting else "")
+            (st.warning if f.severity == "warning" else st.info)(text)
+        st.download_button(
+            "Download the health report (one HTML file)",
+            lambda: checkup_report(c.info, c.skews, c.growth.stores, c.findings).encode(),
+            "statelens-health-report.html",
+            "text/html",
+            key="report",
+            on_click="ignore",
+            type="primary",
+        )
+
+        t_skew, t_growth, t_wm = st.tabs(["Skew", "Growth", "Watermark"])
+        with t_skew:
+            c1, c2, c3 = st.columns([2, 3, 1])
+            op_id = c1.selectbox(
+                "Operator", [o.operator_id for o in info.operators], format_func=lambda i: operator_label(info, i), key="h_op"
+            )
+            op = info.operator(op_id)
+            assert op is not None
+            stores = [s.state_var or s.store_name for s in sources_of(op) if not s.join_side and not s.timers]
+            store = c2.selectbox(
+                "Store", stores, index=stores.index(default_store(op)) if default_store(op) in stores else 0, key="h_store"
+            )
+            batch = c3.selectbox("Batch", [b.batch_id for b in info.committed_batches][::-1], key="h_batch")
+            with guard():
+                r = skew_cached(info.path, op_id, str(store), batch)
+                ratio = "∞ (empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.1f}x"
+                k = st.columns(3)
+                k[0].metric("Skew max/min", ratio, help="The seed's measure: rows in the fullest partition over the emptiest.")
+                k[1].metric("max/median", f"{r.max_over_median:.1f}x")
+                k[2].metric("Rows", f"{sum(r.rows_by_partition.values()):,}")
+                for f in r.findings:
+                    (st.warning if f.severity == "warning" else st.info)(f"**{f.code}**: {f.message}")
+                fig = charts.skew_figure(r)
+                st.plotly_chart(fig, width="stretch", key="skew-chart")
+                chart_downloads(f"skew-op{op_id}-{store}-b{batch}", fig, charts.skew_table(r), "dl-skew")
+                st.markdown("**Hottest keys**")
+                st.dataframe([{"key": str(t["key"]), "rows": t["rows"]} for t in r.top_keys], hide_index=True, width="stretch")
+                g = next((g for g in c.growth.stores if g.operator_id == op_id and g.store_name == store), None)
+                if g is not None:
+                    heat = charts.skew_heatmap_figure(g)
+                    st.plotly_chart(heat, width="stretch", key="heat-chart")
+                    st.caption("Rows per partition across batches (from the change feed): is the skew new or old?")
+        with t_growth:
+            fig = charts.growth_figure(c.growth.stores)
+            st.plotly_chart(fig, width="stretch", key="growth-chart")
+            table = charts.growth_table(c.growth.stores)
+            chart_downloads("growth", fig, table, "dl-growth")
+            st.dataframe(table, hide_index=True, width="stretch", height=300)
+        with t_wm:
+            fig = charts.watermark_figure(info.batches)
+            st.plotly_chart(fig, width="stretch", key="wm-chart")
+            chart_downloads("watermark", fig, charts.watermark_table(info.batches), "dl-wm")
