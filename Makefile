@@ -10,5 +10,7 @@ check: lint test
 	.venv/bin/python -m mypy spark_io analysis cli.py
 samples:    ## regenerate the sample checkpoints (runs real streaming queries)
 	.venv/bin/python sample_checkpoints/generate.py
-bench:
+bench:      ## benchmarks (the first run builds a 1M-key checkpoint, ~2 min)
 	.venv/bin/python bench/bench_overview.py
+	.venv/bin/python bench/bench_why_missing.py
+	.venv/bin/python bench/bench_growth.py
