@@ -163,3 +163,20 @@ def test_why_missing_page_opens_from_a_link() -> None:
     assert at.text_area(key="wm_keys").value == "user-3"
     # the linked diagnosis runs on open, without a click
     assert "#### `user-3` &nbsp; :violet-badge[Evicted]" in [m.value for m in at.markdown]
+
+
+def test_health_page_flags_the_hot_key_and_offers_exports() -> None:
+    at = open_app(sample("hot_key_join"), "views/health.py")
+    m = metrics(at)
+    assert m["Warnings"] == "4" and m["Rows in state"] == "1,647" and m["Stores"] == "4"
+    assert m["Skew max/min"] == "503.3x" and m["Rows"] == "1,548"
+    codes = [w.value.split("**")[1] for w in at.warning]
+    assert codes[:4] == ["state_skew", "hot_key", "unbounded_growth", "watermark_missing"]
+    labels = [b.label for b in at.get("download_button")]
+    assert labels[0] == "Download the health report (one HTML file)" and labels.count("PNG") == 3
+
+
+def test_health_page_on_a_healthy_sample() -> None:
+    at = open_app(sample("windowed_agg"), "views/health.py")
+    assert metrics(at)["Warnings"] == "0"
+    assert any("looks healthy" in s.value for s in at.success)

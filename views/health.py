@@ -15,8 +15,9 @@ info = checkpoint_info()
 if info is not None and not (info.operators and info.committed_batches):
     st.info("This checkpoint has no committed state: there is nothing to check.")
 elif info is not None:
-    with guard(), st.spinner("Checking skew, growth (from the change feed), watermarks and configuration..."):
-        c = checkup_cached(info.path)
+    with guard():
+        with st.spinner("Checking skew, growth (from the change feed), watermarks and configuration..."):
+            c = checkup_cached(info.path)
         warnings = [f for f in c.findings if f.severity == "warning"]
         total_rows = sum(g.rows[max(g.rows)] for g in c.growth.stores if g.rows)
         m = st.columns(4)
