@@ -218,7 +218,17 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python cli.py", description="State Lens: inspect Structured Streaming state.")
+    spark = _Parser(add_help=False)
+    where = spark.add_argument_group("where Spark runs (default: local, or SPARK_REMOTE when set)")
+    where.add_argument("--master", default=None, help="a Spark master URL: local[4], spark://host:7077, yarn ...")
+    where.add_argument("--remote", default=None, help="a Spark Connect server: sc://host:15002")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_parser = sub.add_parser
+
+    def add_parser(name: str, **kw):  # type: ignore[no-untyped-def]
+        return _add_parser(name, parents=[spark], **kw)
+
+    sub.add_parser = add_parser  # type: ignore[method-assign]
 
     o = sub.add_parser("overview", help="query id, batches, watermarks, operators and stores (no JVM)")
     o.add_argument("checkpoint")
@@ -275,6 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.master and args.remote:
+            from spark_io.errors import InvalidInput
+
+            raise InvalidInput("Give either --master or --remote, not both.")
+        if args.master or args.remote:
+            from spark_io import session
+
+            session.configure(master=args.master, remote=args.remote)
         args.func(args)
     except StateLensError as e:
         print(f"statelens: {e.title}: {e.message}".replace("\n", " "), file=sys.stderr)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,10 +83,27 @@ def _scratch_dir() -> str:
     return _scratch
 
 
+def connect_problem(remote: str, timeout: float = 5.0) -> str | None:
+    """None when a Spark Connect URL answers on TCP; else what is wrong. (PySpark's client would
+    retry an unreachable server for minutes: this check fails fast instead.)"""
+    parsed = urllib.parse.urlparse(remote.split(";", 1)[0].rstrip("/"))
+    if parsed.scheme != "sc" or not parsed.hostname:
+        return f"'{remote}' is not a Spark Connect URL: use sc://host:port (for example sc://localhost:15002)."
+    port = parsed.port or 15002
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout):
+            return None
+    except OSError as e:
+        return f"the Spark Connect server at {parsed.hostname}:{port} does not answer ({e.strerror or e}). Is it running?"
+
+
 def _build() -> Any:
     from pyspark.sql import SparkSession
 
     if _target.remote:
+        problem = connect_problem(_target.remote)
+        if problem:
+            raise SparkUnavailable(problem[0].upper() + problem[1:])
         return SparkSession.builder.remote(_target.remote).getOrCreate()
     problem = java_problem()
     if problem:

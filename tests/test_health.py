@@ -105,7 +105,11 @@ def test_stuck_watermark_dedup_findings() -> None:
     g = growth(sample("stuck_watermark_dedup"))
     assert g.stores[0].rows == {b: 10 * (b + 1) for b in range(12)}
     stuck = next(f for f in g.findings if f.code == "watermark_stuck")
-    assert stuck.evidence == {"watermark_ms": read_checkpoint(sample("stuck_watermark_dedup")).batches[-1].watermark_ms, "from_batch": 1, "to_batch": 11}
+    assert stuck.evidence == {
+        "watermark_ms": read_checkpoint(sample("stuck_watermark_dedup")).batches[-1].watermark_ms,
+        "from_batch": 1,
+        "to_batch": 11,
+    }
     assert "unbounded_growth" in [f.code for f in g.findings]
 
 
@@ -120,7 +124,10 @@ def test_growth_from_the_change_feed_equals_rereading_every_batch(name: str) -> 
         src = source_for(info.operator(store.operator_id), store.store_name)  # type: ignore[arg-type]
         for b in sorted(store.rows):
             table, _ = read_state(sample(name), src, batch_id=b)
-            keys = {json.dumps(r["key"], default=str, sort_keys=True) + json.dumps(r.get("user_map_key"), default=str) for r in table.to_pylist()}
+            keys = {
+                json.dumps(r["key"], default=str, sort_keys=True) + json.dumps(r.get("user_map_key"), default=str)
+                for r in table.to_pylist()
+            }
             assert store.rows[b] == len(keys), (name, store.store_name, b)
 
 
@@ -170,13 +177,28 @@ def run(*argv: str) -> tuple[int, str, str]:
 def test_cli_skew_and_growth_json_contracts() -> None:
     rc, out, _ = run("skew", sample("hot_key_join"), "--json")
     d = json.loads(out)
-    assert rc == 0 and set(d) >= {"operator_id", "store_name", "batch_id", "rows_by_partition", "bytes_by_partition", "skew_ratio", "max_over_median", "top_keys"}
+    assert rc == 0 and set(d) >= {
+        "operator_id",
+        "store_name",
+        "batch_id",
+        "rows_by_partition",
+        "bytes_by_partition",
+        "skew_ratio",
+        "max_over_median",
+        "top_keys",
+    }
     assert sum(d["rows_by_partition"].values()) == 1548 and d["top_keys"][0] == {"key": "hot", "rows": 1500}
     rc, out, _ = run("skew", sample("transform_with_state"), "--store", "count", "--json")
     assert rc == 0 and json.loads(out)["skew_ratio"] is None  # an empty partition: infinite, null in JSON
     rc, out, _ = run("growth", sample("unbounded_agg"), "--json")
     d = json.loads(out)
-    assert rc == 0 and d["series"][-1] == {"operator_id": 0, "store_name": "default", "batch_id": 11, "rows": 300, "bytes": d["series"][-1]["bytes"]}
+    assert rc == 0 and d["series"][-1] == {
+        "operator_id": 0,
+        "store_name": "default",
+        "batch_id": 11,
+        "rows": 300,
+        "bytes": d["series"][-1]["bytes"],
+    }
     assert d["series"][-1]["bytes"] > d["series"][0]["bytes"] > 0
     assert [f["code"] for f in d["findings"]] == ["unbounded_growth", "watermark_missing", "projection"]
     rc, _, err = run("skew", sample("hot_key_join"), "--store", "nope")
