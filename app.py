@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views.common import CHECKPOINT_KEY, INPUT_KEY, default_checkpoint, sample_checkpoints
+from views.common import CHECKPOINT_KEY, INPUT_KEY, default_checkpoint, sample_checkpoints, spark_settings
 
 st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:", layout="wide")
 
@@ -45,6 +45,7 @@ with st.sidebar:
         current = next((n for n, p in samples.items() if p == st.session_state[CHECKPOINT_KEY]), None)
         st.session_state["sample_pick"] = current
         st.pills("Bundled samples", list(samples), key="sample_pick", on_change=_pick, selection_mode="single")
+spark_settings()
 
 nav = st.navigation(
     {

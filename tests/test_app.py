@@ -180,3 +180,15 @@ def test_health_page_on_a_healthy_sample() -> None:
     at = open_app(sample("windowed_agg"), "views/health.py")
     assert metrics(at)["Warnings"] == "0"
     assert any("looks healthy" in s.value for s in at.success)
+
+
+def test_spark_setting_rejects_an_unreachable_connect_server() -> None:
+    from spark_io import session
+
+    at = open_app()
+    at.radio(key="spark_kind").set_value("Spark Connect").run()
+    at.text_input(key="spark_url").set_value("sc://127.0.0.1:1").run()
+    at.button(key="spark_apply").click().run()
+    assert len(at.error) == 1 and "does not answer" in at.error[0].value
+    assert session.target().remote is None  # still local: nothing was changed
+    assert metrics(at)["Batches"] == "17"  # and the app keeps working

@@ -19,9 +19,9 @@ import streamlit as st
 
 from analysis.export import figure_bytes, to_csv_bytes
 from analysis.health import SkewReport
-from spark_io import checkpoint, diagnosis, health, state_reader
+from spark_io import checkpoint, diagnosis, health, session, state_reader
 from spark_io.checkpoint import CheckpointInfo
-from spark_io.errors import StateLensError
+from spark_io.errors import SparkUnavailable, StateLensError
 from spark_io.state_reader import StateSource
 from spark_io.workspace import TableSpec, Workspace
 
@@ -208,3 +208,28 @@ def source_label(source: StateSource) -> str:
 def operator_label(info: CheckpointInfo, operator_id: int) -> str:
     op = info.operator(operator_id)
     return f"{operator_id}: {op.operator_name}" if op else str(operator_id)
+
+
+def spark_settings() -> None:
+    """Sidebar: where Spark runs (local, a cluster master, or a Spark Connect server)."""
+    current = session.target()
+    with st.sidebar.expander(f"Spark: {current.describe()}"):
+        kinds = ["Local", "Cluster master", "Spark Connect"]
+        kind = st.radio("Run Spark", kinds, index=2 if current.remote else 1 if current.master else 0, key="spark_kind")
+        url = ""
+        if kind != "Local":
+            url = st.text_input(
+                "URL",
+                value=current.remote or current.master or "",
+                placeholder="sc://host:15002" if kind == "Spark Connect" else "spark://host:7077",
+                key="spark_url",
+            )
+        st.caption("Applies to every user of this State Lens server.")
+        if st.button("Apply", key="spark_apply"):
+            with guard():
+                if kind == "Spark Connect":
+                    problem = session.connect_problem(url)
+                    if problem:
+                        raise SparkUnavailable(problem[0].upper() + problem[1:])
+                session.configure(master=url if kind == "Cluster master" else None, remote=url if kind == "Spark Connect" else None)
+                st.rerun()
