@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,23 +109,196 @@ class StateFile:
     path: str  # relative to the checkpoint folder
 
 
+# --------------------------------------------------------------------------- file access
+
+
+class Files:
+    """Read access to one checkpoint's files, by path relative to the checkpoint folder."""
+
+    location: str
+
+    def numbered(self, folder: str) -> dict[int, str]:  # files named by a number: batch -> rel path
+        raise NotImplementedError
+
+    def read(self, rel: str) -> bytes:
+        raise NotImplementedError
+
+    def is_file(self, rel: str) -> bool:
+        raise NotImplementedError
+
+    def subdirs(self, folder: str) -> list[str]:
+        raise NotImplementedError
+
+    def has_versioned_files(self, folder: str) -> bool:
+        raise NotImplementedError
+
+    def walk(self, folder: str) -> list[tuple[str, int]]:  # (rel path, size) of every file below
+        raise NotImplementedError
+
+
+class LocalFiles(Files):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.location = str(root)
+
+    def numbered(self, folder: str) -> dict[int, str]:
+        d = self.root / folder
+        if not d.is_dir():
+            return {}
+        with os.scandir(d) as it:
+            return {int(e.name): f"{folder}/{e.name}" for e in it if _DIGITS.match(e.name) and e.is_file()}
+
+    def read(self, rel: str) -> bytes:
+        try:
+            return (self.root / rel).read_bytes()
+        except OSError as e:
+            raise CorruptCheckpoint(f"{rel} cannot be read ({e.strerror}).") from e
+
+    def is_file(self, rel: str) -> bool:
+        return (self.root / rel).is_file()
+
+    def subdirs(self, folder: str) -> list[str]:
+        d = self.root / folder
+        if not d.is_dir():
+            return []
+        with os.scandir(d) as it:
+            return sorted(e.name for e in it if e.is_dir())
+
+    def has_versioned_files(self, folder: str) -> bool:
+        with os.scandir(self.root / folder) as it:
+            return any(e.is_file() and _VERSIONED.match(e.name) for e in it)
+
+    def walk(self, folder: str) -> list[tuple[str, int]]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.root / folder):
+            dirnames.sort()
+            rel_dir = Path(dirpath).relative_to(self.root)
+            for name in sorted(filenames):
+                if name.startswith(".") and name.endswith(".crc"):
+                    continue
+                try:
+                    size = os.stat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    continue  # vanished while listing (a running query's cleanup)
+                out.append((str(rel_dir / name), size))
+        return out
+
+
+class SparkFiles(Files):
+    """A checkpoint on any storage Spark can read (s3a://, abfss://, gs://, hdfs://, file://).
+
+    Everything is fetched up front with Spark's binaryFile reader (so it works over Spark
+    Connect too): the log files with their content, the state tree as names and sizes only.
+    Spark skips hidden paths (``_metadata``, ``.crc``) when listing, so operator metadata is
+    loaded by explicit globs.
+    """
+
+    def __init__(self, uri: str) -> None:
+        self.location = uri.rstrip("/")
+        self._root = urllib.parse.urlparse(self.location).path.rstrip("/")
+        self._content: dict[str, bytes] = {}
+        self._sizes: dict[str, int] = {}
+        for pattern in ("offsets", "commits", "metadata", "state/*/_metadata/metadata", "state/*/_metadata/v2/*"):
+            for rel, size, data in self._load(pattern, content=True):
+                self._content[rel], self._sizes[rel] = data, size
+        for pattern, recursive in (("state", True), ("state/*/_stateSchema/*/*", False)):
+            for rel, size, _ in self._load(pattern, content=False, recursive=recursive):
+                self._sizes[rel] = size
+        if not self._sizes and not self._exists():
+            raise CheckpointNotFound(f"{uri} does not exist or cannot be listed: check the URI and its credentials.")
+
+    def _rel(self, path: str) -> str:
+        p = urllib.parse.unquote(urllib.parse.urlparse(path).path)
+        return p[len(self._root) :].lstrip("/") if p.startswith(self._root) else p
+
+    def _load(self, pattern: str, content: bool, recursive: bool = False) -> list[tuple[str, int, bytes]]:
+        from spark_io.session import get_spark
+
+        reader = get_spark().read.format("binaryFile")
+        if recursive:
+            reader = reader.option("recursiveFileLookup", "true")
+        try:
+            df = reader.load(f"{self.location}/{pattern}")
+            rows = df.select("path", "length", *(["content"] if content else [])).toArrow().to_pylist()
+        except Exception as e:
+            if "PATH_NOT_FOUND" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
+                return []
+            raise CheckpointNotFound(f"Spark could not list {self.location}/{pattern}: {str(e).strip().splitlines()[0][:300]}") from e
+        return [(self._rel(r["path"]), int(r["length"]), r.get("content") or b"") for r in rows]
+
+    def _exists(self) -> bool:
+        from spark_io.session import get_spark
+
+        try:
+            get_spark().read.format("binaryFile").load(self.location).select("path").limit(1).collect()
+            return True
+        except Exception:
+            return False
+
+    def numbered(self, folder: str) -> dict[int, str]:
+        out = {}
+        for rel in self._content:
+            head, _, name = rel.rpartition("/")
+            if head == folder and _DIGITS.match(name):
+                out[int(name)] = rel
+        return out
+
+    def read(self, rel: str) -> bytes:
+        if rel not in self._content:
+            raise CorruptCheckpoint(f"{rel} cannot be read through Spark.")
+        return self._content[rel]
+
+    def is_file(self, rel: str) -> bool:
+        return rel in self._sizes
+
+    def subdirs(self, folder: str) -> list[str]:
+        prefix = f"{folder}/"
+        return sorted({rel[len(prefix) :].split("/", 1)[0] for rel in self._sizes if rel.startswith(prefix) and "/" in rel[len(prefix) :]})
+
+    def has_versioned_files(self, folder: str) -> bool:
+        prefix = f"{folder}/"
+        return any(rel.startswith(prefix) and "/" not in rel[len(prefix) :] and _VERSIONED.match(rel[len(prefix) :]) for rel in self._sizes)
+
+    def walk(self, folder: str) -> list[tuple[str, int]]:
+        return sorted((rel, size) for rel, size in self._sizes.items() if rel.startswith(f"{folder}/"))
+
+
+def is_local(path: str) -> bool:
+    """A plain path or a file:// URI is a local folder, unless STATELENS_LOGS_VIA_SPARK is set
+    (which sends file:// URIs through the Spark reader, as for remote storage)."""
+    scheme = urllib.parse.urlparse(path.strip()).scheme
+    if scheme == "file":
+        return not os.environ.get("STATELENS_LOGS_VIA_SPARK")
+    return scheme == "" or len(scheme) == 1  # a Windows drive letter is not a scheme
+
+
+def open_files(path: str) -> Files:
+    """The checkpoint's files: a local folder directly, any other URI through Spark."""
+    if is_local(path):
+        return LocalFiles(resolve_checkpoint(path))
+    files = SparkFiles(path.strip())
+    if not files.numbered("offsets") and not files.is_file("metadata"):
+        raise NotACheckpoint(
+            f"{path} is not a Structured Streaming checkpoint (no metadata file and no offsets/ folder): "
+            "give the folder passed to the query as checkpointLocation."
+        )
+    return files
+
+
 # --------------------------------------------------------------------------- helpers
 
 
-def _read_text(path: Path, rel: str) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise CorruptCheckpoint(f"{rel} cannot be read ({e.strerror}).") from e
+def _read_text(files: Files, rel: str) -> str:
+    data = files.read(rel)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CorruptCheckpoint(f"{rel} is not a text file (binary content): the file is damaged.") from e
 
 
-def _log_entry(path: Path, rel: str) -> dict[str, Any]:
+def _log_entry(files: Files, rel: str) -> dict[str, Any]:
     """Parse a metadata log file: a version line ``vN`` then a JSON object."""
-    lines = _read_text(path, rel).split("\n")
+    lines = _read_text(files, rel).split("\n")
     if not lines or not re.fullmatch(r"v\d+", lines[0].strip()):
         raise CorruptCheckpoint(f"{rel} does not start with a version line like 'v1': the file is truncated or damaged.")
     if len(lines) < 2 or not lines[1].strip():
@@ -147,19 +321,8 @@ def _int_field(entry: dict[str, Any], key: str, rel: str, default: int | None = 
     return v
 
 
-def _numbered_files(folder: Path) -> dict[int, Path]:
-    if not folder.is_dir():
-        return {}
-    out = {}
-    with os.scandir(folder) as it:
-        for e in it:
-            if _DIGITS.match(e.name) and e.is_file():
-                out[int(e.name)] = Path(e.path)
-    return out
-
-
 def resolve_checkpoint(path: str) -> Path:
-    """Check that ``path`` is a checkpoint folder; raise a clear error otherwise."""
+    """Check that a local ``path`` is a checkpoint folder; raise a clear error otherwise."""
     raw = path.strip()
     if not raw:
         raise CheckpointNotFound("No checkpoint path given: enter the folder passed to the query as checkpointLocation.")
@@ -189,11 +352,10 @@ def resolve_checkpoint(path: str) -> Path:
 # --------------------------------------------------------------------------- batches
 
 
-def read_query_id(root: Path) -> str | None:
-    meta = root / "metadata"
-    if not meta.is_file():
+def read_query_id(files: Files) -> str | None:
+    if not files.is_file("metadata"):
         return None
-    text = _read_text(meta, "metadata").strip()
+    text = _read_text(files, "metadata").strip()
     try:
         entry = json.loads(text.split("\n")[0]) if text else None
     except json.JSONDecodeError as e:
@@ -203,15 +365,15 @@ def read_query_id(root: Path) -> str | None:
     return entry["id"]
 
 
-def read_batches(root: Path) -> tuple[list[Batch], dict[str, str]]:
+def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
     """Every batch in offsets/ with its commit state; and the conf of the latest batch."""
-    offsets = _numbered_files(root / "offsets")
-    commits = _numbered_files(root / "commits")
+    offsets = files.numbered("offsets")
+    commits = files.numbered("commits")
     batches: list[Batch] = []
     conf: dict[str, str] = {}
     for batch_id in sorted(offsets):
         rel = f"offsets/{batch_id}"
-        entry = _log_entry(offsets[batch_id], rel)
+        entry = _log_entry(files, offsets[batch_id])
         watermark = _int_field(entry, "batchWatermarkMs", rel)
         timestamp = _int_field(entry, "batchTimestampMs", rel)
         raw_conf = entry.get("conf", {})
@@ -222,7 +384,7 @@ def read_batches(root: Path) -> tuple[list[Batch], dict[str, str]]:
         committed = batch_id in commits
         if committed:
             crel = f"commits/{batch_id}"
-            next_wm = _int_field(_log_entry(commits[batch_id], crel), "nextBatchWatermarkMs", crel, None)
+            next_wm = _int_field(_log_entry(files, commits[batch_id]), "nextBatchWatermarkMs", crel, None)
         batches.append(Batch(batch_id, committed, watermark or 0, timestamp or 0, next_wm))
     return batches, conf
 
@@ -230,46 +392,29 @@ def read_batches(root: Path) -> tuple[list[Batch], dict[str, str]]:
 # --------------------------------------------------------------------------- operators
 
 
-def _operator_metadata(op_dir: Path, rel: str) -> tuple[int | None, dict[str, Any] | None]:
+def _operator_metadata(files: Files, op_rel: str) -> tuple[int | None, dict[str, Any] | None]:
     """Latest operator metadata: v2 (``_metadata/v2/<batch>``) if present, else v1."""
-    v2 = _numbered_files(op_dir / "_metadata" / "v2")
+    v2 = files.numbered(f"{op_rel}/_metadata/v2")
     if v2:
-        last = max(v2)
-        return 2, _log_entry(v2[last], f"{rel}/_metadata/v2/{last}")
-    v1 = op_dir / "_metadata" / "metadata"
-    if v1.is_file():
-        return 1, _log_entry(v1, f"{rel}/_metadata/metadata")
+        return 2, _log_entry(files, v2[max(v2)])
+    if files.is_file(f"{op_rel}/_metadata/metadata"):
+        return 1, _log_entry(files, f"{op_rel}/_metadata/metadata")
     return None, None
 
 
-def _partition_dirs(op_dir: Path) -> list[Path]:
-    with os.scandir(op_dir) as it:
-        return sorted((Path(e.path) for e in it if _DIGITS.match(e.name) and e.is_dir()), key=lambda p: int(p.name))
-
-
-def _store_names_on_disk(partition_dir: Path) -> list[str]:
-    names = []
-    has_files = False
-    with os.scandir(partition_dir) as it:
-        for e in it:
-            if e.is_dir() and e.name not in ("_metadata", "SSTs", "logs"):
-                names.append(e.name)
-            elif e.is_file() and _VERSIONED.match(e.name):
-                has_files = True
-    if has_files or not names:
+def _store_names_on_disk(files: Files, partition_rel: str) -> list[str]:
+    names = [d for d in files.subdirs(partition_rel) if d not in ("_metadata", "SSTs", "logs")]
+    if files.has_versioned_files(partition_rel) or not names:
         names.append(DEFAULT_STORE)
     return sorted(names)
 
 
-def read_operators(root: Path) -> list[OperatorInfo]:
-    state = root / "state"
-    if not state.is_dir():
-        return []
+def read_operators(files: Files) -> list[OperatorInfo]:
     ops: list[OperatorInfo] = []
-    for op_dir in sorted((p for p in state.iterdir() if _DIGITS.match(p.name) and p.is_dir()), key=lambda p: int(p.name)):
-        rel = f"state/{op_dir.name}"
-        op_id = int(op_dir.name)
-        version, meta = _operator_metadata(op_dir, rel)
+    for op_name in sorted((d for d in files.subdirs("state") if _DIGITS.match(d)), key=int):
+        op_rel = f"state/{op_name}"
+        op_id = int(op_name)
+        version, meta = _operator_metadata(files, op_rel)
         if meta is not None:
             info = meta.get("operatorInfo", {})
             stores = [
@@ -291,17 +436,20 @@ def read_operators(root: Path) -> list[OperatorInfo]:
             ops.append(OperatorInfo(op_id, str(info.get("operatorName", "unknown")), stores, version, props))
         else:
             # no operator metadata (checkpoints from Spark < 3.5): infer stores from folders
-            parts = _partition_dirs(op_dir)
-            names = _store_names_on_disk(parts[0]) if parts else [DEFAULT_STORE]
+            parts = sorted((d for d in files.subdirs(op_rel) if _DIGITS.match(d)), key=int)
+            names = _store_names_on_disk(files, f"{op_rel}/{parts[0]}") if parts else [DEFAULT_STORE]
             ops.append(OperatorInfo(op_id, "unknown", [StoreInfo(n, len(parts)) for n in names]))
     return ops
 
 
 def read_checkpoint(path: str) -> CheckpointInfo:
-    """Everything the overview needs, from the files alone. Fast: no state file listing."""
-    root = resolve_checkpoint(path)
-    batches, conf = read_batches(root)
-    return CheckpointInfo(str(root), read_query_id(root), batches, read_operators(root), conf)
+    """Everything the overview needs, from the files alone. Fast: no state file listing.
+
+    Local folders are read directly (no JVM); other URIs through Spark (``SparkFiles``).
+    """
+    files = open_files(path)
+    batches, conf = read_batches(files)
+    return CheckpointInfo(files.location, read_query_id(files), batches, read_operators(files), conf)
 
 
 def streaming_conf(conf: dict[str, str]) -> dict[str, str]:
@@ -326,36 +474,23 @@ def list_state_files(path: str) -> list[StateFile]:
     Hidden ``.crc`` checksum files are skipped. Schema and metadata files are reported with
     kind ``schema`` / ``metadata`` and partition -1 when they belong to the operator.
     """
-    root = resolve_checkpoint(path)
-    state = root / "state"
+    files = open_files(path)
     out: list[StateFile] = []
-    if not state.is_dir():
-        return out
-    for dirpath, dirnames, filenames in os.walk(state):
-        dirnames.sort()
-        rel_dir = Path(dirpath).relative_to(root)
-        parts = rel_dir.parts  # ('state', op, partition?, store?, ...)
-        if len(parts) < 2 or not _DIGITS.match(parts[1]):
+    for rel, size in files.walk("state"):
+        parts = rel.split("/")  # state, op, partition?, store?, ..., name
+        if len(parts) < 3 or not _DIGITS.match(parts[1]):
             continue
         op_id = int(parts[1])
-        partition = int(parts[2]) if len(parts) > 2 and _DIGITS.match(parts[2]) else -1
+        partition = int(parts[2]) if len(parts) > 3 and _DIGITS.match(parts[2]) else -1
         store = DEFAULT_STORE
-        if partition >= 0 and len(parts) > 3 and parts[3] not in ("_metadata", "SSTs", "logs"):
+        if partition >= 0 and len(parts) > 4 and parts[3] not in ("_metadata", "SSTs", "logs"):
             store = parts[3]
-        in_meta = "_metadata" in parts or "_stateSchema" in parts
-        for name in sorted(filenames):
-            if name.startswith(".") and name.endswith(".crc"):
-                continue
-            full = os.path.join(dirpath, name)
-            try:
-                size = os.stat(full).st_size
-            except OSError:
-                continue  # vanished while listing (a running query's cleanup)
-            if in_meta:
-                kind, version = ("schema" if "schema" in name.lower() or "_stateSchema" in parts else "metadata"), None
-            else:
-                kind, version = _file_kind(name)
-            out.append(StateFile(op_id, partition, store, kind, version, size, str(rel_dir / name)))
+        name = parts[-1]
+        if "_metadata" in parts or "_stateSchema" in parts:
+            kind, version = ("schema" if "schema" in name.lower() or "_stateSchema" in parts else "metadata"), None
+        else:
+            kind, version = _file_kind(name)
+        out.append(StateFile(op_id, partition, store, kind, version, size, rel))
     return out
 
 

@@ -61,8 +61,11 @@ def guard() -> Iterator[None]:
 
 
 def fingerprint(path: str) -> tuple[int, int]:
-    """Changes when the checkpoint commits a new batch: the key for cached reads."""
-    root = Path(path)
+    """Changes when the checkpoint commits a new batch: the key for cached reads.
+    (Remote URIs are not stat-ed: their reads are cached until the app restarts.)"""
+    if not checkpoint.is_local(path):
+        return (0, 0)
+    root = Path(path[len("file://") :] if path.startswith("file://") else path)
     out = []
     for d in ("offsets", "commits"):
         try:
@@ -84,7 +87,8 @@ def checkpoint_info() -> CheckpointInfo | None:
         st.info("Choose a checkpoint in the sidebar: type its path or pick a bundled sample.")
         return None
     with guard():
-        checkpoint.resolve_checkpoint(path)
+        if checkpoint.is_local(path):
+            checkpoint.resolve_checkpoint(path)  # fail fast, and never cache a bad path
         return _info(path, fingerprint(path))
     return None
 
