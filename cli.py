@@ -95,9 +95,15 @@ def cmd_overview(args: argparse.Namespace) -> None:
 
 
 def cmd_sql(args: argparse.Namespace) -> None:
+    import os
+
+    from spark_io.session import scratch_dir
+    from spark_io.state_reader import RowFilter
     from spark_io.workspace import Workspace
 
-    ws = Workspace(args.checkpoint, args.batch)
+    row_filter = RowFilter(partitions=tuple(args.partitions)) if args.partitions else None
+    spill_dir = os.path.join(scratch_dir(), "spill") if args.spill else None
+    ws = Workspace(args.checkpoint, args.batch, row_budget=args.row_budget, row_filter=row_filter, spill_dir=spill_dir)
     result = ws.execute(args.query, max_rows=args.max_rows)
     rows = [list(r.values()) for r in result.table.to_pylist()]
     if args.json:
@@ -216,7 +222,16 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"wrote {out} ({len(html):,} bytes): {warnings} warning(s), {len(c.findings) - warnings} note(s)")
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of partition numbers") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from spark_io.workspace import DEFAULT_ROW_BUDGET
+
     p = _Parser(prog="python cli.py", description="State Lens: inspect Structured Streaming state.")
     spark = _Parser(add_help=False)
     where = spark.add_argument_group("where Spark runs (default: local, or SPARK_REMOTE when set)")
@@ -241,6 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch", type=int, default=None, help="batch to read (default: last committed)")
     s.add_argument("--max-rows", type=int, default=10_000, help="row cap for the result (default 10000)")
     s.add_argument("--json", action="store_true", help='print {"columns": [...], "rows": [[...]]}')
+    s.add_argument(
+        "--row-budget", type=int, default=DEFAULT_ROW_BUDGET, help=f"most rows a table may load (default {DEFAULT_ROW_BUDGET:,})"
+    )
+    s.add_argument("--partitions", type=_int_list, default=None, help="load only these state partitions, e.g. 0,3")
+    s.add_argument("--spill", action="store_true", help="past the row budget, spill tables to Parquet and query them from disk")
     s.set_defaults(func=cmd_sql)
 
     w = sub.add_parser("why-missing", help="explain, per key, why it produced no output (joins and every stateful operator)")

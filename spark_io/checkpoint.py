@@ -223,7 +223,9 @@ class SparkFiles(Files):
         except Exception as e:
             if "PATH_NOT_FOUND" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
                 return []
-            raise CheckpointNotFound(f"Spark could not list {self.location}/{pattern}: {str(e).strip().splitlines()[0][:300]}") from e
+            raise CheckpointNotFound(
+                f"Spark could not list {self.location}/{pattern}: {str(e).strip().splitlines()[0][:300]}"
+            ) from e
         return [(self._rel(r["path"]), int(r["length"]), r.get("content") or b"") for r in rows]
 
     def _exists(self) -> bool:
@@ -253,11 +255,16 @@ class SparkFiles(Files):
 
     def subdirs(self, folder: str) -> list[str]:
         prefix = f"{folder}/"
-        return sorted({rel[len(prefix) :].split("/", 1)[0] for rel in self._sizes if rel.startswith(prefix) and "/" in rel[len(prefix) :]})
+        return sorted(
+            {rel[len(prefix) :].split("/", 1)[0] for rel in self._sizes if rel.startswith(prefix) and "/" in rel[len(prefix) :]}
+        )
 
     def has_versioned_files(self, folder: str) -> bool:
         prefix = f"{folder}/"
-        return any(rel.startswith(prefix) and "/" not in rel[len(prefix) :] and _VERSIONED.match(rel[len(prefix) :]) for rel in self._sizes)
+        return any(
+            rel.startswith(prefix) and "/" not in rel[len(prefix) :] and _VERSIONED.match(rel[len(prefix) :])
+            for rel in self._sizes
+        )
 
     def walk(self, folder: str) -> list[tuple[str, int]]:
         return sorted((rel, size) for rel, size in self._sizes.items() if rel.startswith(f"{folder}/"))

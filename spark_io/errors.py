@@ -69,3 +69,7 @@ class InvalidInput(StateLensError):
 
 class ExportError(StateLensError):
     title = "Export failed"
+
+
+class RowBudgetExceeded(StateLensError):
+    title = "Too many rows to load"

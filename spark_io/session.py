@@ -75,7 +75,8 @@ def java_problem() -> str | None:
     return None
 
 
-def _scratch_dir() -> str:
+def scratch_dir() -> str:
+    """A temporary folder State Lens owns (removed at exit): Spark scratch space, Parquet spills."""
     global _scratch
     if _scratch is None:
         _scratch = tempfile.mkdtemp(prefix="statelens-spark-")
@@ -110,7 +111,7 @@ def _build() -> Any:
         raise SparkUnavailable(problem)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    scratch = _scratch_dir()
+    scratch = scratch_dir()
     builder = (
         SparkSession.builder.master(_target.master or "local[*]")
         .appName("state-lens")

@@ -147,13 +147,54 @@ def spark_message(e: Exception) -> str:
     return first[:500]
 
 
-def _load(options: dict[str, str], fmt: str, path: str, what: str) -> pa.Table:
+@dataclass(frozen=True)
+class RowFilter:
+    """Rows to keep, applied inside Spark before anything is collected."""
+
+    partitions: tuple[int, ...] = ()
+    key_field: str | None = None
+    keys: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.partitions or self.keys)
+
+    def apply(self, df: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        if self.partitions:
+            df = df.where(F.col("partition_id").isin(list(self.partitions)))
+        if self.keys:
+            field = self.key_field or df.schema["key"].dataType.fieldNames()[0]
+            df = df.where(F.col("key").getField(field).cast("string").isin(list(self.keys)))
+        return df
+
+    def describe(self) -> str:
+        parts = []
+        if self.partitions:
+            parts.append(f"partitions {', '.join(map(str, self.partitions))}")
+        if self.keys:
+            parts.append(f"{len(self.keys)} key(s) of {self.key_field or 'the first key field'}")
+        return " and ".join(parts) or "no filter"
+
+
+def _frame(options: dict[str, str], fmt: str, path: str, what: str, row_filter: RowFilter | None) -> Any:
     spark = session.get_spark()
     try:
         reader = spark.read.format(fmt)
         for k, v in options.items():
             reader = reader.option(k, v)
-        return reader.load(path).toArrow()
+        df = reader.load(path)
+        return row_filter.apply(df) if row_filter else df
+    except Exception as e:
+        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
+
+
+def _load(
+    options: dict[str, str], fmt: str, path: str, what: str, row_filter: RowFilter | None = None, limit: int | None = None
+) -> pa.Table:
+    df = _frame(options, fmt, path, what, row_filter)
+    try:
+        return (df.limit(limit) if limit is not None else df).toArrow()
     except StateLensError:
         raise
     except Exception as e:
@@ -167,14 +208,40 @@ def read_state_metadata(path: str, info: CheckpointInfo | None = None) -> pa.Tab
 
 
 def read_state(
-    path: str, source: StateSource, batch_id: int | None = None, info: CheckpointInfo | None = None
+    path: str,
+    source: StateSource,
+    batch_id: int | None = None,
+    info: CheckpointInfo | None = None,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
 ) -> tuple[pa.Table, int]:
-    """Rows of one store / join side / state variable at a batch (default: last committed)."""
+    """Rows of one store / join side / state variable at a batch (default: last committed),
+    optionally filtered in Spark and capped at ``limit`` rows."""
     info = info or read_checkpoint(path)
     validate_source(info, source)
     batch = resolve_batch(info, batch_id)
     opts = {**source.options(), "batchId": str(batch)}
-    return _load(opts, "statestore", info.path, f"{source.describe()} at batch {batch}"), batch
+    return _load(opts, "statestore", info.path, f"{source.describe()} at batch {batch}", row_filter, limit), batch
+
+
+def spill_state(
+    path: str, source: StateSource, batch: int, dest: str, info: CheckpointInfo | None = None, row_filter: RowFilter | None = None
+) -> str:
+    """Write a store's rows at a batch to Parquet files in ``dest`` (a local folder) with Spark.
+
+    Needs local Spark: a cluster or Connect server would write on its own file system.
+    """
+    info = info or read_checkpoint(path)
+    validate_source(info, source)
+    if session.target().remote or (session.target().master or "local").split("[")[0] != "local":
+        raise StateReadError("Spilling to Parquet needs local Spark (a cluster writes on its own disks): use a filter instead.")
+    what = f"{source.describe()} at batch {batch}"
+    df = _frame({**source.options(), "batchId": str(batch)}, "statestore", info.path, what, row_filter)
+    try:
+        df.write.mode("overwrite").parquet(dest)
+    except Exception as e:
+        raise StateReadError(f"Spark could not spill {what} to Parquet: {spark_message(e)}") from e
+    return dest
 
 
 def read_changes(
@@ -183,6 +250,8 @@ def read_changes(
     start: int | None = None,
     end: int | None = None,
     info: CheckpointInfo | None = None,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
 ) -> tuple[pa.Table, int, int]:
     """The change feed (``batch_id``, ``change_type`` update/delete, key, value) over batches."""
     info = info or read_checkpoint(path)
@@ -204,7 +273,7 @@ def read_changes(
         "changeEndBatchId": str(end_b),
     }
     what = f"the change feed of {source.describe()} for batches {start_b}–{end_b}"
-    return _load(opts, "statestore", info.path, what), start_b, end_b
+    return _load(opts, "statestore", info.path, what, row_filter, limit), start_b, end_b
 
 
 def arrow_schema_rows(table: pa.Table) -> list[dict[str, Any]]:

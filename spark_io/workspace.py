@@ -16,9 +16,11 @@ Tables load from Spark the first time a query names them, at the workspace's bat
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,10 +28,11 @@ import duckdb
 import pyarrow as pa
 
 from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, read_checkpoint
-from spark_io.errors import SqlError
-from spark_io.state_reader import StateSource, read_changes, read_state, resolve_batch, sources_of
+from spark_io.errors import RowBudgetExceeded, SqlError
+from spark_io.state_reader import RowFilter, StateSource, read_changes, read_state, resolve_batch, sources_of, spill_state
 
 DEFAULT_MAX_ROWS = 100_000
+DEFAULT_ROW_BUDGET = int(os.environ.get("STATELENS_ROW_BUDGET", "5000000"))
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class LoadedTable:
     rows: int
     batch: str  # "12" or "0–12" for a change feed
     seconds: float
+    spilled: str | None = None  # the Parquet folder DuckDB reads, when spilled
 
 
 @dataclass
@@ -81,15 +85,17 @@ class QueryResult:
         return self.table.column_names
 
 
-Loader = Callable[[CheckpointInfo, TableSpec, int], tuple[pa.Table, str]]
+Loader = Callable[[CheckpointInfo, TableSpec, int, RowFilter | None, int | None], tuple[pa.Table, str]]
 
 
-def spark_loader(info: CheckpointInfo, spec: TableSpec, batch: int) -> tuple[pa.Table, str]:
+def spark_loader(
+    info: CheckpointInfo, spec: TableSpec, batch: int, row_filter: RowFilter | None = None, limit: int | None = None
+) -> tuple[pa.Table, str]:
     """Read one table's rows from Spark: the state at ``batch`` or the change feed up to it."""
     if spec.changes:
-        table, start, end = read_changes(info.path, spec.source, end=batch, info=info)
+        table, start, end = read_changes(info.path, spec.source, end=batch, info=info, row_filter=row_filter, limit=limit)
         return table, f"{start}–{end}"
-    table, b = read_state(info.path, spec.source, batch, info=info)
+    table, b = read_state(info.path, spec.source, batch, info=info, row_filter=row_filter, limit=limit)
     return table, str(b)
 
 
@@ -101,7 +107,21 @@ _STRING = re.compile(r"'(?:[^']|'')*'")
 class Workspace:
     """One DuckDB connection over one checkpoint at one batch."""
 
-    def __init__(self, path: str, batch_id: int | None = None, loader: Loader = spark_loader) -> None:
+    def __init__(
+        self,
+        path: str,
+        batch_id: int | None = None,
+        loader: Loader = spark_loader,
+        row_budget: int = DEFAULT_ROW_BUDGET,
+        row_filter: RowFilter | None = None,
+        spill_dir: str | None = None,
+    ) -> None:
+        """``row_budget``: most rows a table may load into memory; past it the load stops with
+        advice, unless ``spill_dir`` is set (the rows go to Parquet there and DuckDB reads them
+        from disk). ``row_filter`` is applied inside Spark to every table before loading."""
+        self.row_budget = row_budget
+        self.row_filter = row_filter or None
+        self.spill_dir = spill_dir
         self.info = read_checkpoint(path)
         self.batch = resolve_batch(self.info, batch_id) if self.info.operators else None
         self.specs = table_specs(self.info)
@@ -132,15 +152,38 @@ class Workspace:
                 raise SqlError(f"There is no table '{name}' for this checkpoint. {self.tables_hint()}")
             assert self.batch is not None
             t0 = time.perf_counter()
-            table, batch = self._loader(self.info, spec, self.batch)
-            self._con.register("__incoming", table)
-            try:
-                self._con.execute(f'CREATE OR REPLACE TABLE "{spec.name}" AS SELECT * FROM __incoming')
-            finally:
-                self._con.unregister("__incoming")
-            loaded = LoadedTable(spec, table.num_rows, batch, time.perf_counter() - t0)
+            table, batch = self._loader(self.info, spec, self.batch, self.row_filter, self.row_budget + 1)
+            if table.num_rows > self.row_budget:
+                if self.spill_dir is None or spec.changes:
+                    raise RowBudgetExceeded(self._budget_advice(spec))
+                loaded = self._spill(spec, t0)
+            else:
+                self._con.register("__incoming", table)
+                try:
+                    self._con.execute(f'CREATE OR REPLACE TABLE "{spec.name}" AS SELECT * FROM __incoming')
+                finally:
+                    self._con.unregister("__incoming")
+                loaded = LoadedTable(spec, table.num_rows, batch, time.perf_counter() - t0)
             self.loaded[key] = loaded
             return loaded
+
+    def _budget_advice(self, spec: TableSpec) -> str:
+        where = f" ({self.row_filter.describe()})" if self.row_filter else ""
+        spill = "" if spec.changes else ", or spill it to Parquet so DuckDB reads it from disk (--spill; SQL page: Loading)"
+        return (
+            f"{spec.name}{where} holds more than {self.row_budget:,} rows at batch {self.batch}, the row budget. "
+            "Load less: filter by partition or key (--partitions 0,3; SQL page: Loading), raise the budget "
+            f"(--row-budget N or STATELENS_ROW_BUDGET){spill}."
+        )
+
+    def _spill(self, spec: TableSpec, t0: float) -> LoadedTable:
+        assert self.spill_dir is not None and self.batch is not None
+        dest = os.path.join(self.spill_dir, f"{spec.name}-b{self.batch}-{uuid.uuid4().hex[:8]}")
+        spill_state(self.info.path, spec.source, self.batch, dest, info=self.info, row_filter=self.row_filter)
+        glob = os.path.join(dest, "*.parquet").replace("'", "''")
+        self._con.execute(f"CREATE OR REPLACE VIEW \"{spec.name}\" AS SELECT * FROM read_parquet('{glob}')")
+        rows = self._con.execute(f'SELECT count(*) FROM "{spec.name}"').fetchone()[0]  # type: ignore[index]
+        return LoadedTable(spec, int(rows), str(self.batch), time.perf_counter() - t0, spilled=dest)
 
     def tables_hint(self) -> str:
         if not self.specs:

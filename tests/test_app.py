@@ -192,3 +192,15 @@ def test_spark_setting_rejects_an_unreachable_connect_server() -> None:
     assert len(at.error) == 1 and "does not answer" in at.error[0].value
     assert session.target().remote is None  # still local: nothing was changed
     assert metrics(at)["Batches"] == "17"  # and the app keeps working
+
+
+def test_sql_page_row_budget_then_spill() -> None:
+    at = open_app(sample("unbounded_agg"), "views/sql.py")
+    at.toggle(key="sql_plain").set_value(True).run()
+    at.number_input(key="sql_budget").set_value(100).run()
+    at.text_area(key="sql_text").set_value("SELECT count(*) AS n FROM op0").run()
+    at.button(key="sql_run").click().run()
+    assert len(at.error) == 1 and "Too many rows to load" in at.error[0].value and "more than 100 rows" in at.error[0].value
+    at.toggle(key="sql_spill").set_value(True).run()
+    at.button(key="sql_run").click().run()
+    assert not at.error and at.dataframe[-1].value["n"].tolist() == [300]

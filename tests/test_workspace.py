@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from analysis.examples import example_queries
@@ -98,3 +100,32 @@ def test_examples_run_on_every_sample() -> None:
         for _title, sql in examples.items():
             ws.execute(sql)  # raises SqlError on failure
         ws.close()
+
+
+def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    from spark_io.errors import RowBudgetExceeded
+    from spark_io.state_reader import RowFilter, StateSource, read_state
+
+    full, _ = read_state(sample("unbounded_agg"), StateSource(0))
+    per_part = Counter(full.column("partition_id").to_pylist())
+    with pytest.raises(RowBudgetExceeded, match=r"op0 holds more than 100 rows at batch 11.*--partitions.*--spill"):
+        Workspace(sample("unbounded_agg"), row_budget=100).execute("SELECT count(*) FROM op0")
+    # a partition filter, applied in Spark, brings the table under the budget
+    ws = Workspace(sample("unbounded_agg"), row_budget=100, row_filter=RowFilter(partitions=(0,)))
+    assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": per_part[0]}]
+    # a key filter on the key field
+    keyed = Workspace(sample("unbounded_agg"), row_filter=RowFilter(key_field="event_id", keys=("ev-1", "ev-7", "nope")))
+    assert sorted(keyed.execute("SELECT key.event_id AS k FROM op0").table.column("k").to_pylist()) == ["ev-1", "ev-7"]
+    # spilling: every row, read by DuckDB from Parquet files in a folder of State Lens's own
+    spilled = Workspace(sample("unbounded_agg"), row_budget=100, spill_dir=str(tmp_path))
+    r = spilled.execute("SELECT count(*) AS n, count(DISTINCT partition_id) AS p, max(value.count) AS c FROM op0")
+    assert r.table.to_pylist() == [{"n": 300, "p": 4, "c": 1}]
+    loaded = spilled.loaded["op0"]
+    assert loaded.spilled and loaded.spilled.startswith(str(tmp_path)) and loaded.rows == 300
+    assert list(Path(loaded.spilled).glob("*.parquet"))
+    # change feeds cannot spill: the budget message says so by leaving the spill advice out
+    with pytest.raises(RowBudgetExceeded) as e:
+        spilled.execute("SELECT count(*) FROM op0_changes")
+    assert "--spill" not in e.value.message

@@ -22,8 +22,8 @@ from analysis.health import SkewReport
 from spark_io import checkpoint, diagnosis, health, session, state_reader
 from spark_io.checkpoint import CheckpointInfo
 from spark_io.errors import SparkUnavailable, StateLensError
-from spark_io.state_reader import StateSource
-from spark_io.workspace import TableSpec, Workspace
+from spark_io.state_reader import RowFilter, StateSource
+from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))
@@ -94,22 +94,30 @@ def checkpoint_info() -> CheckpointInfo | None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def _state(path: str, source: StateSource, batch: int | None, _fp: tuple[int, int]) -> tuple[pa.Table, int]:
-    return state_reader.read_state(path, source, batch)
+def _state(
+    path: str, source: StateSource, batch: int | None, row_filter: RowFilter | None, limit: int | None, _fp: tuple[int, int]
+) -> tuple[pa.Table, int]:
+    return state_reader.read_state(path, source, batch, row_filter=row_filter, limit=limit)
 
 
-def read_state_cached(path: str, source: StateSource, batch: int | None) -> tuple[pa.Table, int]:
+def read_state_cached(
+    path: str, source: StateSource, batch: int | None, row_filter: RowFilter | None = None, limit: int | None = None
+) -> tuple[pa.Table, int]:
     """State rows shared by every browser session until the checkpoint commits again."""
-    return _state(path, source, batch, fingerprint(path))
+    return _state(path, source, batch, row_filter, limit, fingerprint(path))
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def _changes(path: str, source: StateSource, end: int, _fp: tuple[int, int]) -> tuple[pa.Table, int, int]:
-    return state_reader.read_changes(path, source, end=end)
+def _changes(
+    path: str, source: StateSource, end: int, row_filter: RowFilter | None, limit: int | None, _fp: tuple[int, int]
+) -> tuple[pa.Table, int, int]:
+    return state_reader.read_changes(path, source, end=end, row_filter=row_filter, limit=limit)
 
 
-def read_changes_cached(path: str, source: StateSource, end: int) -> tuple[pa.Table, int, int]:
-    return _changes(path, source, end, fingerprint(path))
+def read_changes_cached(
+    path: str, source: StateSource, end: int, row_filter: RowFilter | None = None, limit: int | None = None
+) -> tuple[pa.Table, int, int]:
+    return _changes(path, source, end, row_filter, limit, fingerprint(path))
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -180,22 +188,28 @@ def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:
     cols[3].download_button("CSV", to_csv_bytes(table), f"{name}.csv", "text/csv", key=f"{key}-csv", on_click="ignore")
 
 
-def _cached_loader(info: CheckpointInfo, spec: TableSpec, batch: int) -> tuple[pa.Table, str]:
+def _cached_loader(
+    info: CheckpointInfo, spec: TableSpec, batch: int, row_filter: RowFilter | None, limit: int | None
+) -> tuple[pa.Table, str]:
     if spec.changes:
-        table, start, end = read_changes_cached(info.path, spec.source, batch)
+        table, start, end = read_changes_cached(info.path, spec.source, batch, row_filter, limit)
         return table, f"{start}–{end}"
-    table, b = read_state_cached(info.path, spec.source, batch)
+    table, b = read_state_cached(info.path, spec.source, batch, row_filter, limit)
     return table, str(b)
 
 
-def workspace(path: str, batch: int | None) -> Workspace:
-    """This browser session's DuckDB workspace for (checkpoint, batch); tables come from the shared cache."""
-    key = (path, batch, fingerprint(path))
+def workspace(
+    path: str, batch: int | None, row_budget: int = DEFAULT_ROW_BUDGET, row_filter: RowFilter | None = None, spill: bool = False
+) -> Workspace:
+    """This browser session's DuckDB workspace for (checkpoint, batch, loading options);
+    tables come from the shared cache."""
+    key = (path, batch, row_budget, row_filter, spill, fingerprint(path))
     ws = st.session_state.get("_workspace")
     if ws is None or st.session_state.get("_workspace_key") != key:
         if ws is not None:
             ws.close()
-        ws = Workspace(path, batch, loader=_cached_loader)
+        spill_dir = os.path.join(session.scratch_dir(), "spill") if spill else None
+        ws = Workspace(path, batch, loader=_cached_loader, row_budget=row_budget, row_filter=row_filter, spill_dir=spill_dir)
         st.session_state["_workspace"] = ws
         st.session_state["_workspace_key"] = key
     return ws
@@ -235,5 +249,7 @@ def spark_settings() -> None:
                     problem = session.connect_problem(url)
                     if problem:
                         raise SparkUnavailable(problem[0].upper() + problem[1:])
-                session.configure(master=url if kind == "Cluster master" else None, remote=url if kind == "Spark Connect" else None)
+                session.configure(
+                    master=url if kind == "Cluster master" else None, remote=url if kind == "Spark Connect" else None
+                )
                 st.rerun()

@@ -6,6 +6,8 @@ import streamlit as st
 
 from analysis.examples import example_queries
 from analysis.export import to_csv_bytes, to_parquet_bytes
+from spark_io.state_reader import RowFilter
+from spark_io.workspace import DEFAULT_ROW_BUDGET
 from views.common import checkpoint_info, guard, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
@@ -49,15 +51,33 @@ if info is not None:
             if resp and resp.get("text") and resp.get("id"):
                 st.session_state[SQL_KEY] = resp["text"]
 
+        with st.expander("Loading: row budget, filters, spill to Parquet"):
+            l1, l2, l3 = st.columns([1, 2, 1])
+            budget = l1.number_input(
+                "Row budget per table", min_value=1, value=DEFAULT_ROW_BUDGET, step=100_000, key="sql_budget"
+            )
+            parts_avail = list(range(max((s.num_partitions for o in info.operators for s in o.stores), default=0)))
+            parts = l2.multiselect("Only these partitions (filtered in Spark)", parts_avail, key="sql_parts")
+            spill = l3.toggle(
+                "Spill past the budget",
+                key="sql_spill",
+                help="Tables past the budget go to Parquet; DuckDB reads them from disk.",
+            )
         ws = None
         with guard():
-            ws = workspace(info.path, batch)
+            row_filter = RowFilter(partitions=tuple(parts)) if parts else None
+            ws = workspace(info.path, batch, int(budget), row_filter, spill)
         if ws is not None:
             with st.expander(f"Tables at batch {ws.batch} ({len(ws.loaded)} loaded)"):
                 st.caption("A table loads from Spark the first time a query names it. " + ws.tables_hint())
                 st.dataframe(
                     [
-                        {"table": s.name, "reads": s.describe(), "rows": ws.loaded[k].rows if k in ws.loaded else None}
+                        {
+                            "table": s.name,
+                            "reads": s.describe(),
+                            "rows": ws.loaded[k].rows if k in ws.loaded else None,
+                            "in": ("Parquet on disk" if ws.loaded[k].spilled else "memory") if k in ws.loaded else "",
+                        }
                         for k, s in ws.specs.items()
                     ],
                     hide_index=True,
