@@ -14,3 +14,4 @@ bench:      ## benchmarks (the first run builds a 1M-key checkpoint, ~2 min)
 	.venv/bin/python bench/bench_overview.py
 	.venv/bin/python bench/bench_why_missing.py
 	.venv/bin/python bench/bench_growth.py
+	.venv/bin/python bench/bench_load.py

@@ -82,5 +82,37 @@ def join_1m(batches: int = 40, per_batch: int = 25_000) -> Path:
     return dest
 
 
+def agg_1m(batches: int = 4, per_batch: int = 250_000) -> Path:
+    """``agg_1m``: count per key with no watermark over ever-new keys: 1,000,000 state keys."""
+    dest = DATA / f"agg_{batches * per_batch}"
+    if (dest / "commits" / str(batches - 1)).exists():
+        return dest
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spark = spark_session()
+    shutil.rmtree(dest, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="statelens-bench-") as tmp:
+        for b in range(batches):
+            n = range(b * per_batch, (b + 1) * per_batch)
+            path = Path(tmp) / f"part-{b:05d}.parquet"
+            pq.write_table(pa.table({"user_id": [f"user-{i}" for i in n], "value": [i % 13 for i in n]}), path)
+            os.utime(path, (1_767_225_600 + b, 1_767_225_600 + b))
+        spark.conf.set("spark.sql.shuffle.partitions", "8")
+        events = spark.readStream.schema("user_id STRING, value BIGINT").option("maxFilesPerTrigger", 1).parquet(tmp)
+        counts = events.groupBy("user_id").agg({"value": "sum", "*": "count"})
+        q = (
+            counts.writeStream.format("noop")
+            .outputMode("update")
+            .option("checkpointLocation", str(dest))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+        spark.conf.unset("spark.sql.shuffle.partitions")
+    return dest
+
+
 if __name__ == "__main__":
     print(join_1m())
+    print(agg_1m())
