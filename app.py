@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views.common import CHECKPOINT_KEY, INPUT_KEY, default_checkpoint, sample_checkpoints, spark_settings
+from views.common import (
+    CHECKPOINT_KEY,
+    INPUT_KEY,
+    default_checkpoint,
+    sample_checkpoints,
+    spark_settings,
+    start_spark_in_background,
+)
 
 st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:", layout="wide")
 
@@ -46,6 +53,7 @@ with st.sidebar:
         st.session_state["sample_pick"] = current
         st.pills("Bundled samples", list(samples), key="sample_pick", on_change=_pick, selection_mode="single")
 spark_settings()
+start_spark_in_background()
 
 nav = st.navigation(
     {

@@ -10,6 +10,7 @@ folder State Lens owns and removes at exit, never next to a checkpoint.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import socket
@@ -150,6 +151,22 @@ def get_spark() -> Any:
                     "Check Java 17 (java -version) and, for a cluster, the master or remote URL."
                 ) from e
         return _session
+
+
+def is_running() -> bool:
+    return _session is not None
+
+
+def start_in_background() -> threading.Thread:
+    """Start Spark now, in a thread, so the first read does not wait the whole JVM start."""
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # the first real read reports the problem
+            get_spark()
+
+    t = threading.Thread(target=start, name="statelens-spark-start", daemon=True)
+    t.start()
+    return t
 
 
 def stop() -> None:

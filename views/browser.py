@@ -6,7 +6,15 @@ import streamlit as st
 
 from spark_io.state_reader import arrow_schema_rows, sources_of
 from spark_io.workspace import table_name
-from views.common import checkpoint_info, guard, operator_label, read_changes_cached, read_state_cached, source_label
+from views.common import (
+    checkpoint_info,
+    guard,
+    operator_label,
+    read_changes_cached,
+    read_state_cached,
+    source_label,
+    with_progress,
+)
 
 st.header("State browser")
 info = checkpoint_info()
@@ -30,17 +38,20 @@ if info is not None:
         mode = c4.radio("Read", modes, help="Change feeds are read per store; join sides and timers have none.")
         if source is not None:
             with guard():
-                with st.spinner("Reading state with Spark..."):
-                    if mode == "State at batch":
-                        table, _ = read_state_cached(info.path, source, batch)
-                        st.caption(
-                            f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`"
-                        )
-                    else:
-                        table, start, end = read_changes_cached(info.path, source, batch)
-                        st.caption(
-                            f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{table_name(source)}_changes`"
-                        )
+                if mode == "State at batch":
+                    table, _ = with_progress(
+                        "Reading the state with Spark", lambda: read_state_cached(info.path, source, batch), "browser"
+                    )
+                    st.caption(
+                        f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`"
+                    )
+                else:
+                    table, start, end = with_progress(
+                        "Reading the change feed with Spark", lambda: read_changes_cached(info.path, source, batch), "browser"
+                    )
+                    st.caption(
+                        f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{table_name(source)}_changes`"
+                    )
                 tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
                 with tab_rows:
                     st.dataframe(table, hide_index=True, width="stretch", height=520)

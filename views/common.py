@@ -12,14 +12,15 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from analysis.export import figure_bytes, to_csv_bytes
 from analysis.health import SkewReport
-from spark_io import checkpoint, diagnosis, health, session, state_reader
+from spark_io import checkpoint, diagnosis, health, jobs, session, state_reader
 from spark_io.checkpoint import CheckpointInfo
 from spark_io.errors import SparkUnavailable, StateLensError
 from spark_io.state_reader import RowFilter, StateSource
@@ -30,6 +31,7 @@ SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoint
 CHECKPOINT_KEY = "checkpoint"
 INPUT_KEY = "checkpoint_input"
 log = logging.getLogger("statelens")
+T = TypeVar("T")
 
 
 def sample_checkpoints() -> dict[str, str]:
@@ -253,3 +255,35 @@ def spark_settings() -> None:
                     master=url if kind == "Cluster master" else None, remote=url if kind == "Spark Connect" else None
                 )
                 st.rerun()
+
+
+def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
+    """Run a Spark read with a live progress line and a Cancel button.
+
+    Clicking Cancel reruns the page: the next progress update stops this script run, which
+    interrupts the read's Spark jobs (``spark_io.jobs``); the rerun then says it was cancelled
+    instead of starting the read again. Cached reads return at once without any of this.
+    """
+    flag = f"_cancelled:{key}"
+    if st.session_state.pop(flag, False):
+        st.info(f"{label}: cancelled. Change a setting or rerun the page to read again.")
+        st.stop()
+    status, button = st.empty(), st.empty()
+    ctx = get_script_run_ctx()
+    button.button("Cancel", key=f"cancel-{key}", on_click=lambda: st.session_state.update({flag: True}))
+
+    def tick(p: jobs.Progress) -> None:
+        status.caption(f":material/hourglass_top: {label} · {p.describe()}")
+
+    try:
+        return jobs.run_cancellable(fn, tick, prepare_thread=lambda t: add_script_run_ctx(t, ctx))
+    finally:
+        status.empty()
+        button.empty()
+
+
+@st.cache_resource(show_spinner=False)
+def start_spark_in_background() -> bool:
+    """Once per server: warm Spark up while the user looks at the overview (which needs no JVM)."""
+    session.start_in_background()
+    return True

@@ -8,7 +8,7 @@ from analysis import charts
 from analysis.report import checkup_report
 from spark_io.health import default_store
 from spark_io.state_reader import sources_of
-from views.common import chart_downloads, checkpoint_info, checkup_cached, guard, operator_label, skew_cached
+from views.common import chart_downloads, checkpoint_info, checkup_cached, guard, operator_label, skew_cached, with_progress
 
 st.header("State health")
 info = checkpoint_info()
@@ -16,8 +16,11 @@ if info is not None and not (info.operators and info.committed_batches):
     st.info("This checkpoint has no committed state: there is nothing to check.")
 elif info is not None:
     with guard():
-        with st.spinner("Checking skew, growth (from the change feed), watermarks and configuration..."):
-            c = checkup_cached(info.path)
+        c = with_progress(
+            "Checking skew, growth (from the change feed), watermarks and configuration",
+            lambda: checkup_cached(info.path),
+            "health",
+        )
         warnings = [f for f in c.findings if f.severity == "warning"]
         total_rows = sum(g.rows[max(g.rows)] for g in c.growth.stores if g.rows)
         m = st.columns(4)

@@ -8,7 +8,7 @@ from analysis.examples import example_queries
 from analysis.export import to_csv_bytes, to_parquet_bytes
 from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET
-from views.common import checkpoint_info, guard, workspace
+from views.common import checkpoint_info, guard, with_progress, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor
@@ -86,8 +86,12 @@ if info is not None:
             run_key = (info.path, ws.batch)
             if st.button("Run", type="primary", key="sql_run"):
                 st.session_state.pop("sql_result", None)
-                with guard(), st.spinner("Running (loading the tables it names from Spark first)..."):
-                    st.session_state["sql_result"] = (run_key, ws.execute(st.session_state[SQL_KEY], max_rows=MAX_ROWS))
+                with guard():
+                    sql = st.session_state[SQL_KEY]
+                    result = with_progress(
+                        "Loading the tables the query names, then running it", lambda: ws.execute(sql, max_rows=MAX_ROWS), "sql"
+                    )
+                    st.session_state["sql_result"] = (run_key, result)
             stored = st.session_state.get("sql_result")
             if stored is not None and stored[0] == run_key:
                 result = stored[1]

@@ -10,7 +10,7 @@ import streamlit as st
 
 from analysis.charts import key_timeline_figure
 from spark_io.diagnosis import default_operator
-from views.common import checkpoint_info, diagnose_cached, guard, key_fields_cached, operator_label
+from views.common import checkpoint_info, diagnose_cached, guard, key_fields_cached, operator_label, with_progress
 
 VERDICT_STYLE = {
     "matched": ("green", "Matched"),
@@ -52,8 +52,12 @@ if info is not None and info.operators and info.committed_batches:
     if run or (keys and st.session_state.get("wm_last") == (info.path, op_id, batch, key_field, tuple(keys))):
         st.session_state["wm_last"] = (info.path, op_id, batch, key_field, tuple(keys))
         st.query_params.update({"checkpoint": info.path, "operator": str(op_id), "key": keys})
-        with guard(), st.spinner("Reading both the state and its history with Spark..."):
-            report = diagnose_cached(info.path, op_id, batch, key_field, tuple(keys))
+        with guard():
+            report = with_progress(
+                "Reading the state and its history with Spark",
+                lambda: diagnose_cached(info.path, op_id, batch, key_field, tuple(keys)),
+                "why-missing",
+            )
             st.caption(
                 f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
                 f"`{report.key_field}` · "
