@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis import why_missing as wm
-from spark_io import session
 from spark_io.checkpoint import CheckpointInfo, OperatorInfo, read_checkpoint
 from spark_io.errors import InvalidInput, StateReadError, UnknownOperator
 from spark_io.state_reader import (
@@ -25,7 +24,8 @@ from spark_io.state_reader import (
     require_state,
     resolve_batch,
     sources_of,
-    spark_message,
+    state_frame,
+    to_arrow,
     validate_source,
 )
 from spark_io.workspace import table_name
@@ -70,13 +70,6 @@ def lookup_sources(op: OperatorInfo) -> list[tuple[str, StateSource]]:
     return [("state", StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None))]
 
 
-def _reader(info: CheckpointInfo, source: StateSource, extra: dict[str, str]) -> Any:
-    r = session.get_spark().read.format("statestore")
-    for k, v in {**source.options(), **extra}.items():
-        r = r.option(k, v)
-    return r.load(info.path)
-
-
 def key_fields(df: Any) -> list[str]:
     """Fields of the key struct a user can match against (simple types; not the join's index)."""
     from pyspark.sql.types import StructType
@@ -112,17 +105,10 @@ def _key_filter(key_field: str, keys: list[str], near: bool) -> tuple[Any, Any]:
     return k, cond
 
 
-def _collect(df: Any, what: str) -> list[dict[str, Any]]:
-    try:
-        return df.toArrow().to_pylist()
-    except Exception as e:
-        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
-
-
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
     """The key fields a user can match for an operator, the default one first."""
     _, src = lookup_sources(operator_of(info, operator_id))[0]
-    df = _reader(info, src, {"batchId": str(resolve_batch(info, None))})
+    df = state_frame(info.path, src, {"batchId": str(resolve_batch(info, None))})
     fields = key_fields(df)
     if not fields:
         return []
@@ -150,7 +136,7 @@ def why_missing(
         raise UnknownOperator(f"Operator {op.operator_id} ({op.operator_name}) has no readable state.")
     for _, src in sources:
         validate_source(info, src)
-    state_dfs = {name: _reader(info, src, {"batchId": str(batch)}) for name, src in sources}
+    state_dfs = {name: state_frame(info.path, src, {"batchId": str(batch)}) for name, src in sources}
     fields = key_fields(next(iter(state_dfs.values())))
     if not fields:
         raise InvalidInput(f"Operator {op.operator_id} ({op.operator_name}) has no key fields to match.")
@@ -170,7 +156,7 @@ def why_missing(
     # 1. the state at the batch: one filtered scan per store
     for name, src in sources:
         k, cond = _key_filter(key_field, keys, near=False)
-        found = _collect(state_dfs[name].where(cond).withColumn("_key", k), f"{src.describe()} at batch {batch}")
+        found = _rows(state_dfs[name].where(cond).withColumn("_key", k), f"{src.describe()} at batch {batch}")
         for key in keys:
             lookups[key][name].rows = [_without_key(r) for r in found if r["_key"] == key]
 
@@ -188,7 +174,7 @@ def why_missing(
     if suspicious:
         for name, src in sources:
             k, cond = _key_filter(key_field, suspicious, near=True)
-            found = _collect(state_dfs[name].where(cond).select(k.alias("_key")).distinct(), src.describe())
+            found = _rows(state_dfs[name].where(cond).select(k.alias("_key")).distinct(), src.describe())
             for key in suspicious:
                 lookups[key][name].near = sorted({r["_key"] for r in found if r["_key"] and wm.near_miss_reason(key, r["_key"])})
     # 4. joins: for keys waiting on one side, when the watermark evicts them (from this side's observed evictions)
@@ -205,6 +191,10 @@ def why_missing(
     )
 
 
+def _rows(df: Any, what: str) -> list[dict[str, Any]]:
+    return to_arrow(df, what).to_pylist()
+
+
 def _without_key(row: dict[str, Any]) -> dict[str, Any]:
     return {c: v for c, v in row.items() if c != "_key"}
 
@@ -214,7 +204,7 @@ def _read_changes(
 ) -> list[dict[str, Any]]:
     k, cond = _key_filter(key_field, keys, near=False)
     opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(end)}
-    return _collect(_reader(info, src, opts).where(cond).withColumn("_key", k), f"the change feed of {src.describe()}")
+    return _rows(state_frame(info.path, src, opts).where(cond).withColumn("_key", k), f"the change feed of {src.describe()}")
 
 
 def _window_explains(rows: list[dict[str, Any]], changes: list[dict[str, Any]]) -> bool:
@@ -281,7 +271,7 @@ def _eviction_horizon(
     from pyspark.sql import functions as F
 
     opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(end)}
-    df = _reader(info, source, opts)
+    df = state_frame(info.path, source, opts)
     value_type = df.schema["value"].dataType
     time_field = next((f.name for f in value_type.fields if f.dataType.typeName().startswith("timestamp")), None)
     if time_field is None:
@@ -292,7 +282,7 @@ def _eviction_horizon(
         F.to_json("key").alias("key"),
         F.struct(F.col("value").getField(time_field).alias(time_field)).alias("value"),
     )
-    rows = _collect(slim, f"the change feed of {source.describe()}")
+    rows = _rows(slim, f"the change feed of {source.describe()}")
     for r in rows:
         r["key"] = json.loads(r["key"])
     return wm.eviction_horizon(rows, watermarks)

@@ -15,33 +15,17 @@ from typing import Any
 from analysis import health
 from spark_io import session
 from spark_io.checkpoint import CheckpointInfo, OperatorInfo, StateFile, list_state_files, read_checkpoint
-from spark_io.errors import StateReadError, UnknownStore
+from spark_io.errors import UnknownStore
 from spark_io.state_reader import (
     StateSource,
     operator_of,
     require_state,
     resolve_batch,
     sources_of,
-    spark_message,
+    state_frame,
+    to_arrow,
     validate_source,
 )
-
-
-def _load(info: CheckpointInfo, source: StateSource, extra: dict[str, str], what: str) -> Any:
-    r = session.get_spark().read.format("statestore")
-    for k, v in {**source.options(), **extra}.items():
-        r = r.option(k, v)
-    try:
-        return r.load(info.path)
-    except Exception as e:
-        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
-
-
-def _arrow(df: Any, what: str) -> Any:
-    try:
-        return df.toArrow()
-    except Exception as e:
-        raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
 
 
 def default_store(op: OperatorInfo) -> str:
@@ -89,14 +73,14 @@ def skew(
     src = source_for(op, store)
     validate_source(info, src)
     batch = resolve_batch(info, batch_id)
-    df = _load(info, src, {"batchId": str(batch)}, f"{src.describe()} at batch {batch}")
+    df = state_frame(info.path, src, {"batchId": str(batch)}, f"{src.describe()} at batch {batch}")
     what = f"{src.describe()} at batch {batch}"
-    per_part = _arrow(df.groupBy("partition_id").count(), what).to_pylist()
+    per_part = to_arrow(df.groupBy("partition_id").count(), what).to_pylist()
     key = F.col("key")
     key_type = df.schema["key"].dataType
     if "index" in getattr(key_type, "fieldNames", lambda: [])():
         key = key.dropFields("index")  # a join key holds one row per index: count rows per join key
-    top = _arrow(df.groupBy(F.to_json(key).alias("key")).count().orderBy(F.desc("count"), "key").limit(10), what).to_pylist()
+    top = to_arrow(df.groupBy(F.to_json(key).alias("key")).count().orderBy(F.desc("count"), "key").limit(10), what).to_pylist()
     files = files if files is not None else list_state_files(info.path)
     store_dir = _store_dir(op, src)
     sizes: dict[int, int] = {}
@@ -169,22 +153,22 @@ def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files
     base: list[tuple[int, int]] = []
     start = first
     if first > 0:  # older batches are gone: start from the state at the first retained batch
-        state = _load(info, src, {"batchId": str(first)}, f"{src.describe()} at batch {first}")
+        state = state_frame(info.path, src, {"batchId": str(first)}, f"{src.describe()} at batch {first}")
         ident = [F.to_json("key")] + ([F.to_json("user_map_key")] if "user_map_key" in state.columns else [])
-        rows = _arrow(state.select(F.xxhash64(*ident).alias("k"), "partition_id"), src.describe()).to_pylist()
+        rows = to_arrow(state.select(F.xxhash64(*ident).alias("k"), "partition_id"), src.describe()).to_pylist()
         base = [(r["k"], r["partition_id"]) for r in rows]
         start = first + 1
     batches = [b for b in committed if b >= first]
     changes: list[tuple[int, bool, int, int]] = []
     if start <= last:
         opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(last)}
-        feed = _load(info, src, opts, f"the change feed of {src.describe()}")
+        feed = state_frame(info.path, src, opts, f"the change feed of {src.describe()}")
         if "user_map_key" in feed.columns:
             ident = [F.to_json("key"), F.to_json("user_map_key")]
         slim = feed.select(
             "batch_id", (F.col("change_type") == "delete").alias("d"), F.xxhash64(*ident).alias("k"), "partition_id"
         )
-        t = _arrow(slim, f"the change feed of {src.describe()}")
+        t = to_arrow(slim, f"the change feed of {src.describe()}")
         changes = list(
             zip(
                 t.column("batch_id").to_pylist(),
@@ -229,7 +213,7 @@ def _row_bytes(info: CheckpointInfo, ops: list[OperatorInfo]) -> float:
     if src is None:
         return 0.0
     batch = resolve_batch(info, None)
-    sample = _arrow(_load(info, src, {"batchId": str(batch)}, src.describe()).limit(1000), src.describe())
+    sample = to_arrow(state_frame(info.path, src, {"batchId": str(batch)}, src.describe()).limit(1000), src.describe())
     cols = [c for c in sample.column_names if c != "partition_id"]
     return sample.select(cols).nbytes / sample.num_rows if sample.num_rows else 0.0
 

@@ -189,16 +189,28 @@ def _frame(options: dict[str, str], fmt: str, path: str, what: str, row_filter: 
         raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
 
 
-def _load(
-    options: dict[str, str], fmt: str, path: str, what: str, row_filter: RowFilter | None = None, limit: int | None = None
-) -> pa.Table:
-    df = _frame(options, fmt, path, what, row_filter)
+def state_frame(
+    path: str, source: StateSource, extra: dict[str, str], what: str | None = None, row_filter: RowFilter | None = None
+) -> Any:
+    """A lazy statestore DataFrame for a source with extra options (batchId, readChangeFeed ...)."""
+    return _frame({**source.options(), **extra}, "statestore", path, what or source.describe(), row_filter)
+
+
+def to_arrow(df: Any, what: str) -> pa.Table:
+    """Collect a DataFrame as Arrow, with Spark's errors wrapped into StateReadError."""
     try:
-        return (df.limit(limit) if limit is not None else df).toArrow()
+        return df.toArrow()
     except StateLensError:
         raise
     except Exception as e:
         raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
+
+
+def _load(
+    options: dict[str, str], fmt: str, path: str, what: str, row_filter: RowFilter | None = None, limit: int | None = None
+) -> pa.Table:
+    df = _frame(options, fmt, path, what, row_filter)
+    return to_arrow(df.limit(limit) if limit is not None else df, what)
 
 
 def read_state_metadata(path: str, info: CheckpointInfo | None = None) -> pa.Table:
