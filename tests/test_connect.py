@@ -1,6 +1,7 @@
 """Through a real Spark Connect server (started from the pinned pyspark's sbin/ on a free loopback
-port): overview, the state browser's read, SQL, why-missing and skew give the same answers as local
-Spark. The Connect side runs in its own process, as a user's would (SPARK_REMOTE or --remote)."""
+port): overview, the state browser's read, SQL, why-missing, skew, and the log reader for URIs
+(Spark's binaryFile reader) give the same answers as local Spark. The Connect side runs in its own
+process, as a user's would (SPARK_REMOTE or --remote)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ out["left_at_10"] = sorted(r["key"]["field0"] for r in left.to_pylist())
 out["sql"] = Workspace(cp).execute("SELECT value.matched AS m, count(*) AS n FROM op0_left_keyWithIndexToValue GROUP BY ALL ORDER BY 1").table.to_pylist()
 out["why"] = [[r.key, r.verdict, r.side, r.evicted_at_batch, r.was_matched] for r in why_missing(cp, ["ord-150", "ord-154", "ord-156", "ord-6", "ord-1000"]).results]
 out["skew"] = skew(cp).rows_by_partition
+import os
+from spark_io.checkpoint import list_state_files
+os.environ["STATELENS_LOGS_VIA_SPARK"] = "1"  # the log facts through Spark's binaryFile reader
+via = read_checkpoint("file://" + cp)
+out["batches_via_spark"] = [[b.batch_id, b.watermark_ms, b.committed] for b in via.batches]
+out["files_via_spark"] = sorted((f.path, f.size) for f in list_state_files("file://" + cp))
 print("@@" + json.dumps(out, default=str))
 """
 
@@ -99,6 +106,7 @@ def test_same_answers_over_spark_connect_as_local(connect_url: str) -> None:
     local = probe(cp, {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"})
     assert remote.pop("remote") == connect_url and local.pop("remote") is None
     assert remote == local
+    assert [b[:2] for b in remote["batches_via_spark"]] == remote["batches"]  # the URI path works over Connect
     assert ["ord-154", "condition_not_met", None, None, False] in remote["why"]
 
 
