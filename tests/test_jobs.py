@@ -16,10 +16,11 @@ class Cancelled(Exception):
 
 def test_progress_and_result(spark) -> None:  # type: ignore[no-untyped-def]
     ticks: list[jobs.Progress] = []
+    n = 400_000_000  # a few seconds on 2 cores: long enough to be seen running
     total = jobs.run_cancellable(
-        lambda: spark.range(0, 30_000_000, 1, 16).selectExpr("sum(id % 7) AS s").collect()[0]["s"], ticks.append, interval=0.2
+        lambda: spark.range(0, n, 1, 32).selectExpr("sum(id % 7) AS s").collect()[0]["s"], ticks.append, interval=0.1
     )
-    assert total == sum(i % 7 for i in range(7)) * (30_000_000 // 7) + sum(i % 7 for i in range(30_000_000 % 7))
+    assert total == 21 * (n // 7) + sum(range(n % 7))
     assert ticks and all(t.elapsed > 0 for t in ticks)
     assert any(t.tasks_total for t in ticks)  # local Spark reports task progress
 
