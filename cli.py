@@ -103,7 +103,9 @@ def cmd_sql(args: argparse.Namespace) -> None:
 
     row_filter = RowFilter(partitions=tuple(args.partitions)) if args.partitions else None
     spill_dir = os.path.join(scratch_dir(), "spill") if args.spill else None
-    ws = Workspace(args.checkpoint, args.batch, row_budget=args.row_budget, row_filter=row_filter, spill_dir=spill_dir)
+    ws = Workspace(
+        args.checkpoint, args.batch, row_budget=args.row_budget, row_filter=row_filter, spill_dir=spill_dir, timeout=args.timeout
+    )
     result = ws.execute(args.query, max_rows=args.max_rows)
     rows = [list(r.values()) for r in result.table.to_pylist()]
     if args.json:
@@ -230,7 +232,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from spark_io.workspace import DEFAULT_ROW_BUDGET
+    from spark_io.workspace import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 
     p = _Parser(prog="python cli.py", description="State Lens: inspect Structured Streaming state.")
     spark = _Parser(add_help=False)
@@ -261,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--partitions", type=_int_list, default=None, help="load only these state partitions, e.g. 0,3")
     s.add_argument("--spill", action="store_true", help="past the row budget, spill tables to Parquet and query them from disk")
+    s.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help=f"query time limit in seconds (default {DEFAULT_TIMEOUT:g})"
+    )
     s.set_defaults(func=cmd_sql)
 
     w = sub.add_parser("why-missing", help="explain, per key, why it produced no output (joins and every stateful operator)")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
+from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint, NotAllowed
 
 DEFAULT_STORE = "default"
 _DIGITS = re.compile(r"^\d+$")
@@ -279,8 +279,46 @@ def is_local(path: str) -> bool:
     return scheme == "" or len(scheme) == 1  # a Windows drive letter is not a scheme
 
 
+def allowed_roots() -> list[str]:
+    """STATELENS_ALLOWED_ROOTS: folders or URI prefixes, separated by commas or newlines."""
+    raw = os.environ.get("STATELENS_ALLOWED_ROOTS", "")
+    return [r.strip() for r in re.split(r"[,\n]", raw) if r.strip()]
+
+
+def check_allowed(path: str) -> None:
+    """Refuse a checkpoint outside the allowed roots (when they are set), before touching it.
+
+    Local paths are compared after resolving symlinks and ``..``; URIs by prefix, and a URI
+    with a ``..`` segment is refused outright."""
+    roots = allowed_roots()
+    if not roots:
+        return
+    raw = path.strip()
+    if is_local(raw):
+        real = os.path.realpath(os.path.expanduser(raw[len("file://") :] if raw.startswith("file://") else raw))
+        ok = any(
+            real == r or real.startswith(r.rstrip(os.sep) + os.sep)
+            for r in (
+                os.path.realpath(os.path.expanduser(x[len("file://") :] if x.startswith("file://") else x))
+                for x in roots
+                if is_local(x)
+            )
+        )
+    else:
+        parsed = urllib.parse.urlparse(raw)
+        ok = ".." not in parsed.path.split("/") and any(
+            raw.rstrip("/") == r.rstrip("/") or raw.startswith(r.rstrip("/") + "/") for r in roots if not is_local(r)
+        )
+    if not ok:
+        raise NotAllowed(
+            f"{path} is outside the folders this State Lens may open ({', '.join(roots)}). "
+            "Ask whoever runs it to add the checkpoint's folder to STATELENS_ALLOWED_ROOTS."
+        )
+
+
 def open_files(path: str) -> Files:
     """The checkpoint's files: a local folder directly, any other URI through Spark."""
+    check_allowed(path)
     if is_local(path):
         return LocalFiles(resolve_checkpoint(path))
     files = SparkFiles(path.strip())
@@ -333,6 +371,7 @@ def resolve_checkpoint(path: str) -> Path:
     raw = path.strip()
     if not raw:
         raise CheckpointNotFound("No checkpoint path given: enter the folder passed to the query as checkpointLocation.")
+    check_allowed(raw)
     if raw.startswith("file://"):
         raw = raw[len("file://") :]
     p = Path(raw).expanduser()

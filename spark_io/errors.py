@@ -73,3 +73,7 @@ class ExportError(StateLensError):
 
 class RowBudgetExceeded(StateLensError):
     title = "Too many rows to load"
+
+
+class NotAllowed(StateLensError):
+    title = "Checkpoint not allowed"

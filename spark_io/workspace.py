@@ -33,6 +33,11 @@ from spark_io.state_reader import RowFilter, StateSource, read_changes, read_sta
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_ROW_BUDGET = int(os.environ.get("STATELENS_ROW_BUDGET", "5000000"))
+DEFAULT_TIMEOUT = float(os.environ.get("STATELENS_SQL_TIMEOUT", "30"))
+LOCKED = (
+    "State Lens SQL reads only this checkpoint's state tables: file functions (read_csv, read_parquet "
+    "on paths, COPY ... TO), ATTACH, INSTALL/LOAD and configuration changes are disabled."
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,18 @@ _COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
 _STRING = re.compile(r"'(?:[^']|'')*'")
 
 
+def _locked_connection(spill_dir: str | None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that can read nothing but what State Lens loads into it: no file
+    access (except State Lens's own spill folder), no extensions, no configuration changes."""
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    if spill_dir:
+        folder = os.path.join(os.path.abspath(spill_dir), "").replace("'", "''")
+        con.execute(f"SET allowed_directories = ['{folder}']")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
 class Workspace:
     """One DuckDB connection over one checkpoint at one batch."""
 
@@ -115,6 +132,7 @@ class Workspace:
         row_budget: int = DEFAULT_ROW_BUDGET,
         row_filter: RowFilter | None = None,
         spill_dir: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         """``row_budget``: most rows a table may load into memory; past it the load stops with
         advice, unless ``spill_dir`` is set (the rows go to Parquet there and DuckDB reads them
@@ -122,12 +140,13 @@ class Workspace:
         self.row_budget = row_budget
         self.row_filter = row_filter or None
         self.spill_dir = spill_dir
+        self.timeout = timeout
         self.info = read_checkpoint(path)
         self.batch = resolve_batch(self.info, batch_id) if self.info.operators else None
         self.specs = table_specs(self.info)
         self.loaded: dict[str, LoadedTable] = {}
         self._loader = loader
-        self._con = duckdb.connect(":memory:")
+        self._con = _locked_connection(spill_dir)
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- tables
@@ -202,6 +221,9 @@ class Workspace:
         t0 = time.perf_counter()
         with self._lock:
             cur = self._con.cursor()
+            timer = threading.Timer(self.timeout, cur.interrupt)
+            timer.daemon = True
+            timer.start()
             try:
                 rel = cur.sql(sql)
                 if rel is None:  # a statement without a result
@@ -214,9 +236,19 @@ class Workspace:
                     if rows > max_rows:
                         break
                 table = pa.Table.from_batches(batches, schema=reader.schema)
+            except duckdb.InterruptException as e:
+                raise SqlError(
+                    f"The query ran longer than {self.timeout:g} s, the time limit, and was stopped. Narrow it (a filter, "
+                    "a LIMIT) or raise the limit (--timeout, STATELENS_SQL_TIMEOUT)."
+                ) from e
+            except duckdb.PermissionException as e:
+                raise SqlError(LOCKED) from e
             except duckdb.Error as e:
+                if "configuration has been locked" in str(e) or "Cannot change configuration" in str(e):
+                    raise SqlError(LOCKED) from e
                 raise SqlError(self._explain(e)) from e
             finally:
+                timer.cancel()
                 cur.close()
         truncated = table.num_rows > max_rows
         return QueryResult(table.slice(0, max_rows) if truncated else table, truncated, time.perf_counter() - t0)

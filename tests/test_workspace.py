@@ -129,3 +129,38 @@ def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-unty
     with pytest.raises(RowBudgetExceeded) as e:
         spilled.execute("SELECT count(*) FROM op0_changes")
     assert "--spill" not in e.value.message
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_parquet('/etc/*.parquet')",
+        "SELECT * FROM read_text('/etc/hostname')",
+        "COPY op0 TO '/tmp/statelens-stolen.csv'",
+        "ATTACH '/tmp/statelens-other.db' AS other",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET enable_external_access = true",
+        "SET allowed_directories = ['/']",
+        "PRAGMA enable_external_access",
+    ],
+)
+def test_sql_can_read_only_the_state_tables(sql: str) -> None:
+    ws = Workspace(sample("unbounded_agg"))
+    with pytest.raises(SqlError) as e:
+        ws.execute(sql)
+    assert "disabled" in e.value.message or "Parser Error" in e.value.message or "Catalog" in e.value.message
+    assert not Path("/tmp/statelens-stolen.csv").exists()
+    assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]  # still works
+
+
+def test_sql_time_limit() -> None:
+    import time
+
+    ws = Workspace(sample("unbounded_agg"), timeout=1)
+    t0 = time.monotonic()
+    with pytest.raises(SqlError, match=r"longer than 1 s, the time limit"):
+        ws.execute("SELECT sum(a.range * b.range % 7) FROM range(200000) a, range(200000) b")
+    assert time.monotonic() - t0 < 15
+    assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]
