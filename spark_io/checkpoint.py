@@ -357,12 +357,18 @@ def _log_entry(files: Files, rel: str) -> dict[str, Any]:
     return entry
 
 
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant a date can show
+
+
 def _int_field(entry: dict[str, Any], key: str, rel: str, default: int | None = 0) -> int | None:
+    """A millisecond field (watermark, timestamp): an integer between 0 and year 9999."""
     v = entry.get(key, default)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
         raise CorruptCheckpoint(f"{rel}: '{key}' should be an integer, found {json.dumps(v)[:40]}.")
+    if not 0 <= v <= MAX_MS:
+        raise CorruptCheckpoint(f"{rel}: '{key}' is {v}, not a time in milliseconds: the file is damaged.")
     return v
 
 

@@ -63,5 +63,11 @@ def test_refused_before_touching_the_path(roots: Path) -> None:
 
 def test_cli_refuses_with_exit_2(roots: Path) -> None:
     env = {**os.environ, "STATELENS_ALLOWED_ROOTS": str(roots)}
-    r = subprocess.run([sys.executable, str(ROOT / "cli.py"), "overview", str(SAMPLES / "dedup")], capture_output=True, text=True, env=env, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "overview", str(SAMPLES / "dedup")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and "Checkpoint not allowed" in r.stderr and len(r.stderr.strip().splitlines()) == 1
