@@ -172,5 +172,7 @@ def test_missing_state_files_become_a_state_read_error(copy_sample) -> None:  # 
     cp = copy_sample("unbounded_agg")
     for f in (cp / "state" / "0" / "1").glob("*.delta"):
         f.unlink()
-    with pytest.raises(StateReadError, match="operator 0, store default at batch 11"):
+    with pytest.raises(StateReadError, match="operator 0, store default at batch 11") as e:
         read_state(str(cp), StateSource(0))
+    assert "state/0/1/" in e.value.message and ".delta" in e.value.message  # names the missing file
+    assert len(read_state(sample("unbounded_agg"), StateSource(0))[0]) == 300  # other checkpoints still read
