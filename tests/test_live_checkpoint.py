@@ -1,0 +1,60 @@
+"""A checkpoint being written by a running query while State Lens reads it: every read answers
+for a committed batch (or says clearly why it cannot); none fails in another way."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_io.checkpoint import read_checkpoint
+from spark_io.diagnosis import why_missing
+from spark_io.errors import StateLensError
+from spark_io.state_reader import StateSource, read_state
+
+
+@pytest.mark.usefixtures("spark")
+def test_reads_while_a_query_writes(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cp = tmp_path / "live"
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    stream = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 200)
+        .load()
+        .selectExpr("CONCAT('k-', CAST(value % 500 AS STRING)) AS k", "timestamp")
+        .withWatermark("timestamp", "5 seconds")
+        .groupBy("k")
+        .count()
+    )
+    query = (
+        stream.writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(cp))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    answers, refusals, failures = 0, 0, []
+    try:
+        deadline = time.monotonic() + 60
+        while (not (cp / "commits").is_dir() or len(list((cp / "commits").iterdir())) < 2) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            try:
+                info = read_checkpoint(str(cp))
+                committed = {b.batch_id for b in info.committed_batches}
+                table, batch = read_state(str(cp), StateSource(0), info=info)
+                assert batch in committed and table.num_rows <= 500
+                (r,) = why_missing(str(cp), ["k-7"], info=info).results
+                assert r.verdict in ("in_state", "never_in_state")
+                answers += 1
+            except StateLensError:
+                refusals += 1  # a clear message is allowed, a wrong answer or a crash is not
+            except Exception as e:
+                failures.append(repr(e)[:300])
+    finally:
+        query.stop()
+        spark.conf.set("spark.sql.shuffle.partitions", "8")
+    assert failures == []
+    assert answers >= 3 and answers > refusals
