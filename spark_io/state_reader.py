@@ -233,7 +233,43 @@ def read_state(
     validate_source(info, source)
     batch = resolve_batch(info, batch_id)
     opts = {**source.options(), "batchId": str(batch)}
-    return _load(opts, "statestore", info.path, f"{source.describe()} at batch {batch}", row_filter, limit), batch
+    try:
+        return _load(opts, "statestore", info.path, f"{source.describe()} at batch {batch}", row_filter, limit), batch
+    except StateReadError as e:
+        raise StateReadError(_with_files(e, info, source, batch)) from e.__cause__
+
+
+_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)): ([^\n]+)")
+
+
+def _with_files(e: StateReadError, info: CheckpointInfo, source: StateSource, batch: int) -> str:
+    """Spark's state-loading errors rarely name a file: add the root cause and the files the read
+    needed (the newest snapshot at or below the batch's version and the deltas/changelogs after it)."""
+    if "CANNOT_LOAD_STATE_STORE" not in e.message or "does not exist" in e.message:
+        return e.message
+    causes = _CAUSE.findall(str(e.__cause__ or ""))
+    cause = f" Cause: {causes[-1][0].rsplit('.', 1)[-1]}: {causes[-1][1].strip()}." if causes else ""
+    from spark_io.checkpoint import list_state_files
+
+    store = source.store_name or "default"
+    version = batch + 1
+    files = [f for f in list_state_files(info.path) if f.operator_id == source.operator_id and f.store_name == store and f.version]
+    snapshots = [f.version for f in files if f.kind in ("snapshot", "zip") and f.version is not None and f.version <= version]
+    base = max(snapshots, default=0)
+    needed = sorted(
+        {
+            re.sub(r"^(state/\d+/)\d+/", r"\1*/", f.path)
+            for f in files
+            if f.version is not None
+            and ((f.kind in ("snapshot", "zip") and f.version == base) or (f.kind in ("delta", "changelog") and base < f.version <= version))
+        },
+        key=lambda p: (len(p), p),
+    )
+    shown = ", ".join(needed[-6:]) + (f" and {len(needed) - 6} more" if len(needed) > 6 else "")
+    return (
+        f"{e.message}{cause} Reading batch {batch} needs these state files: {shown}; one of them is damaged or "
+        "unreadable (an earlier batch may still read)."
+    )
 
 
 def spill_state(

@@ -176,3 +176,31 @@ def test_missing_state_files_become_a_state_read_error(copy_sample) -> None:  # 
         read_state(str(cp), StateSource(0))
     assert "state/0/1/" in e.value.message and ".delta" in e.value.message  # names the missing file
     assert len(read_state(sample("unbounded_agg"), StateSource(0))[0]) == 300  # other checkpoints still read
+
+
+@pytest.mark.parametrize(
+    "name,rel,damage,source,cause,batch_ok",
+    [
+        ("unbounded_agg", "state/0/1/12.delta", "truncate", StateSource(0), "EOFException", 10),
+        (
+            "join_rocksdb",
+            "state/0/2/left-keyWithIndexToValue/17.changelog",
+            "garbage",
+            StateSource(0, store_name="left-keyWithIndexToValue"),
+            "Stream is corrupted",
+            14,
+        ),
+    ],
+)
+def test_damaged_state_files_are_named(copy_sample, name, rel, damage, source, cause, batch_ok) -> None:  # type: ignore[no-untyped-def]
+    cp = copy_sample(name)
+    target = cp / rel
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"garbage" * 20)
+    (target.parent / f".{target.name}.crc").unlink()
+    with pytest.raises(StateReadError) as e:
+        read_state(str(cp), source)
+    message = e.value.message
+    assert cause in message and target.name in message and "needs these state files" in message
+    table, batch = read_state(str(cp), source, batch_id=batch_ok)  # an earlier batch still reads
+    assert batch == batch_ok and table.num_rows > 0
