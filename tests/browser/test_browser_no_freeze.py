@@ -1,0 +1,34 @@
+"""One browser session's long query does not freeze another session's pages; the long query
+is stopped by the SQL time limit with a clear message."""
+
+from __future__ import annotations
+
+import time
+
+from playwright.sync_api import expect
+
+HEAVY = "SELECT sum(a.range * b.range % 7) AS s FROM range(400000) a, range(400000) b"
+
+
+def test_long_query_does_not_freeze_other_sessions(app_url: str, browser) -> None:  # type: ignore[no-untyped-def]
+    a = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+    b = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+    try:
+        a.goto(f"{app_url}/sql")
+        expect(a.get_by_role("heading", name="SQL")).to_be_visible(timeout=60_000)
+        a.get_by_text("Plain editor").click()
+        box = a.get_by_role("textbox", name="Query")
+        expect(box).to_be_visible(timeout=30_000)
+        box.fill(HEAVY)
+        box.press("Control+Enter")  # commit the text area's value
+        a.get_by_role("button", name="Run").click()
+        expect(a.get_by_role("button", name="Cancel")).to_be_visible(timeout=30_000)  # A is running
+        t0 = time.monotonic()
+        b.goto(app_url)
+        expect(b.get_by_text("Last committed")).to_be_visible(timeout=20_000)
+        assert time.monotonic() - t0 < 20
+        expect(a.get_by_role("button", name="Cancel")).to_be_visible()  # B was served while A still ran
+        expect(a.get_by_text("the time limit")).to_be_visible(timeout=90_000)  # then A's limit stops it
+    finally:
+        a.context.close()
+        b.context.close()
