@@ -279,6 +279,12 @@ def is_local(path: str) -> bool:
     return scheme == "" or len(scheme) == 1  # a Windows drive letter is not a scheme
 
 
+def local_path(path: str) -> str:
+    """A local path or file:// URI as a plain path, with ~ expanded."""
+    raw = path.strip()
+    return os.path.expanduser(raw[len("file://") :] if raw.startswith("file://") else raw)
+
+
 def allowed_roots() -> list[str]:
     """STATELENS_ALLOWED_ROOTS: folders or URI prefixes, separated by commas or newlines."""
     raw = os.environ.get("STATELENS_ALLOWED_ROOTS", "")
@@ -295,14 +301,10 @@ def check_allowed(path: str) -> None:
         return
     raw = path.strip()
     if is_local(raw):
-        real = os.path.realpath(os.path.expanduser(raw[len("file://") :] if raw.startswith("file://") else raw))
+        real = os.path.realpath(local_path(raw))
         ok = any(
             real == r or real.startswith(r.rstrip(os.sep) + os.sep)
-            for r in (
-                os.path.realpath(os.path.expanduser(x[len("file://") :] if x.startswith("file://") else x))
-                for x in roots
-                if is_local(x)
-            )
+            for r in (os.path.realpath(local_path(x)) for x in roots if is_local(x))
         )
     else:
         parsed = urllib.parse.urlparse(raw)
@@ -318,9 +320,9 @@ def check_allowed(path: str) -> None:
 
 def open_files(path: str) -> Files:
     """The checkpoint's files: a local folder directly, any other URI through Spark."""
-    check_allowed(path)
     if is_local(path):
-        return LocalFiles(resolve_checkpoint(path))
+        return LocalFiles(resolve_checkpoint(path))  # checks the allowed roots first
+    check_allowed(path)
     files = SparkFiles(path.strip())
     if not files.numbered("offsets") and not files.is_file("metadata"):
         raise NotACheckpoint(
@@ -378,9 +380,7 @@ def resolve_checkpoint(path: str) -> Path:
     if not raw:
         raise CheckpointNotFound("No checkpoint path given: enter the folder passed to the query as checkpointLocation.")
     check_allowed(raw)
-    if raw.startswith("file://"):
-        raw = raw[len("file://") :]
-    p = Path(raw).expanduser()
+    p = Path(local_path(raw))
     if not p.exists():
         raise CheckpointNotFound(f"{path} does not exist: check the path (it should be the query's checkpointLocation).")
     if not p.is_dir():

@@ -20,8 +20,8 @@ from spark_io.checkpoint import CheckpointInfo, OperatorInfo, read_checkpoint
 from spark_io.errors import InvalidInput, StateReadError, UnknownOperator
 from spark_io.state_reader import (
     StateSource,
+    default_operator,
     operator_of,
-    require_state,
     resolve_batch,
     sources_of,
     state_frame,
@@ -53,12 +53,6 @@ class WhyMissingReport:
             "key_field": self.key_field,
             "results": [r.to_dict() for r in self.results],
         }
-
-
-def default_operator(info: CheckpointInfo) -> OperatorInfo:
-    """The operator a diagnosis starts on: the join if there is one, else the first."""
-    require_state(info)
-    return next((o for o in info.operators if o.is_join), info.operators[0])
 
 
 def lookup_sources(op: OperatorInfo) -> list[tuple[str, StateSource]]:

@@ -14,10 +14,11 @@ from typing import Any
 
 from analysis import health
 from spark_io import session
-from spark_io.checkpoint import CheckpointInfo, OperatorInfo, StateFile, list_state_files, read_checkpoint
+from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateFile, list_state_files, read_checkpoint
 from spark_io.errors import UnknownStore
 from spark_io.state_reader import (
     StateSource,
+    default_operator,
     operator_of,
     require_state,
     resolve_batch,
@@ -47,8 +48,9 @@ def source_for(op: OperatorInfo, store: str) -> StateSource:
     )
 
 
-def _store_dir(op: OperatorInfo, src: StateSource) -> str:
-    return src.store_name or "default"
+def _store_dir(src: StateSource) -> str:
+    """The folder name of a source's store (transformWithState variables share "default")."""
+    return src.store_name or DEFAULT_STORE
 
 
 # --------------------------------------------------------------------------- skew
@@ -66,15 +68,13 @@ def skew(
 
     info = info or read_checkpoint(path)
     require_state(info)
-    op = info.operators[0] if operator_id is None else operator_of(info, operator_id)
-    if operator_id is None:
-        op = next((o for o in info.operators if o.is_join), op)
+    op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
     store = store or default_store(op)
     src = source_for(op, store)
     validate_source(info, src)
     batch = resolve_batch(info, batch_id)
-    df = state_frame(info.path, src, {"batchId": str(batch)}, f"{src.describe()} at batch {batch}")
     what = f"{src.describe()} at batch {batch}"
+    df = state_frame(info.path, src, {"batchId": str(batch)}, what)
     per_part = to_arrow(df.groupBy("partition_id").count(), what).to_pylist()
     key = F.col("key")
     key_type = df.schema["key"].dataType
@@ -82,7 +82,7 @@ def skew(
         key = key.dropFields("index")  # a join key holds one row per index: count rows per join key
     top = to_arrow(df.groupBy(F.to_json(key).alias("key")).count().orderBy(F.desc("count"), "key").limit(10), what).to_pylist()
     files = files if files is not None else list_state_files(info.path)
-    store_dir = _store_dir(op, src)
+    store_dir = _store_dir(src)
     sizes: dict[int, int] = {}
     for f in files:
         if (
@@ -180,7 +180,7 @@ def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files
         )
     rows, parts, ins, dels = health.replay_changes(batches, changes, base)
     name = src.state_var or src.store_name or "default"
-    store_dir = _store_dir(op, src)
+    store_dir = _store_dir(src)
     return health.StoreGrowth(
         op.operator_id, name, rows, parts, ins, dels, health.bytes_per_batch(files, op.operator_id, store_dir, batches)
     )

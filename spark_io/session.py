@@ -96,7 +96,7 @@ def connect_problem(remote: str, timeout: float = 5.0) -> str | None:
         with socket.create_connection((parsed.hostname, port), timeout=timeout):
             return None
     except OSError as e:
-        return f"the Spark Connect server at {parsed.hostname}:{port} does not answer ({e.strerror or e}). Is it running?"
+        return f"The Spark Connect server at {parsed.hostname}:{port} does not answer ({e.strerror or e}). Is it running?"
 
 
 def _build() -> Any:
@@ -105,7 +105,7 @@ def _build() -> Any:
     if _target.remote:
         problem = connect_problem(_target.remote)
         if problem:
-            raise SparkUnavailable(problem[0].upper() + problem[1:])
+            raise SparkUnavailable(problem)
         return SparkSession.builder.remote(_target.remote).getOrCreate()
     problem = java_problem()
     if problem:

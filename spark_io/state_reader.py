@@ -92,6 +92,12 @@ def operator_of(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
     return op
 
 
+def default_operator(info: CheckpointInfo) -> OperatorInfo:
+    """The operator a diagnosis starts on: the join if there is one, else the first."""
+    require_state(info)
+    return next((o for o in info.operators if o.is_join), info.operators[0])
+
+
 def validate_source(info: CheckpointInfo, source: StateSource) -> OperatorInfo:
     op = operator_of(info, source.operator_id)
     if source.join_side is not None:
@@ -253,15 +259,17 @@ def _with_files(e: StateReadError, info: CheckpointInfo, source: StateSource, ba
 
     store = source.store_name or "default"
     version = batch + 1
-    files = [f for f in list_state_files(info.path) if f.operator_id == source.operator_id and f.store_name == store and f.version]
-    snapshots = [f.version for f in files if f.kind in ("snapshot", "zip") and f.version is not None and f.version <= version]
-    base = max(snapshots, default=0)
+    versioned = [
+        (f, f.version)
+        for f in list_state_files(info.path)
+        if f.operator_id == source.operator_id and f.store_name == store and f.version is not None
+    ]
+    base = max((v for f, v in versioned if f.kind in ("snapshot", "zip") and v <= version), default=0)
     needed = sorted(
         {
             re.sub(r"^(state/\d+/)\d+/", r"\1*/", f.path)
-            for f in files
-            if f.version is not None
-            and ((f.kind in ("snapshot", "zip") and f.version == base) or (f.kind in ("delta", "changelog") and base < f.version <= version))
+            for f, v in versioned
+            if (f.kind in ("snapshot", "zip") and v == base) or (f.kind in ("delta", "changelog") and base < v <= version)
         },
         key=lambda p: (len(p), p),
     )
@@ -284,7 +292,7 @@ def spill_state(
     if session.target().remote or (session.target().master or "local").split("[")[0] != "local":
         raise StateReadError("Spilling to Parquet needs local Spark (a cluster writes on its own disks): use a filter instead.")
     what = f"{source.describe()} at batch {batch}"
-    df = _frame({**source.options(), "batchId": str(batch)}, "statestore", info.path, what, row_filter)
+    df = state_frame(info.path, source, {"batchId": str(batch)}, what, row_filter)
     try:
         df.write.mode("overwrite").parquet(dest)
     except Exception as e:

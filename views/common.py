@@ -67,7 +67,7 @@ def fingerprint(path: str) -> tuple[int, int]:
     (Remote URIs are not stat-ed: their reads are cached until the app restarts.)"""
     if not checkpoint.is_local(path):
         return (0, 0)
-    root = Path(path[len("file://") :] if path.startswith("file://") else path)
+    root = Path(checkpoint.local_path(path))
     out = []
     for d in ("offsets", "commits"):
         try:
@@ -250,7 +250,7 @@ def spark_settings() -> None:
                 if kind == "Spark Connect":
                     problem = session.connect_problem(url)
                     if problem:
-                        raise SparkUnavailable(problem[0].upper() + problem[1:])
+                        raise SparkUnavailable(problem)
                 session.configure(
                     master=url if kind == "Cluster master" else None, remote=url if kind == "Spark Connect" else None
                 )
