@@ -124,14 +124,20 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
 
     from spark_io.diagnosis import why_missing
 
-    report = why_missing(args.checkpoint, args.keys, args.operator, args.batch, args.key_field)
+    report = why_missing(args.checkpoint, args.keys, args.operator, args.batch, args.key_field, join_type=args.join_type)
     if args.json:
         _dump(report.to_dict())
         return
-    print(f"operator {report.operator_id} ({report.operator_name}) at batch {report.batch}, key field {report.key_field}")
+    inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
+    print(f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field {report.key_field}")
+    if report.history_error:
+        print(f"history could not be read: {report.history_error}")
+    elif report.history:
+        print(f"history: batches {report.history[0]}-{report.history[1]} ({report.history_method})")
     for r in report.results:
         side = f" ({r.side} side)" if r.side else ""
-        print(f"\n{r.key}: {r.verdict}{side}")
+        typed = f" [matched {r.matched_as}]" if r.matched_as and r.matched_as != "as text" else ""
+        print(f"\n{r.key}: {r.verdict}{side}{typed}")
         print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
         for n in r.near_misses:
             print(f"  near miss: {n['key']!r} ({n['reason']})")
@@ -274,6 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--operator", type=int, default=None, help="operator id (default: the join, else the first operator)")
     w.add_argument("--batch", type=int, default=None, help="batch to diagnose at (default: last committed)")
     w.add_argument("--key-field", default=None, help="key field to match (default: the first plain field, e.g. field0)")
+    w.add_argument(
+        "--join-type",
+        choices=["inner", "left_outer", "right_outer", "full_outer", "left_semi"],
+        default=None,
+        help="the join's type (the checkpoint does not record it): outer joins emit evicted unmatched rows null-padded",
+    )
     w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", ...}]}')
     w.set_defaults(func=cmd_why_missing)
 

@@ -16,6 +16,7 @@ module turns them into a ``KeyDiagnosis``. Verdicts by operator:
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 import re
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ WAITING_WATERMARK = "waiting_for_watermark"
 IN_STATE = "in_state"
 DROPPING_DUPLICATES = "dropping_duplicates"
 SESSION_OPEN = "session_open"
+EMITTED_UNMATCHED = "emitted_unmatched"  # outer join: evicted unmatched on a preserved side, emitted null-padded
+UNKNOWN = "unknown"  # a read the verdict depends on failed
+
+JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer", "left_semi")
+PRESERVED = {"inner": (), "left_semi": (), "left_outer": ("left",), "right_outer": ("right",), "full_outer": ("left", "right")}
 
 MAX_EVIDENCE = 200  # rows of evidence per key; the SQL reproduces all of them
 
@@ -87,6 +93,13 @@ class Context:
     history: tuple[int, int] | None = None  # change-feed batches searched
     first_batch: int = 0  # oldest retained batch
     eviction_horizon: dict[str, tuple[int, int]] = field(default_factory=dict)  # join side -> (lo, hi) ms
+    join_type: str | None = None  # not recorded in the checkpoint: given by the user
+    join_format: int = 2  # join state format 1 has no 'matched' flag
+    history_method: str = "change feed"  # or "state per batch" (no change feed)
+    history_error: str | None = None  # a failed history read: verdicts that depend on it are unknown
+    notes: list[str] = field(default_factory=list)  # failed side reads worth saying in every explanation
+    batch_times: dict[int, int] = field(default_factory=dict)  # batch -> batch timestamp (ms)
+    single_operator: bool = True
 
     @property
     def watermark(self) -> int:
@@ -105,6 +118,7 @@ class KeyDiagnosis:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     near_misses: list[dict[str, str]] = field(default_factory=list)
     queries: list[dict[str, str]] = field(default_factory=list)  # title, sql: reproduce the evidence
+    matched_as: str | None = None  # how the typed key was compared
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +127,7 @@ class KeyDiagnosis:
             "side": self.side,
             "was_matched": self.was_matched,
             "evicted_at_batch": self.evicted_at_batch,
+            "matched_as": self.matched_as,
             "explanation": self.explanation,
             "evidence": self.evidence,
             "timeline": self.timeline,
@@ -152,10 +167,12 @@ def jsonable(v: Any) -> Any:
         return {k: jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [jsonable(x) for x in v]
-    if isinstance(v, dt.datetime):
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
         return v.isoformat()
     if isinstance(v, (bytes, bytearray)):
         return v.hex()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
     return v
 
 
@@ -314,52 +331,120 @@ def _queries(key: str, ctx: Context, lookups: list[StoreLookup]) -> list[dict[st
 
 def _searched(ctx: Context) -> str:
     if ctx.history is None:
-        return "no change feed was available, so only the state at this batch was searched"
+        return f"only the state at batch {ctx.batch} was searched"
     a, b = ctx.history
-    return f"searched the state at batch {ctx.batch} and the change feed of batches {a}–{b}"
+    how = "the change feed" if ctx.history_method == "change feed" else "the state at every retained batch (no change feed)"
+    return f"searched the state at batch {ctx.batch} and {how} of batches {a}–{b}"
+
+
+def _side_history(lk: StoreLookup) -> tuple[int | None, bool | None, bool]:
+    """(last delete batch, whether a row was ever matched (None: no matched flag), whether a row was seen)."""
+    hist = _history(lk)
+    deletes = [r["batch_id"] for r in hist if r["change_type"] == "delete"]
+    updates = [r for r in hist if r["change_type"] != "delete"]
+    flags = [(r.get("value") or {}).get("matched") for r in updates]
+    matched = any(flags) if any(f is not None for f in flags) else None
+    return (max(deletes) if deletes else None), matched, bool(hist)
+
+
+def _unknown(key: str, ctx: Context, what: str) -> KeyDiagnosis:
+    return KeyDiagnosis(
+        key,
+        UNKNOWN,
+        f"{what} is not in state at batch {ctx.batch}, and its history could not be read, so whether it was "
+        f"evicted or never arrived cannot be told. The read that failed: {ctx.history_error}",
+    )
 
 
 def _not_in_state(key: str, ctx: Context, lookups: list[StoreLookup], what: str) -> KeyDiagnosis:
-    """The key holds no row now: evicted (history shows a delete) or never in state."""
-    deletes = [(r["batch_id"], lk.name) for lk in lookups for r in _history(lk) if r["change_type"] == "delete"]
-    had_rows = [lk for lk in lookups if any(r["change_type"] != "delete" for r in _history(lk))]
-    if deletes and had_rows:
-        batch = max(b for b, _ in deletes)
-        wm = ctx.watermarks.get(batch, 0)
-        matched = any((r.get("value") or {}).get("matched") for lk in had_rows for r in _history(lk))
-        sides = sorted({lk.name for lk in had_rows})
-        where = f" on the {' and '.join(sides)} side{'s' if len(sides) > 1 else ''}" if ctx.kind == JOIN else ""
-        d = KeyDiagnosis(
-            key,
-            EVICTED,
-            f"{what} was in state{where} and was removed in batch {batch}, whose watermark was {fmt_ms(wm)}. "
-            + _eviction_note(ctx, matched),
-            side=sides[0] if ctx.kind == JOIN and len(sides) == 1 else None,
-            evicted_at_batch=batch,
-            was_matched=matched if ctx.kind == JOIN else None,
-        )
+    """The key holds no row now: evicted (its history shows a removal) or never in state.
+
+    A removal alone proves the key was in state: with purged batches its insert may be older than
+    the history kept."""
+    if ctx.history_error:
+        d = _unknown(key, ctx, what)
     else:
-        causes = (
-            "it never reached the operator: filtered out upstream, dropped as late data (its event time "
-            "was already behind the watermark when it arrived), not produced by the source, or older than "
-            "the oldest retained batch"
-        )
-        d = KeyDiagnosis(key, NEVER_IN_STATE, f"{what} was never in state ({_searched(ctx)}): {causes}.")
-        if ctx.kind == JOIN:
-            d.was_matched = None
+        per_side = {lk.name: _side_history(lk) for lk in lookups}
+        evicted = {n: (b, m) for n, (b, m, _) in per_side.items() if b is not None}
+        if evicted and ctx.kind == JOIN:
+            d = _join_evicted(key, ctx, evicted)
+        elif evicted:
+            batch = max(b for b, _ in evicted.values())
+            d = KeyDiagnosis(
+                key,
+                EVICTED,
+                f"{what} was in state and was removed in batch {batch}, whose watermark was "
+                f"{fmt_ms(ctx.watermarks.get(batch, 0))}. " + _eviction_note(ctx),
+                evicted_at_batch=batch,
+            )
+        else:
+            causes = (
+                "it never reached the operator: filtered out upstream, dropped as late data (its event time "
+                "was already behind the watermark when it arrived), not produced by the source, or older than "
+                "the oldest retained batch"
+            )
+            d = KeyDiagnosis(key, NEVER_IN_STATE, f"{what} was never in state ({_searched(ctx)}): {causes}.")
     for lk in lookups:
         for r in _history(lk):
             d.evidence.append(_row_evidence(lk.name, r))
     return d
 
 
-def _eviction_note(ctx: Context, matched: bool) -> str:
-    if ctx.kind == JOIN:
-        return (
-            "It had joined before it was evicted: its output was emitted."
-            if matched
-            else "It never matched before the watermark evicted it: no output was emitted for it."
+def _join_evicted(key: str, ctx: Context, evicted: dict[str, tuple[int, bool | None]]) -> KeyDiagnosis:
+    """Rows with the key were evicted from one or both sides: matched, emitted null-padded, or dropped."""
+    sides = sorted(evicted)
+    batch = max(b for b, _ in evicted.values())
+    where = f" on the {' and '.join(sides)} side{'s' if len(sides) > 1 else ''}"
+    flags = [m for _, m in evicted.values()]
+    matched: bool | None = True if any(flags) else (None if any(m is None for m in flags) else False)
+    head = f"The key was in state{where} and was evicted in batch {batch}, whose watermark was {fmt_ms(ctx.watermarks.get(batch, 0))}."
+    if matched:
+        note = " It had joined before it was evicted: its output was emitted."
+    elif matched is None:
+        note = (
+            " This checkpoint uses join state format 1, which does not record whether a row matched: "
+            "whether it joined before eviction cannot be told from the state (look for it in the output)."
         )
+    else:
+        unmatched = [s for s in sides if evicted[s][1] is False]
+        if ctx.join_type is None:
+            emits = "; ".join(
+                f"in a {'left' if s == 'left' else 'right'} or full outer join it was emitted null-padded in batch {evicted[s][0]}"
+                for s in unmatched
+            )
+            note = (
+                f" It never matched before the watermark evicted it. In an inner join no output was emitted for it; {emits}. "
+                "The checkpoint does not record the join type: give it (--join-type, or Join type on the page) for one answer."
+            )
+        else:
+            preserved = [s for s in unmatched if s in PRESERVED.get(ctx.join_type, ())]
+            if preserved:
+                s0 = preserved[0]
+                b0 = evicted[s0][0]
+                d = KeyDiagnosis(
+                    key,
+                    EMITTED_UNMATCHED,
+                    f"The key was in state{where} and never matched. This is a {ctx.join_type.replace('_', ' ')} join, so when the "
+                    f"watermark evicted the {s0} side's row{'s' if len(preserved) == 1 else ''} in batch {b0} (watermark "
+                    f"{fmt_ms(ctx.watermarks.get(b0, 0))}) the join emitted {'it' if len(preserved) == 1 else 'them'} "
+                    "with nulls for the other side's columns.",
+                    side=s0,
+                    was_matched=False,
+                    evicted_at_batch=b0,
+                )
+                return d
+            note = f" It never matched before the watermark evicted it: a {ctx.join_type.replace('_', ' ')} join emits nothing for it."
+    return KeyDiagnosis(
+        key,
+        EVICTED,
+        head + note,
+        side=sides[0] if len(sides) == 1 else None,
+        evicted_at_batch=batch,
+        was_matched=matched,
+    )
+
+
+def _eviction_note(ctx: Context) -> str:
     if ctx.kind == AGGREGATION:
         return "The watermark passed the end of its window: in append mode its result was emitted in that batch."
     if ctx.kind in (DEDUP, DEDUP_WITHIN):
@@ -369,7 +454,7 @@ def _eviction_note(ctx: Context, matched: bool) -> str:
         )
     if ctx.kind == SESSION:
         return "The watermark passed the end of its session: the session was closed and emitted (append mode)."
-    return "Its state was removed: by a timeout or timer, or by the function itself (state.remove() / clear())."
+    return "Its state was removed: by a timeout, a timer or TTL expiry, or by the function itself (state.remove() / clear())."
 
 
 # --------------------------------------------------------------------------- joins
@@ -378,6 +463,7 @@ def _eviction_note(ctx: Context, matched: bool) -> str:
 def _diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup) -> KeyDiagnosis:
     sides = {"left": left, "right": right}
     all_rows = [(name, r) for name, lk in sides.items() for r in lk.rows]
+    other_seen = {name: _side_history(sides["right" if name == "left" else "left"]) for name in sides}
     if any((r.get("value") or {}).get("matched") for _, r in all_rows):
         matched_batches = [
             r["batch_id"]
@@ -391,6 +477,17 @@ def _diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup
             MATCHED,
             f"Rows with this key are in the join state marked matched: the key joined and its output was emitted.{when}",
             was_matched=True,
+        )
+    elif ctx.join_format == 1 and (
+        (left.rows and right.rows) or (left.rows and other_seen["left"][2]) or (right.rows and other_seen["right"][2])
+    ):
+        held = " and ".join(n for n in ("left", "right") if sides[n].rows)
+        d = KeyDiagnosis(
+            key,
+            IN_STATE,
+            f"The key is in the {held} side's state, and the other side held it too. This checkpoint uses join state "
+            "format 1, which does not record whether a row matched: whether they joined cannot be told from the state "
+            "(look for the key in the output).",
         )
     elif left.rows and right.rows:
         pairs = []
@@ -417,21 +514,34 @@ def _diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup
     elif left.rows or right.rows:
         side = "left" if left.rows else "right"
         other = "right" if side == "left" else "left"
-        times = [t for r in sides[side].rows for _, t in [event_time_ms(r.get("value"))] if t is not None]
-        d = KeyDiagnosis(
-            key,
-            WAITING_OTHER_SIDE,
-            f"The key is in the {side} side's state and no row with it is on the {other} side: it is waiting "
-            f"for the other side. {_eviction_estimate(ctx, side, times)}",
-            side=side,
-            was_matched=False,
-        )
-        d.near_misses = near_misses(key, sides[other].near)
-        if d.near_misses:
-            d.explanation += (
-                f" The {other} side holds similar keys ({', '.join(repr(n['key']) for n in d.near_misses[:3])}): "
-                "a malformed key is the usual cause."
+        evicted_at, other_matched, _ = other_seen[side]
+        if evicted_at is not None and not other_matched:
+            d = KeyDiagnosis(
+                key,
+                CONDITION_NOT_MET,
+                f"The key is in the {side} side's state, unmatched. The {other} side held it too and evicted it unmatched in "
+                f"batch {evicted_at}: the rest of the join condition (usually the event-time range) rejected the pair, "
+                f"and no {other} row with this key can come back. {_eviction_estimate(ctx, side, _times(sides[side]))}",
+                side=side,
+                was_matched=False,
             )
+        else:
+            d = KeyDiagnosis(
+                key,
+                WAITING_OTHER_SIDE,
+                f"The key is in the {side} side's state and no row with it is on the {other} side: it is waiting "
+                f"for the other side. {_eviction_estimate(ctx, side, _times(sides[side]))}",
+                side=side,
+                was_matched=False,
+            )
+            d.near_misses = near_misses(key, sides[other].near)
+            if d.near_misses:
+                d.explanation += (
+                    f" The {other} side holds similar keys ({', '.join(repr(n['key']) for n in d.near_misses[:3])}): "
+                    "a malformed key is the usual cause."
+                )
+        if ctx.join_type in PRESERVED and side in PRESERVED[ctx.join_type]:
+            d.explanation += f" In this {ctx.join_type.replace('_', ' ')} join it is emitted with nulls when it is evicted unmatched."
     else:
         d = _not_in_state(key, ctx, [left, right], "The key")
         d.near_misses = near_misses(key, left.near + right.near)
@@ -441,6 +551,10 @@ def _diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup
     for name, r in all_rows:
         d.evidence.append(_row_evidence(name, r, ctx.batch))
     return d
+
+
+def _times(lk: StoreLookup) -> list[int]:
+    return [t for r in lk.rows for _, t in [event_time_ms(r.get("value"))] if t is not None]
 
 
 def _eviction_estimate(ctx: Context, side: str, times: list[int]) -> str:
@@ -457,11 +571,11 @@ def _eviction_estimate(ctx: Context, side: str, times: list[int]) -> str:
     behind = f"Its event time {fmt_ms(t)} is {rel} the watermark ({fmt_ms(wm)})."
     horizon = ctx.eviction_horizon.get(side)
     if horizon:
-        lo, hi = horizon
+        lo, hi = max(0, horizon[0]), max(0, horizon[1])
+        span = fmt_duration(hi) if lo == hi else f"{fmt_duration(lo)}–{fmt_duration(hi)}"
         return (
-            f"{behind} Rows of this side were evicted once the watermark was {fmt_duration(lo)}–{fmt_duration(hi)} past "
-            f"their event time (the join's time bound), so it will be evicted when the watermark passes about "
-            f"{fmt_ms(t + hi)}."
+            f"{behind} Rows of this side were evicted once the watermark was {span} past their event time "
+            f"(the join's time bound), so it will be evicted when the watermark passes about {fmt_ms(t + hi)}."
         )
     return f"{behind} It is evicted once the watermark passes its event time plus the join's time-range bound."
 
@@ -509,39 +623,31 @@ def _diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Ke
         return d
     state_rows = [r for _, r in rows]
     if ctx.kind == AGGREGATION:
-        windows = [(r["key"].get("window") or {}) for r in state_rows if isinstance(r.get("key"), dict)]
-        ends = sorted(e for w in windows if (e := to_ms(w.get("end"))) is not None)
-        if ends:
-            open_ends = [e for e in ends if e > wm]
-            d = KeyDiagnosis(
-                key,
-                WAITING_WATERMARK,
-                f"{what} has {len(ends)} window(s) in state. In append mode a window is emitted when the watermark "
-                f"(now {fmt_ms(wm)}) reaches its end: the next closes at {fmt_ms(min(open_ends or ends))}, "
-                f"{fmt_duration(min(open_ends or ends) - wm)} ahead of the watermark.",
-            )
-        else:
-            d = KeyDiagnosis(
-                key,
-                IN_STATE,
-                f"{what} is in state ({len(state_rows)} row(s)). Without a window and a watermark the group is "
-                "never removed; in update mode its new value is emitted in every batch that changes it.",
-            )
+        d = _aggregation_in_state(key, ctx, state_rows, what)
     elif ctx.kind in (DEDUP, DEDUP_WITHIN):
         if ctx.kind == DEDUP_WITHIN:
             expires = [r["value"]["expiresAtMicros"] // 1000 for r in state_rows if (r.get("value") or {}).get("expiresAtMicros")]
-            until = f"the watermark passes {fmt_ms(max(expires))}" if expires else "it expires"
+            until = f"until the watermark passes {fmt_ms(max(expires))}" if expires else "until it expires"
+            never = not wm
         else:
             times = [t for r in state_rows for _, t in [event_time_ms(r.get("key"))] if t is not None]
-            until = f"the watermark passes its event time {fmt_ms(max(times))}" if times else "the watermark passes it"
-        stuck = " The watermark has not passed it yet" + (
-            f" (now {fmt_ms(wm)})." if wm else ": there is no watermark, so it stays forever."
-        )
+            until = f"until the watermark passes its event time {fmt_ms(max(times))}" if times else ""
+            never = not wm or not times
+        if never:
+            why = (
+                "there is no watermark"
+                if not wm
+                else "the deduplication key has no event-time column, so the watermark cannot evict it"
+            )
+            tail = f" It is never removed: {why}, and this state grows with every new key."
+            until = "for as long as the query runs"
+        else:
+            tail = f" The watermark has not passed it yet (now {fmt_ms(wm)})."
         d = KeyDiagnosis(
             key,
             DROPPING_DUPLICATES,
             f"{what} is in the deduplication state: the first row with it was emitted, and every later row "
-            f"with it is dropped as a duplicate until {until}.{stuck}",
+            f"with it is dropped as a duplicate {until}.{tail}",
         )
     elif ctx.kind == SESSION:
         sessions = []
@@ -561,14 +667,61 @@ def _diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Ke
             f"once the watermark (now {fmt_ms(wm)}) passes its end; new events within the gap extend it.",
         )
     else:
-        d = KeyDiagnosis(key, IN_STATE, f"{what} holds state: {_state_summary(lookups, wm)}.")
+        d = KeyDiagnosis(key, IN_STATE, f"{what} holds state: {_state_summary(lookups, ctx)}.")
     for name, r in rows:
         d.evidence.append(_row_evidence(name, r, ctx.batch))
     return d
 
 
-def _state_summary(lookups: list[StoreLookup], wm: int) -> str:
-    """Group state with its timeout, or each transformWithState variable with its value and timers."""
+def _aggregation_in_state(key: str, ctx: Context, state_rows: list[dict[str, Any]], what: str) -> KeyDiagnosis:
+    wm = ctx.watermark
+    windows = [(r["key"].get("window") or {}) for r in state_rows if isinstance(r.get("key"), dict)]
+    ends = sorted(e for w in windows if isinstance(w, dict) and (e := to_ms(w.get("end"))) is not None)
+    if not ends:
+        return KeyDiagnosis(
+            key,
+            IN_STATE,
+            f"{what} is in state ({len(state_rows)} row(s)). Its group has no window, so the watermark never removes it; "
+            "in update or complete mode its new value is emitted in every batch that changes it (append mode emits "
+            "nothing for it until it is removed, which does not happen).",
+        )
+    if not wm:
+        return KeyDiagnosis(
+            key,
+            IN_STATE,
+            f"{what} has {len(ends)} window(s) in state and the query has no watermark: windows never close and are "
+            "never removed. In complete or update mode they are emitted in every batch that changes them; append "
+            "mode would need a watermark.",
+        )
+    past = [e for e in ends if e <= wm]
+    if past:
+        chain = (
+            ""
+            if ctx.single_operator
+            else " (In a query with several stateful operators a later operator evicts by the watermark of its input, "
+            "which lags: check the batch after this one before concluding.)"
+        )
+        return KeyDiagnosis(
+            key,
+            IN_STATE,
+            f"{what} has {len(ends)} window(s) in state, {len(past)} of them ending at or before the watermark "
+            f"({fmt_ms(wm)}) yet still kept: the query runs in complete mode, which keeps every window and emits all "
+            f"of them in every batch.{chain}",
+        )
+    nxt = min(ends)
+    return KeyDiagnosis(
+        key,
+        WAITING_WATERMARK,
+        f"{what} has {len(ends)} window(s) in state. In append mode a window is emitted when the watermark "
+        f"(now {fmt_ms(wm)}) reaches its end: the next closes at {fmt_ms(nxt)}, {fmt_duration(nxt - wm)} ahead of "
+        "the watermark. In update mode its current counts were emitted already.",
+    )
+
+
+def _state_summary(lookups: list[StoreLookup], ctx: Context) -> str:
+    """Group state with its timeout, or each transformWithState variable with its value, TTL and timers."""
+    wm = ctx.watermark
+    last_time = ctx.batch_times.get(ctx.batch, 0)
     parts = []
     for lk in lookups:
         if not lk.rows:
@@ -577,8 +730,20 @@ def _state_summary(lookups: list[StoreLookup], wm: int) -> str:
         v = r0.get("value") or {}
         if "timeoutTimestamp" in v:
             tt = v.get("timeoutTimestamp") or 0
-            timeout = f", times out when the watermark passes {fmt_ms(tt)} (now {fmt_ms(wm)})" if tt > 0 else ", no timeout set"
-            parts.append(f"group state {json.dumps(jsonable(v.get('groupState')))}{timeout}")
+            if tt <= 0:
+                timeout = ", no timeout set"
+            elif not wm:
+                timeout = (
+                    f", times out at processing time {fmt_ms(tt)} (a processing-time timeout: there is no watermark; "
+                    f"batch {ctx.batch} ran at {fmt_ms(last_time)}): it fires in the first batch that runs after that"
+                )
+            else:
+                timeout = (
+                    f", times out when the watermark passes {fmt_ms(tt)} (now {fmt_ms(wm)}) if the timeout is on event "
+                    f"time, or at processing time {fmt_ms(tt)} if it is on processing time (batch {ctx.batch} ran at "
+                    f"{fmt_ms(last_time)})"
+                )
+            parts.append(f"group state {json.dumps(jsonable(v.get('groupState', v)))}{timeout}")
         elif "expiration_timestamp_ms" in r0:
             parts.append("timer(s) at " + ", ".join(fmt_ms(r["expiration_timestamp_ms"]) for r in lk.rows))
         elif "list_element" in r0:
@@ -589,8 +754,19 @@ def _state_summary(lookups: list[StoreLookup], wm: int) -> str:
             )
             parts.append(f"map '{lk.name}' {{{entries}}}")
         else:
-            parts.append(f"value '{lk.name}' = {json.dumps(jsonable(v))}")
+            ttl = _ttl(r0)
+            parts.append(f"value '{lk.name}' = {json.dumps(jsonable(v))}{ttl}")
     return "; ".join(parts)
+
+
+def _ttl(row: dict[str, Any]) -> str:
+    """A transformWithState TTL expiry, wherever the reader puts it (value field or its own column)."""
+    for holder in (row, row.get("value") or {}):
+        for name in ("ttlExpirationMs", "ttl_expiration_ms", "expiration_timestamp_ms"):
+            t = holder.get(name) if isinstance(holder, dict) else None
+            if isinstance(t, int) and t > 0:
+                return f", expires by TTL at processing time {fmt_ms(t)}"
+    return ""
 
 
 def diagnose(key: str, ctx: Context, lookups: list[StoreLookup]) -> KeyDiagnosis:

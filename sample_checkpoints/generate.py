@@ -13,6 +13,7 @@ Usage::
 
     python sample_checkpoints/generate.py            # every scenario
     python sample_checkpoints/generate.py join_hdfs  # only some
+    python sample_checkpoints/generate.py --spark 3.5.9|all [scenario ...]  # compatibility samples
 
 Batch timestamps are wall clock, everything else (keys, event times, watermarks,
 batch boundaries) is the same on every run.
@@ -563,10 +564,32 @@ def write_readme(all_scenarios: list[Scenario]) -> None:
         "|---|---|",
     ]
     lines += [f"| `{s.name}` | {s.description} |" for s in all_scenarios]
+    import compat
+
+    lines += [
+        "",
+        "## Compatibility samples",
+        "",
+        "`compat/<version>/<scenario>/` were written by that PySpark version (`generate.py --spark VERSION|all`, "
+        "each version in its own virtual environment under ~/.cache/statelens-compat). "
+        "`compat/<version>/truth/<scenario>.json` records what really happened: the rows the query emitted with "
+        "their batch ids, and every committed batch's keys per store as Spark's State Data Source read them "
+        "(`state_read_by`: Spark 3.x has no such reader, so the project's PySpark read those).",
+        "",
+        *compat.readme_rows(),
+    ]
     (HERE / "README.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--spark":  # compatibility samples: another PySpark version, in its own venv
+        import compat
+
+        versions = compat.VERSIONS if argv[1] == "all" else [argv[1]]
+        for v in versions:
+            compat.generate(v, argv[2:])
+        write_readme(scenarios())
+        return 0
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers need this venv's pandas/pyarrow
     from pyspark.sql import SparkSession

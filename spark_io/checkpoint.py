@@ -57,6 +57,9 @@ class OperatorInfo:
     stores: list[StoreInfo]
     metadata_version: int | None = None  # 1 or 2; None when no operator metadata was found
     properties: dict[str, Any] = field(default_factory=dict)  # v2 operatorPropertiesJson
+    inferred_from: str | None = None  # without operator metadata (Spark < 4.0): what the name was inferred from
+    key_fields: list[dict[str, Any]] = field(default_factory=list)  # from the state schema file, when read
+    value_fields: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def is_join(self) -> bool:
@@ -75,6 +78,8 @@ class CheckpointInfo:
     batches: list[Batch]
     operators: list[OperatorInfo]
     conf: dict[str, str]  # streaming conf captured in the latest offsets file
+    checkpoint_format_version: int = 1  # 2: state files named with unique ids, listed in the v2 commit log
+    commits_without_offsets: list[int] = field(default_factory=list)
 
     @property
     def committed_batches(self) -> list[Batch]:
@@ -198,7 +203,15 @@ class SparkFiles(Files):
         self._root = urllib.parse.urlparse(self.location).path.rstrip("/")
         self._content: dict[str, bytes] = {}
         self._sizes: dict[str, int] = {}
-        for pattern in ("offsets", "commits", "metadata", "state/*/_metadata/metadata", "state/*/_metadata/v2/*"):
+        for pattern in (
+            "offsets",
+            "commits",
+            "metadata",
+            "state/*/_metadata/metadata",
+            "state/*/_metadata/v2/*",
+            "state/*/0/_metadata/schema",
+            "state/*/0/*/_metadata/schema",
+        ):
             for rel, size, data in self._load(pattern, content=True):
                 self._content[rel], self._sizes[rel] = data, size
         for pattern, recursive in (("state", True), ("state/*/_stateSchema/*/*", False)):
@@ -423,6 +436,8 @@ def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
     commits = files.numbered("commits")
     batches: list[Batch] = []
     conf: dict[str, str] = {}
+    if not offsets and commits:
+        raise CorruptCheckpoint("commits/ has files but offsets/ has none: the checkpoint is damaged.")
     for batch_id in sorted(offsets):
         rel = f"offsets/{batch_id}"
         entry = _log_entry(files, offsets[batch_id])
@@ -487,11 +502,49 @@ def read_operators(files: Files) -> list[OperatorInfo]:
                     props = {}
             ops.append(OperatorInfo(op_id, str(info.get("operatorName", "unknown")), stores, version, props))
         else:
-            # no operator metadata (checkpoints from Spark < 3.5): infer stores from folders
+            # no operator metadata (checkpoints written before Spark 4.0): stores from the folders,
+            # the operator from the store names and the state schema file
             parts = sorted((d for d in files.subdirs(op_rel) if _DIGITS.match(d)), key=int)
             names = _store_names_on_disk(files, f"{op_rel}/{parts[0]}") if parts else [DEFAULT_STORE]
-            ops.append(OperatorInfo(op_id, "unknown", [StoreInfo(n, len(parts)) for n in names]))
+            op = OperatorInfo(op_id, "unknown", [StoreInfo(n, len(parts)) for n in names])
+            op.operator_name, op.inferred_from = _infer_operator(files, op_rel, op)
+            ops.append(op)
     return ops
+
+
+def _schema_of(files: Files, op_rel: str, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """Key and value fields of a store from its state schema file (partition 0), if there is one."""
+    sub = "" if store == DEFAULT_STORE else f"{store}/"
+    rel = f"{op_rel}/0/{sub}_metadata/schema"
+    if not files.is_file(rel):
+        return None
+    schemas = [o for o in parse_schema_file(files.read(rel)) if o.get("type") == "struct"]
+    if len(schemas) < 2:
+        raise CorruptCheckpoint(f"{rel} does not hold a key and a value schema: the file is damaged.")
+    return schemas[0].get("fields", []), schemas[1].get("fields", [])
+
+
+def _infer_operator(files: Files, op_rel: str, op: OperatorInfo) -> tuple[str, str]:
+    """The operator name Spark would record, and what it was inferred from."""
+    names = [s.store_name for s in op.stores]
+    if any(n.startswith(("left-", "right-")) for n in names):
+        return "symmetricHashJoin", f"store names ({', '.join(names)})"
+    schema = _schema_of(files, op_rel, names[0])
+    if schema is None:
+        return "unknown", "nothing: no operator metadata and no state schema file"
+    op.key_fields, op.value_fields = schema
+    value = {f.get("name") for f in op.value_fields}
+    key = {f.get("name") for f in op.key_fields}
+    why = "the state schema file: value field"
+    if "__dummy__" in value:
+        return "dedupe", f"{why} __dummy__"
+    if "expiresAtMicros" in value:
+        return "dedupeWithinWatermark", f"{why} expiresAtMicros"
+    if "timeoutTimestamp" in value or "groupState" in value:
+        return "flatMapGroupsWithState", f"{why} timeoutTimestamp/groupState"
+    if "sessionStartTime" in key or op.stores[0].num_cols_prefix_key:
+        return "sessionWindowStateStoreSaveExec", "the state schema file: session key"
+    return "stateStoreSave", "the state schema file: a grouping key and aggregation buffers (the remaining kind)"
 
 
 def read_checkpoint(path: str) -> CheckpointInfo:
@@ -501,7 +554,44 @@ def read_checkpoint(path: str) -> CheckpointInfo:
     """
     files = open_files(path)
     batches, conf = read_batches(files)
-    return CheckpointInfo(files.location, read_query_id(files), batches, read_operators(files), conf)
+    commits = files.numbered("commits")
+    offsets = files.numbered("offsets")
+    _FORMAT_VERSIONS[files.location] = checkpoint_format_version(files, conf)
+    return CheckpointInfo(
+        files.location,
+        read_query_id(files),
+        batches,
+        read_operators(files),
+        conf,
+        checkpoint_format_version=_FORMAT_VERSIONS[files.location],
+        commits_without_offsets=sorted(set(commits) - set(offsets)),
+    )
+
+
+FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+_FORMAT_VERSIONS: dict[str, int] = {}  # location -> format version, as last read
+
+
+def reader_conf(path: str) -> dict[str, str]:
+    """SQL confs a State Data Source read of this checkpoint needs: its checkpoint format version
+    (Spark's reader looks for v1 file names otherwise and fails on v2 checkpoints)."""
+    if is_local(path):
+        root = Path(local_path(path))
+        version = checkpoint_format_version(LocalFiles(root)) if (root / "commits").is_dir() else 1
+    else:
+        version = _FORMAT_VERSIONS.get(path.strip().rstrip("/"), 1)
+    return {FORMAT_VERSION_CONF: str(version)}
+
+
+def checkpoint_format_version(files: Files, conf: dict[str, str] | None = None) -> int:
+    """2 when the checkpoint uses the v2 format: recorded in offsets' conf by some versions, and
+    always visible in the v2 commit log, whose entries list each state store's unique ids."""
+    if conf and conf.get(FORMAT_VERSION_CONF) == "2":
+        return 2
+    commits = files.numbered("commits")
+    if commits and "stateUniqueIds" in _log_entry(files, commits[max(commits)]):
+        return 2
+    return 1
 
 
 def streaming_conf(conf: dict[str, str]) -> dict[str, str]:
@@ -547,12 +637,16 @@ def list_state_files(path: str) -> list[StateFile]:
 
 
 def read_schema_file(path: Path) -> list[dict[str, Any]]:
+    return parse_schema_file(path.read_bytes())
+
+
+def parse_schema_file(data: bytes) -> list[dict[str, Any]]:
     """The JSON schemas (key, value, ...) inside a state schema file (any format version).
 
     Schema files are written with Java's DataOutputStream: a version string and the
     schemas as length-prefixed JSON; we pick out every JSON object in order.
     """
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
     decoder = json.JSONDecoder()
     out: list[dict[str, Any]] = []
     i = 0

@@ -51,6 +51,7 @@ def configure(master: str | None = None, remote: str | None = None) -> None:
         if new != _target and _session is not None:
             _session.stop()
             _session = None
+            _children.clear()
         _target = new
 
 
@@ -153,6 +154,33 @@ def get_spark() -> Any:
         return _session
 
 
+_children: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def spark_for(conf: dict[str, str]) -> Any:
+    """The session to read a checkpoint with, given the SQL confs its reads need.
+
+    Local Spark: the shared session when the confs are Spark's defaults, else a child session
+    (same SparkContext, its own SQL conf), kept per conf. Spark Connect has no child sessions:
+    the confs are set on the session before each read."""
+    spark = get_spark()
+    if _target.remote:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        return spark
+    wanted = tuple(sorted((k, v) for k, v in conf.items() if spark.conf.get(k, None) != v))
+    if not wanted:
+        return spark
+    with _lock:
+        child = _children.get(wanted)
+        if child is None:
+            child = spark.newSession()
+            for k, v in wanted:
+                child.conf.set(k, v)
+            _children[wanted] = child
+        return child
+
+
 def is_running() -> bool:
     return _session is not None
 
@@ -175,3 +203,4 @@ def stop() -> None:
         if _session is not None:
             _session.stop()
             _session = None
+            _children.clear()

@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from spark_io import session
-from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, read_checkpoint
+from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, read_checkpoint, reader_conf
+from spark_io.overlay import read_location
 from spark_io.errors import BatchOutOfRange, NoState, StateLensError, StateReadError, UnknownOperator, UnknownStore
 
 JOIN_SIDES = ("left", "right")
@@ -125,6 +126,24 @@ def validate_source(info: CheckpointInfo, source: StateSource) -> OperatorInfo:
     return op
 
 
+_FEEDS: dict[tuple[str, int], bool] = {}
+
+
+def has_change_feed(info: CheckpointInfo, operator_id: int) -> bool:
+    """Whether the operator's stores have a change feed: always on HDFS (deltas); on RocksDB only
+    with changelog checkpointing (.changelog files), which Spark does not record in the conf."""
+    if "RocksDB" not in info.provider:
+        return True
+    cache_key = (info.path, operator_id)
+    if cache_key not in _FEEDS:
+        from spark_io.checkpoint import list_state_files
+
+        _FEEDS[cache_key] = any(
+            f.kind == "changelog" for f in list_state_files(info.path) if f.operator_id == operator_id
+        )
+    return _FEEDS[cache_key]
+
+
 def resolve_batch(info: CheckpointInfo, batch_id: int | None) -> int:
     """The batch to read: the given one if it is committed and retained, else the last committed."""
     committed = [b.batch_id for b in info.committed_batches]
@@ -184,15 +203,57 @@ class RowFilter:
 
 
 def _frame(options: dict[str, str], fmt: str, path: str, what: str, row_filter: RowFilter | None) -> Any:
-    spark = session.get_spark()
+    """Every read of the State Data Source goes through here: with the confs the checkpoint needs
+    (format version 2), from an overlay when the checkpoint was moved, as nullable Arrow-safe columns."""
     try:
+        spark = session.spark_for(reader_conf(path))
         reader = spark.read.format(fmt)
         for k, v in options.items():
             reader = reader.option(k, v)
-        df = reader.load(path)
+        df = readable(reader.load(read_location(path)))
         return row_filter.apply(df) if row_filter else df
+    except StateLensError:
+        raise
     except Exception as e:
         raise StateReadError(f"Spark could not read {what}: {spark_message(e)}") from e
+
+
+def _nullable(t: Any) -> Any:
+    """The same Spark type with every nested field nullable and repeated field names numbered."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(t, StructType):
+        seen: dict[str, int] = {}
+        fields = []
+        for f in t.fields:
+            n = seen.get(f.name, 0)
+            seen[f.name] = n + 1
+            fields.append(StructField(f.name if n == 0 else f"{f.name}_{n}", _nullable(f.dataType), True))
+        return StructType(fields)
+    if isinstance(t, ArrayType):
+        return ArrayType(_nullable(t.elementType), True)
+    if isinstance(t, MapType):
+        return MapType(_nullable(t.keyType), _nullable(t.valueType), True)
+    return t
+
+
+def readable(df: Any) -> Any:
+    """Checkpoints written by Spark 3.4-4.2 declare value fields non-nullable, yet their change feeds
+    carry null values on delete rows, which Arrow refuses; keys grouped by aliased expressions repeat
+    the field name ``_groupingexpression``, which Arrow refuses too. Cast such columns to their
+    nullable, uniquely named twin (Spark casts structs by position)."""
+    from pyspark.sql import functions as F
+
+    cols = []
+    changed = False
+    for f in df.schema.fields:
+        t = _nullable(f.dataType)
+        if t != f.dataType:
+            changed = True
+            cols.append(F.col(f.name).cast(t).alias(f.name))
+        else:
+            cols.append(F.col(f.name))
+    return df.select(*cols) if changed else df
 
 
 def state_frame(

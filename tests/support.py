@@ -19,6 +19,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 import generate  # noqa: E402  (the sample generator: its data is the ground truth)
 
 SAMPLE_NAMES = sorted(p.name for p in SAMPLES.iterdir() if (p / "offsets").is_dir())
+COMPAT = SAMPLES / "compat"
+# compatibility samples: "<version>/<scenario>", each with compat/<version>/truth/<scenario>.json
+COMPAT_NAMES = sorted(
+    f"{v.name}/{p.name}" for v in COMPAT.iterdir() if v.is_dir() for p in v.iterdir() if (p / "offsets").is_dir()
+)
 BASELINE: dict[str, dict[str, str]] = {}  # checksums at session start, filled by conftest
 
 
@@ -32,7 +37,9 @@ def tree_checksums(root: Path) -> dict[str, str]:
 
 
 def sample_checksums() -> dict[str, dict[str, str]]:
-    return {name: tree_checksums(SAMPLES / name) for name in SAMPLE_NAMES}
+    return {name: tree_checksums(SAMPLES / name) for name in SAMPLE_NAMES} | {
+        f"compat/{name}": tree_checksums(COMPAT / name) for name in COMPAT_NAMES
+    }
 
 
 def scenario(name: str) -> generate.Scenario:

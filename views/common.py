@@ -142,15 +142,21 @@ def key_fields_cached(path: str, operator_id: int) -> list[str]:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _diagnose(
-    path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...], _fp: tuple[int, int]
+    path: str,
+    operator_id: int,
+    batch: int,
+    key_field: str | None,
+    keys: tuple[str, ...],
+    join_type: str | None,
+    _fp: tuple[int, int],
 ) -> diagnosis.WhyMissingReport:
-    return diagnosis.why_missing(path, list(keys), operator_id, batch, key_field)
+    return diagnosis.why_missing(path, list(keys), operator_id, batch, key_field, join_type=join_type)
 
 
 def diagnose_cached(
-    path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...]
+    path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...], join_type: str | None = None
 ) -> diagnosis.WhyMissingReport:
-    return _diagnose(path, operator_id, batch, key_field, keys, fingerprint(path))
+    return _diagnose(path, operator_id, batch, key_field, keys, join_type, fingerprint(path))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -227,7 +233,9 @@ def source_label(source: StateSource) -> str:
 
 def operator_label(info: CheckpointInfo, operator_id: int) -> str:
     op = info.operator(operator_id)
-    return f"{operator_id}: {op.operator_name}" if op else str(operator_id)
+    if op is None:
+        return str(operator_id)
+    return f"{operator_id}: {op.operator_name}" + (" (inferred)" if op.inferred_from else "")
 
 
 def spark_settings() -> None:

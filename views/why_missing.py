@@ -22,6 +22,16 @@ VERDICT_STYLE = {
     "in_state": ("blue", "In state"),
     "dropping_duplicates": ("blue", "Dropping duplicates"),
     "session_open": ("orange", "Session open"),
+    "emitted_unmatched": ("violet", "Emitted unmatched (null-padded)"),
+    "unknown": ("gray", "Unknown: a read failed"),
+}
+JOIN_TYPES = {
+    None: "Not recorded (explain both)",
+    "inner": "Inner",
+    "left_outer": "Left outer",
+    "right_outer": "Right outer",
+    "full_outer": "Full outer",
+    "left_semi": "Left semi",
 }
 
 st.header("Why is this key missing?")
@@ -44,30 +54,53 @@ if info is not None and info.operators and info.committed_batches:
         fields = key_fields_cached(info.path, op_id)
     key_field = c2.selectbox("Key field", fields, help="Which field of the state key your keys are values of.", key="wm_field")
     batch = c3.selectbox("Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
+    op_info = info.operator(op_id)
+    join_type = None
+    if op_info is not None and op_info.is_join:
+        join_type = st.selectbox(
+            "Join type",
+            list(JOIN_TYPES),
+            format_func=lambda j: JOIN_TYPES[j],
+            key="wm_join_type",
+            help="The checkpoint does not record the join type. Outer joins emit a preserved side's evicted unmatched "
+            "rows with nulls; inner joins drop them.",
+        )
+    if op_info is not None and op_info.inferred_from:
+        st.caption(f"No operator metadata (written before Spark 4.0): the operator kind was inferred from {op_info.inferred_from}.")
     keys_text = st.text_area(
         "Keys that never showed up in the output (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43"
     )
     keys = [k for k in (line.strip() for line in keys_text.splitlines()) if k]
     run = st.button("Diagnose", type="primary", key="wm_run", disabled=not keys) or st.session_state.pop("wm_autorun", False)
-    if run or (keys and st.session_state.get("wm_last") == (info.path, op_id, batch, key_field, tuple(keys))):
-        st.session_state["wm_last"] = (info.path, op_id, batch, key_field, tuple(keys))
+    if run or (keys and st.session_state.get("wm_last") == (info.path, op_id, batch, key_field, tuple(keys), join_type)):
+        st.session_state["wm_last"] = (info.path, op_id, batch, key_field, tuple(keys), join_type)
         st.query_params.update({"checkpoint": info.path, "operator": str(op_id), "key": keys})
         with guard():
             report = with_progress(
                 "Reading the state and its history with Spark",
-                lambda: diagnose_cached(info.path, op_id, batch, key_field, tuple(keys)),
+                lambda: diagnose_cached(info.path, op_id, batch, key_field, tuple(keys), join_type),
                 "why-missing",
             )
             st.caption(
                 f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
                 f"`{report.key_field}` · "
-                + (f"history: batches {report.history[0]}–{report.history[1]}" if report.history else "no change feed")
+                + (
+                    f"history: batches {report.history[0]}–{report.history[1]} ({report.history_method})"
+                    if report.history
+                    else "history not searched"
+                )
                 + " · this page's URL links to this diagnosis"
             )
+            if report.history_error:
+                st.warning(
+                    f"The key's history could not be read, so keys not in state get the verdict Unknown. {report.history_error}"
+                )
             for r in report.results:
                 color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
                 with st.container(border=True):
                     side = f" · {r.side} side" if r.side else ""
+                    if r.matched_as and r.matched_as != "as text":
+                        side += f" · matched {r.matched_as}"
                     st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
                     st.write(r.explanation)
                     if r.near_misses:
