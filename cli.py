@@ -7,6 +7,7 @@
     python cli.py growth CHECKPOINT [--operator N] [--store NAME] [--json]
     python cli.py export CHECKPOINT --chart skew|growth|watermark --out FILE.png|.svg|.html|.csv
     python cli.py report CHECKPOINT --out FILE.html
+    python cli.py doctor CHECKPOINT [--json]
 
 Exit codes: 0 on success, 2 on bad input or a failed read, with one line on stderr.
 """
@@ -237,6 +238,29 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of partition numbers") from None
 
 
+def cmd_doctor(args: argparse.Namespace) -> None:
+    from analysis.doctor import examine
+    from spark_io.checkpoint import list_state_files, read_checkpoint
+
+    info = read_checkpoint(args.checkpoint)
+    report = examine(info, list_state_files(info.path))
+    if args.json:
+        _dump(report.to_dict())
+        return
+    c = report.committed
+    print(f"checkpoint   {report.path}")
+    print(f"committed    {len(c)} batches" + (f" ({c[0]}–{c[-1]})" if c else ""))
+    print(f"restart at   batch {report.restart_batch}")
+    print(f"loadable     {len(report.loadable_batches)} of {len(c)} committed batches can be read by the state reader")
+    print(f"format       checkpoint format version {report.checkpoint_format_version}")
+    if not report.problems:
+        print("\nNo problems found.")
+    for pr in report.problems:
+        print(f"\n[{pr.severity}] {pr.title}")
+        print(f"  what it means: {pr.meaning}")
+        print(f"  what to do:    {pr.action}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from spark_io.workspace import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 
@@ -257,6 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("checkpoint")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.set_defaults(func=cmd_overview)
+
+    d = sub.add_parser("doctor", help="is the checkpoint whole? missing commits or state files, retention, restart batch (no JVM)")
+    d.add_argument("checkpoint")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.set_defaults(func=cmd_doctor)
 
     s = sub.add_parser("sql", help="run DuckDB SQL over the state tables (op0, op0_left, op0_changes ...)")
     s.add_argument("checkpoint")

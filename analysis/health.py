@@ -145,6 +145,19 @@ class StoreGrowth:
     inserts: dict[int, int]
     deletes: dict[int, int]
     bytes: dict[int, int]  # batch -> bytes of state files on disk up to its version
+    method: str = "change feed"  # or "state per batch": no change feed (RocksDB without changelog)
+
+
+def diff_snapshots(snapshots: list[tuple[int, list[tuple[int, int]]]]) -> list[tuple[int, bool, int, int]]:
+    """Changes between successive snapshots of (key_hash, partition): what a change feed would hold."""
+    out: list[tuple[int, bool, int, int]] = []
+    prev: dict[int, int] = {}
+    for b, rows in snapshots:
+        now = dict(rows)
+        out += [(b, False, k, p) for k, p in now.items() if k not in prev]
+        out += [(b, True, k, p) for k, p in prev.items() if k not in now]
+        prev = now
+    return out
 
 
 def replay_changes(

@@ -35,7 +35,9 @@ VERSIONS = ["3.4.4", "3.5.9", "4.0.5", "4.1.4", "4.2.1", "4.3.0"]
 # what each version's venv gets besides pyspark: the last releases those lines were tested with
 PINS = {
     "3": ["pandas==1.5.3", "numpy==1.26.4", "pyarrow==12.0.1"],
-    "4": ["pandas==2.2.3", "numpy==1.26.4", "pyarrow==17.0.0"],
+    "4.0": ["pandas==2.2.3", "numpy==1.26.4", "pyarrow==17.0.0"],
+    "4.1": ["pandas==2.2.3", "numpy==1.26.4", "pyarrow==17.0.0"],
+    "4.2": ["pandas==2.2.3", "numpy==1.26.4", "pyarrow==19.0.1"],  # 4.2 needs pyarrow >= 18
 }
 
 if str(HERE) not in sys.path:
@@ -283,7 +285,8 @@ def compat_scenarios() -> list[Compat]:
                g.event_batches(10, 8, 3, id_fn=g.dedup_ids), dedup_then_window, "dedup", conf=g.SMALL, operators=(0, 1)),
         Compat("tws_ttl", "transformWithStateInPandas with a value state under a 30 minute TTL.", EVENTS,
                g.event_batches(6, 6, 4, users=4), tws_ttl, "transform_with_state", output_mode="update",
-               conf=ROCKS, min_version="4.0", why_not_before="transformWithState arrived in Spark 4.0"),
+               conf={**ROCKS, "spark.sql.streaming.noDataMicroBatches.enabled": "false"},  # as for processing-time timeouts
+               min_version="4.0", why_not_before="transformWithState arrived in Spark 4.0"),
     ]  # fmt: skip
 
 
@@ -493,7 +496,7 @@ def venv_python(version: str) -> Path:
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         extra = "[connect]" if vtuple(version) >= (4, 0) else ""  # Python stateful processors need grpc
-        pins = PINS[version.split(".")[0]]
+        pins = PINS.get(version[:3]) or PINS[version[0]]
         subprocess.run([str(py), "-m", "pip", "install", "-q", f"pyspark{extra}=={version}", *pins], check=True)
     return py
 

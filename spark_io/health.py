@@ -19,6 +19,7 @@ from spark_io.errors import UnknownStore
 from spark_io.state_reader import (
     StateSource,
     default_operator,
+    has_change_feed,
     operator_of,
     require_state,
     resolve_batch,
@@ -135,7 +136,11 @@ class GrowthReport:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"series": self.series(), "findings": [f.to_dict() for f in self.findings]}
+        return {
+            "series": self.series(),
+            "method": {f"{g.operator_id}/{g.store_name}": g.method for g in self.stores},
+            "findings": [f.to_dict() for f in self.findings],
+        }
 
 
 def _growth_sources(op: OperatorInfo) -> list[StateSource]:
@@ -147,6 +152,8 @@ def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files
     from pyspark.sql import functions as F
 
     session.get_spark()  # column expressions need a session
+    if not has_change_feed(info, op.operator_id):
+        return _growth_from_state(info, op, src, files)
     committed = [b.batch_id for b in info.committed_batches]
     first, last = committed[0], committed[-1]
     ident = [F.to_json("key")]
@@ -183,6 +190,39 @@ def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files
     store_dir = _store_dir(src)
     return health.StoreGrowth(
         op.operator_id, name, rows, parts, ins, dels, health.bytes_per_batch(files, op.operator_id, store_dir, batches)
+    )
+
+
+MAX_STATE_BATCHES = 30  # growth without a change feed: the state at this many retained batches
+
+
+def _growth_from_state(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile]) -> health.StoreGrowth:
+    """Rows per batch without a change feed (RocksDB without changelog checkpointing): the state at
+    each of the last MAX_STATE_BATCHES retained batches, as key hashes, compared batch to batch."""
+    from pyspark.sql import functions as F
+
+    batches = [b.batch_id for b in info.committed_batches][-MAX_STATE_BATCHES:]
+    snapshots = []
+    for b in batches:
+        what = f"{src.describe()} at batch {b}"
+        state = state_frame(info.path, src, {"batchId": str(b)}, what)
+        ident = [F.to_json("key")] + ([F.to_json("user_map_key")] if "user_map_key" in state.columns else [])
+        t = to_arrow(state.select(F.xxhash64(*ident).alias("k"), "partition_id"), what)
+        snapshots.append((b, list(zip(t.column("k").to_pylist(), t.column("partition_id").to_pylist(), strict=True))))
+    base = snapshots[0][1]
+    changes = health.diff_snapshots(snapshots)
+    rows, parts, ins, dels = health.replay_changes(batches, [c for c in changes if c[0] != batches[0]], base)
+    store_dir = _store_dir(src)
+    name = src.state_var or src.store_name or "default"
+    return health.StoreGrowth(
+        op.operator_id,
+        name,
+        rows,
+        parts,
+        ins,
+        dels,
+        health.bytes_per_batch(files, op.operator_id, store_dir, batches),
+        method="state per batch",
     )
 
 

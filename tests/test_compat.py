@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 
 from analysis import why_missing as wm
-from spark_io import state_reader
+from analysis.doctor import examine
+from analysis.report import checkup_report
+from spark_io import health, state_reader
 from spark_io.checkpoint import list_state_files, read_checkpoint
 from spark_io.diagnosis import why_missing
+from spark_io.workspace import Workspace, table_name
 from support import COMPAT, COMPAT_NAMES
 
 KIND = {
@@ -199,3 +202,46 @@ def test_why_missing_agrees_with_what_happened(name: str, spark) -> None:  # typ
                 assert any(r.get("order_id") == key and r.get("payment_id") for r in t["emitted"]), key
             if want in (wm.NEVER_IN_STATE, wm.WAITING_OTHER_SIDE) and kind == "join" and t["join_type"] == "inner":
                 assert not any(r.get("order_id") == key for r in t["emitted"]), key
+
+
+def truth_source(info: Any, label: str) -> state_reader.StateSource:
+    if label in ("left", "right"):
+        return state_reader.StateSource(0, store_name=f"{label}-keyWithIndexToValue")
+    if ":" in label:
+        op, var = label.split(":")
+        return state_reader.StateSource(int(op), state_var=var)
+    return state_reader.StateSource(int(label), store_name=info.operator(int(label)).stores[0].store_name)
+
+
+@pytest.mark.parametrize("name", COMPAT_NAMES)
+def test_doctor_sql_skew_growth_and_report(name: str, spark) -> None:  # type: ignore[no-untyped-def]
+    t = truth(name)
+    info = read_checkpoint(path(name))
+    last = t["committed_batches"][-1]
+    doc = examine(info, list_state_files(info.path))
+    assert doc.ok, [p.title for p in doc.problems]
+    assert doc.loadable_batches == t["committed_batches"]
+    assert doc.restart_batch == (info.uncommitted[-1] if info.uncommitted else last + 1)
+    label = next(iter(t["state"]))
+    src = truth_source(info, label)
+    rows_now = t["state"][label][str(last)]
+    # SQL over the store's table at the last batch
+    ws = Workspace(info.path)
+    result = ws.execute(f"SELECT count(*) AS n FROM {table_name(src)}")
+    assert result.table.to_pylist() == [{"n": len(rows_now)}]
+    # skew: rows per partition as Spark read them
+    store = src.state_var or src.store_name
+    sk = health.skew(info.path, src.operator_id, store, info=info)
+    want_parts: dict[int, int] = {}
+    for _k, _m, pid in rows_now:
+        want_parts[pid] = want_parts.get(pid, 0) + 1
+    assert {p: n for p, n in sk.rows_by_partition.items() if n} == want_parts
+    # growth: rows in state after every committed batch, from the change feed or the state per batch
+    g = health.growth(info.path, src.operator_id, store, info=info)
+    (sg,) = g.stores
+    assert {b: sg.rows[b] for b in t["committed_batches"][-30:]} == {
+        b: len(t["state"][label][str(b)]) for b in t["committed_batches"][-30:]
+    }
+    c = health.checkup(info.path, info=info)
+    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings)
+    assert "<html" in html.lower() and "Traceback" not in html

@@ -18,6 +18,7 @@ import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
+from analysis.doctor import DoctorReport, examine
 from analysis.export import figure_bytes, to_csv_bytes
 from analysis.health import SkewReport
 from spark_io import checkpoint, diagnosis, health, jobs, session, state_reader
@@ -157,6 +158,17 @@ def diagnose_cached(
     path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...], join_type: str | None = None
 ) -> diagnosis.WhyMissingReport:
     return _diagnose(path, operator_id, batch, key_field, keys, join_type, fingerprint(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _doctor(path: str, _fp: tuple[int, int]) -> DoctorReport:
+    info = checkpoint.read_checkpoint(path)
+    return examine(info, checkpoint.list_state_files(info.path))
+
+
+def doctor_cached(path: str) -> DoctorReport:
+    """The checkpoint doctor (files only, no JVM), until the checkpoint commits again."""
+    return _doctor(path, fingerprint(path))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

@@ -8,7 +8,7 @@ import streamlit as st
 
 from analysis import charts
 from analysis.overview import batches_table, conf_table, summary
-from views.common import chart_downloads, checkpoint_info
+from views.common import chart_downloads, checkpoint_info, doctor_cached, guard
 
 st.header("Overview")
 info = checkpoint_info()
@@ -46,6 +46,22 @@ if info is not None:
     with right:
         st.subheader("Batches")
         st.dataframe(batches, hide_index=True, width="stretch", height=340)
+    st.subheader("Checkpoint doctor")
+    with guard():
+        doc = doctor_cached(info.path)
+        c = st.columns(3)
+        c[0].metric("Restart resumes at batch", "-" if doc.restart_batch is None else doc.restart_batch)
+        c[1].metric(
+            "Batches the state reader can load",
+            f"{len(doc.loadable_batches)} / {len(doc.committed)}",
+            help="Committed batches whose every store partition has its snapshot and deltas on disk.",
+        )
+        c[2].metric("Checkpoint format", f"v{doc.checkpoint_format_version}")
+        if not doc.problems:
+            st.success("No problems found: every committed batch has its commit, offsets and state files.")
+        for pr in doc.problems:
+            show = {"error": st.error, "warning": st.warning}.get(pr.severity, st.info)
+            show(f"**{pr.title}.** {pr.meaning} *What to do:* {pr.action}")
     st.subheader("Configuration captured in offsets/")
     st.caption(f"Provider **{s['provider']}**, shuffle partitions **{s['shuffle_partitions']}**.")
     st.dataframe(conf_table(info), hide_index=True, width="stretch")

@@ -1,0 +1,221 @@
+"""Checkpoint doctor: is the checkpoint whole, and which batches can the state reader still load?
+
+Pure: works on the log reader's batches and the state file listing (no JVM). A batch ``b``
+needs state version ``b + 1`` of every store partition: a snapshot (``.snapshot`` / ``.zip``)
+at some version ``s <= b + 1`` (or the empty version 0) followed by every delta
+(``.delta`` / ``.changelog``) from ``s + 1`` to ``b + 1``. RocksDB without changelog
+checkpointing uploads a ``.zip`` per version, so it needs that one file.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spark_io.checkpoint import CheckpointInfo, StateFile
+
+DEFAULT_MIN_BATCHES_TO_RETAIN = 100
+SNAPSHOTS = ("snapshot", "zip")
+DELTAS = ("delta", "changelog")
+
+
+@dataclass
+class Problem:
+    code: str
+    severity: str  # error | warning | info
+    title: str
+    meaning: str
+    action: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Chain:
+    """One store partition's state files: what versions it can rebuild."""
+
+    operator_id: int
+    store_name: str
+    partition_id: int
+    snapshots: list[int]
+    deltas: list[int]
+    loadable_versions: list[int]  # among the committed batches' versions
+
+
+@dataclass
+class DoctorReport:
+    path: str
+    committed: list[int]
+    uncommitted: list[int]
+    commits_without_offsets: list[int]
+    restart_batch: int | None
+    loadable_batches: list[int]
+    min_batches_to_retain: int
+    min_batches_recorded: bool
+    checkpoint_format_version: int
+    problems: list[Problem] = field(default_factory=list)
+    chains: list[Chain] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        d["chains"] = [
+            {k: v for k, v in asdict(c).items() if k not in ("snapshots", "deltas")}
+            | {"snapshots": len(c.snapshots), "deltas": len(c.deltas)}
+            for c in self.chains
+        ]
+        return d
+
+
+def loadable(version: int, snapshots: set[int], deltas: set[int], snapshot_per_version: bool) -> bool:
+    if snapshot_per_version:
+        return version in snapshots or version == 0
+    base = max((s for s in snapshots if s <= version), default=0)
+    while True:
+        if all(v in deltas for v in range(base + 1, version + 1)):
+            return True
+        older = [s for s in snapshots if s < base]
+        if not older:
+            return False
+        base = max(older)
+
+
+def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
+    committed = [b.batch_id for b in info.committed_batches]
+    uncommitted = info.uncommitted
+    raw = info.conf.get("spark.sql.streaming.minBatchesToRetain")
+    min_keep = int(raw) if raw and raw.isdigit() else DEFAULT_MIN_BATCHES_TO_RETAIN
+    if info.batches:
+        last = info.batches[-1]
+        restart = last.batch_id if not last.committed else last.batch_id + 1
+    else:
+        restart = None
+    report = DoctorReport(
+        info.path,
+        committed,
+        uncommitted,
+        info.commits_without_offsets,
+        restart,
+        [],
+        min_keep,
+        raw is not None,
+        info.checkpoint_format_version,
+    )
+    problems = report.problems
+    if uncommitted:
+        problems.append(
+            Problem(
+                "offsets_without_commits",
+                "info" if uncommitted == [info.batches[-1].batch_id] else "warning",
+                f"Batch{'es' if len(uncommitted) > 1 else ''} {', '.join(map(str, uncommitted))} planned but not committed",
+                "offsets/ records the batch's input but commits/ has no entry: the query stopped or failed while "
+                "running it. Its state changes are not part of any committed version.",
+                f"On restart Spark runs batch {uncommitted[-1]} again with the same input. Nothing to repair; "
+                "diagnoses use the last committed batch.",
+                {"batches": uncommitted},
+            )
+        )
+    if info.commits_without_offsets:
+        problems.append(
+            Problem(
+                "commits_without_offsets",
+                "error",
+                f"Commits without offsets: {', '.join(map(str, info.commits_without_offsets))}",
+                "commits/ has entries whose offsets/ files are gone: the log was damaged or partly deleted by hand.",
+                "Restore offsets/ from a backup; otherwise the query must start from a new checkpoint.",
+                {"batches": info.commits_without_offsets},
+            )
+        )
+    # state chains
+    has_state = any(f.partition_id >= 0 for f in files)
+    snapshot_per_version = "RocksDB" in info.provider and not any(f.kind == "changelog" for f in files)
+    groups: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
+    for f in files:
+        if f.partition_id >= 0 and f.version is not None:
+            groups[(f.operator_id, f.store_name, f.partition_id)].append(f)
+    for op in info.operators:
+        for st in op.stores:
+            for p in range(st.num_partitions):
+                groups.setdefault((op.operator_id, st.store_name, p), [])
+    broken: dict[int, list[str]] = defaultdict(list)
+    loadable_by_batch = {b: True for b in committed}
+    for (op_id, store, part), fs in sorted(groups.items()):
+        snaps = {f.version for f in fs if f.kind in SNAPSHOTS and f.version is not None}
+        deltas = {f.version for f in fs if f.kind in DELTAS and f.version is not None}
+        ok_versions = []
+        for b in committed:
+            if loadable(b + 1, snaps, deltas, snapshot_per_version):
+                ok_versions.append(b + 1)
+            else:
+                loadable_by_batch[b] = False
+                broken[b].append(f"operator {op_id} store {store} partition {part}")
+        report.chains.append(Chain(op_id, store, part, sorted(snaps), sorted(deltas), ok_versions))
+    report.loadable_batches = [b for b in committed if loadable_by_batch[b]] if has_state else []
+    if has_state and committed:
+        latest_unloadable = [b for b in committed if not loadable_by_batch[b]]
+        if committed[-1] in latest_unloadable:
+            parts = broken[committed[-1]]
+            problems.append(
+                Problem(
+                    "state_files_missing",
+                    "error",
+                    f"The state of the last committed batch ({committed[-1]}) cannot be rebuilt",
+                    f"{len(parts)} store partition(s) miss a snapshot or a delta of version {committed[-1] + 1} or one "
+                    f"before it (for example {parts[0]}). Spark cannot load this state: a restart fails, and so do "
+                    "reads of these batches.",
+                    "Restore the missing files under state/ from a backup. Batches that still load: "
+                    + (", ".join(map(str, report.loadable_batches[-5:])) or "none")
+                    + ".",
+                    {"batches": latest_unloadable, "partitions": parts[:20]},
+                )
+            )
+        elif latest_unloadable:
+            problems.append(
+                Problem(
+                    "old_batches_unreadable",
+                    "info",
+                    f"{len(latest_unloadable)} older committed batch(es) cannot be read",
+                    "Their state files were cleaned up (Spark keeps minBatchesToRetain versions) or are missing; "
+                    "the query itself only needs the latest.",
+                    "Nothing to do for the query. To inspect those batches, keep more: raise "
+                    "spark.sql.streaming.minBatchesToRetain.",
+                    {"batches": latest_unloadable},
+                )
+            )
+    if committed and committed[0] > 0:
+        problems.append(
+            Problem(
+                "history_purged",
+                "info",
+                f"Batches before {committed[0]} were purged",
+                f"Spark keeps the last minBatchesToRetain ({min_keep}) batches and deletes older logs and state "
+                "files: overview, history searches and growth start at the oldest retained batch.",
+                "Nothing to repair. A key that left state before then shows as never in state.",
+                {"first_retained": committed[0]},
+            )
+        )
+    finding = retention_problem(len(committed), min_keep, raw is not None)
+    if finding:
+        problems.append(finding)
+    return report
+
+
+def retention_problem(retained: int, min_keep: int, recorded: bool) -> Problem | None:
+    """More batches kept than minBatchesToRetain allows: the log cleanup is not running."""
+    if retained <= min_keep + 10:  # Spark cleans up in steps: a small excess is normal
+        return None
+    said = "" if recorded else f" (not recorded in the checkpoint: Spark's default {min_keep} assumed)"
+    return Problem(
+        "retention_stuck",
+        "warning",
+        f"{retained} batches retained, minBatchesToRetain is {min_keep}{said}",
+        "Spark deletes log and state files older than minBatchesToRetain batches; far more are kept, so the "
+        "cleanup is not running (spark.sql.streaming.stateStore.maintenanceInterval, or a file system that "
+        "refuses deletes).",
+        "Check the maintenance task in the driver's log and the checkpoint store's delete permissions.",
+        {"retained": retained, "min_batches_to_retain": min_keep},
+    )
