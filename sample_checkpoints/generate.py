@@ -582,6 +582,9 @@ def write_readme(all_scenarios: list[Scenario]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--readme"]:
+        write_readme(scenarios())
+        return 0
     if argv and argv[0] == "--spark":  # compatibility samples: another PySpark version, in its own venv
         import compat
 

@@ -45,15 +45,19 @@ def _rewrite(text: str, root: Path) -> tuple[str, bool]:
         except json.JSONDecodeError:
             out.append(line)
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("stateSchemaFilePaths"), list):
+        stores = entry.get("stateStoreInfo") if isinstance(entry, dict) else None
+        for store in stores if isinstance(stores, list) else []:
+            if not isinstance(store, dict) or not isinstance(store.get("stateSchemaFilePaths"), list):
+                continue
             paths = []
-            for p in entry["stateSchemaFilePaths"]:
+            for p in store["stateSchemaFilePaths"]:
                 m = _SCHEMA_PATH.match(p) if isinstance(p, str) else None
                 if m and Path(m.group(1)) != root:
                     p = f"file:{root}{m.group(2)}"
                     changed = True
                 paths.append(p)
-            entry["stateSchemaFilePaths"] = paths
+            store["stateSchemaFilePaths"] = paths
+        if changed:
             line = json.dumps(entry, separators=(",", ":"))
         out.append(line)
     return "\n".join(out), changed

@@ -1,0 +1,70 @@
+"""Checkpoints read from where they are now, not where they were written.
+
+transformWithState's operator metadata records absolute schema paths; State Lens reads a moved
+copy through an overlay in its scratch folder and never writes into the checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from spark_io import state_reader
+from spark_io.checkpoint import read_checkpoint
+from support import COMPAT, SAMPLE_NAMES, SAMPLES, tree_checksums
+
+RECORDED = re.compile(r"file:(/[^\"]*?)(/state/\d+/_stateSchema/)")
+
+
+def row_counts(path: str) -> dict[str, int]:
+    info = read_checkpoint(path)
+    out = {}
+    for op in info.operators:
+        for src in state_reader.sources_of(op):
+            table, _ = state_reader.read_state(path, src, info=info)
+            out[src.describe()] = table.num_rows
+    return out
+
+
+def relocate_metadata(cp: Path, new_root: str) -> int:
+    """Point the copy's transformWithState metadata at ``new_root``, as if it had been written there."""
+    changed = 0
+    for meta in cp.glob("state/*/_metadata/v2/*"):
+        if meta.name.startswith("."):
+            continue
+        text = meta.read_text()
+        new = RECORDED.sub(lambda m: f"file:{new_root}{m.group(2)}", text)
+        if new != text:
+            meta.write_text(new)
+            changed += 1
+    for crc in cp.glob("state/*/_metadata/v2/.*.crc"):
+        crc.unlink()
+    return changed
+
+
+@pytest.mark.parametrize("name", [*SAMPLE_NAMES, "compat/4.3.0/tws_ttl"])
+def test_every_sample_reads_the_same_from_a_copy_elsewhere(name: str, tmp_path: Path, spark) -> None:  # type: ignore[no-untyped-def]
+    original = SAMPLES / name
+    copy = tmp_path / "elsewhere" / "cp"
+    shutil.copytree(original, copy)
+    before = tree_checksums(copy)
+    assert row_counts(str(copy)) == row_counts(str(original))
+    assert tree_checksums(copy) == before
+
+
+@pytest.mark.parametrize("sample", [SAMPLES / "transform_with_state", COMPAT / "4.3.0" / "tws_ttl"])
+def test_transform_with_state_written_elsewhere(sample: Path, tmp_path: Path, spark) -> None:  # type: ignore[no-untyped-def]
+    """Its metadata points at /prod/...: Spark's reader alone fails, State Lens reads it, bytes unchanged."""
+    cp = tmp_path / "laptop" / "tws"
+    shutil.copytree(sample, cp)
+    assert relocate_metadata(cp, "/prod/checkpoints/tws") > 0
+    before = tree_checksums(cp)
+    info = read_checkpoint(str(cp))
+    var = next(v for v in info.operators[0].state_variables if not v.startswith("$"))
+    with pytest.raises(Exception, match=r"(?i)FileNotFound|does not exist|PATH_NOT_FOUND|No such file"):
+        spark.read.format("statestore").option("stateVarName", var).load(str(cp)).collect()
+    assert row_counts(str(cp)) == row_counts(str(sample))
+    assert tree_checksums(cp) == before

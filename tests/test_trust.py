@@ -1,0 +1,89 @@
+"""Never a silent wrong answer, and verdicts that follow the query's real semantics.
+
+A failed read that a verdict depends on gives ``unknown`` with the read and Spark's reason (CLI
+JSON and the page); typed keys match by value; modes, timeouts and keys without event time are
+explained as Spark really behaves (checked on the compatibility samples' real checkpoints).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+import cli
+from analysis import why_missing as wm
+from spark_io.diagnosis import why_missing
+from support import COMPAT, ROOT, tree_checksums
+
+
+def garbled_history(copy_sample) -> Path:  # type: ignore[no-untyped-def]
+    """A copy of join_hdfs whose early deltas are garbage: the state at the last batch still loads
+    (from the snapshot of version 11 and the deltas after it), the change feed from batch 0 cannot."""
+    cp = copy_sample("join_hdfs")
+    for delta in cp.glob("state/0/*/left-keyWithIndexToValue/2.delta"):
+        delta.write_bytes(b"not a delta file")
+    for crc in cp.glob("state/0/*/left-keyWithIndexToValue/.2.delta.crc"):
+        crc.unlink()
+    return cp
+
+
+def test_failed_history_read_gives_unknown_in_the_cli_json(copy_sample, capsys, spark) -> None:  # type: ignore[no-untyped-def]
+    cp = garbled_history(copy_sample)
+    before = tree_checksums(cp)
+    assert cli.main(["why-missing", str(cp), "ord-0", "ord-154", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "change feed" in out["history"]["error"] and out["history"]["batches"] is None
+    verdicts = {r["key"]: r for r in out["results"]}
+    # ord-0 left state long ago: without its history nothing can be said
+    assert verdicts["ord-0"]["verdict"] == "unknown"
+    assert "could not be read" in verdicts["ord-0"]["explanation"] and "change feed" in verdicts["ord-0"]["explanation"]
+    # ord-154 is in state on both sides at the last batch: that verdict does not need history
+    assert verdicts["ord-154"]["verdict"] == "condition_not_met"
+    assert tree_checksums(cp) == before
+
+
+def test_failed_history_read_is_shown_on_the_page(copy_sample, spark) -> None:  # type: ignore[no-untyped-def]
+    cp = garbled_history(copy_sample)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.session_state["checkpoint"] = str(cp)
+    at.run()
+    at.switch_page("views/why_missing.py").run()
+    at.text_area(key="wm_keys").set_value("ord-0").run()
+    at.button(key="wm_run").click().run()
+    assert not at.exception
+    assert "#### `ord-0` &nbsp; :gray-badge[Unknown: a read failed]" in [m.value for m in at.markdown]
+    assert any("could not be read" in w.value for w in at.warning)
+
+
+def compat(name: str) -> str:
+    return str(COMPAT / "4.3.0" / name)
+
+
+def test_typed_keys_match_by_value(spark) -> None:  # type: ignore[no-untyped-def]
+    """A double field holding 2.0 answers '2'; a date field answers an ISO date; odd characters are just characters."""
+    r = why_missing(compat("composite_keys"), ["2", "2.0", "x"], key_field="_groupingexpression_3")  # score: (value / 2) as double
+    v = {d.key: d for d in r.results}
+    assert v["2"].verdict == v["2.0"].verdict != wm.NEVER_IN_STATE
+    assert v["2"].matched_as == "as a number (double)" and v["x"].matched_as == "as text"
+    assert v["x"].verdict == wm.NEVER_IN_STATE
+    r = why_missing(compat("composite_keys"), ["2026-01-01"], key_field="_groupingexpression")  # day
+    assert r.results[0].verdict != wm.NEVER_IN_STATE and r.results[0].matched_as == "as a date"
+    r = why_missing(compat("composite_keys"), ["o'brien", 'say "hi"', "back\\slash", "東京", "zoë"], key_field="user_id")
+    assert all(d.verdict != wm.NEVER_IN_STATE for d in r.results), [(d.key, d.verdict) for d in r.results]
+
+
+def test_semantics_of_modes_timeouts_and_keys_without_event_time(spark) -> None:  # type: ignore[no-untyped-def]
+    (d,) = why_missing(compat("complete_no_watermark"), ["user-1"]).results
+    assert d.verdict == wm.IN_STATE and "no watermark" in d.explanation and "ahead of the watermark" not in d.explanation
+    (d,) = why_missing(compat("complete_mode"), ["user-1"]).results
+    assert d.verdict == wm.IN_STATE and "complete mode" in d.explanation
+    (d,) = why_missing(compat("processing_time_timeout"), ["user-1"]).results
+    assert d.verdict == wm.IN_STATE and "processing time" in d.explanation and "watermark passes" not in d.explanation
+    (d,) = why_missing(compat("dedup_no_event_time"), ["ev-1"]).results
+    assert d.verdict == wm.DROPPING_DUPLICATES and "never removed" in d.explanation and "no event-time column" in d.explanation
+    report = why_missing(compat("join_hdfs"), [f"ord-{n}" for n in range(60, 100)])
+    waiting = [d for d in report.results if d.verdict in (wm.WAITING_OTHER_SIDE, wm.CONDITION_NOT_MET)]
+    assert waiting and all("past their event time" in d.explanation for d in waiting if "evicted once" in d.explanation)
+    assert not any("-" in part.split("past")[0][-12:] for d in waiting for part in d.explanation.split("watermark was ")[1:])
