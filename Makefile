@@ -1,4 +1,4 @@
-.PHONY: run test check lint samples bench
+.PHONY: run test check lint samples compat-samples bench
 
 run:        ## install (first time) and start the app
 	bash scripts/start.sh
@@ -10,6 +10,9 @@ check: lint test
 	.venv/bin/python -m mypy spark_io analysis cli.py
 samples:    ## regenerate the sample checkpoints (runs real streaming queries)
 	.venv/bin/python sample_checkpoints/generate.py
+compat-samples:  ## checkpoints of PySpark 3.4-4.3 (one venv per version under ~/.cache/statelens-compat)
+	.venv/bin/python sample_checkpoints/generate.py --spark all
+
 bench:      ## benchmarks (the first run builds a 1M-key checkpoint, ~2 min)
 	.venv/bin/python bench/bench_overview.py
 	.venv/bin/python bench/bench_why_missing.py
