@@ -130,7 +130,9 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
         _dump(report.to_dict())
         return
     inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
-    print(f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field {report.key_field}")
+    print(
+        f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field {report.key_field}"
+    )
     if report.history_error:
         print(f"history could not be read: {report.history_error}")
     elif report.history:
@@ -282,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.set_defaults(func=cmd_overview)
 
-    d = sub.add_parser("doctor", help="is the checkpoint whole? missing commits or state files, retention, restart batch (no JVM)")
+    d = sub.add_parser(
+        "doctor", help="is the checkpoint whole? missing commits or state files, retention, restart batch (no JVM)"
+    )
     d.add_argument("checkpoint")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=cmd_doctor)

@@ -541,7 +541,9 @@ def _diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup
                     "a malformed key is the usual cause."
                 )
         if ctx.join_type in PRESERVED and side in PRESERVED[ctx.join_type]:
-            d.explanation += f" In this {ctx.join_type.replace('_', ' ')} join it is emitted with nulls when it is evicted unmatched."
+            d.explanation += (
+                f" In this {ctx.join_type.replace('_', ' ')} join it is emitted with nulls when it is evicted unmatched."
+            )
     else:
         d = _not_in_state(key, ctx, [left, right], "The key")
         d.near_misses = near_misses(key, left.near + right.near)

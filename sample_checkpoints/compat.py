@@ -16,7 +16,6 @@ says so in ``state_read_by``).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import shutil
@@ -365,7 +364,8 @@ def run_scenario(spark: Any, s: Compat, out: Path, version: str) -> None:
     dest = out / s.name
     if dest.exists():
         shutil.rmtree(dest)
-    for k in list(g.ROCKS | g.SMALL) + [
+    for k in [
+        *list(g.ROCKS | g.SMALL),
         "spark.sql.streaming.stateStore.providerClass",
         "spark.sql.streaming.join.stateFormatVersion",
         "spark.sql.streaming.aggregation.stateFormatVersion",
@@ -517,7 +517,7 @@ def readme_rows() -> list[str]:
         run, skip = plan(v)
         lines += [f"| {v} | `{s.name}` | {s.description} |" for s in run]
         skipped += [f"- {v} `{n}`: skipped, {why}." for n, why in skip]
-    return lines + ["", *skipped]
+    return [*lines, "", *skipped]
 
 
 if __name__ == "__main__":

@@ -115,6 +115,7 @@ def typed_values(key_type: Any, key_field: str, keys: list[str]) -> tuple[str, d
     elif isinstance(t, T.DateType):
         parse, how = dt.date.fromisoformat, "as a date"
     elif isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+
         def parse(x: str) -> dt.datetime:
             v = dt.datetime.fromisoformat(x.replace("Z", "+00:00"))
             return v if v.tzinfo else v.replace(tzinfo=dt.UTC)
@@ -263,7 +264,9 @@ def why_missing(
             try:
                 horizon = _eviction_horizon(info, dict(sources)[side], first, batch, watermarks)
             except StateReadError as e:
-                ctx.notes.append(f"(The eviction estimate needs the {side} side's change feed, which could not be read: {e.message})")
+                ctx.notes.append(
+                    f"(The eviction estimate needs the {side} side's change feed, which could not be read: {e.message})"
+                )
                 continue
             if horizon:
                 ctx.eviction_horizon[side] = horizon
@@ -401,7 +404,9 @@ def _history_from_state(
             per_batch = []
             for b in upto:
                 what = f"{src.describe()} at batch {b}"
-                per_batch.append((b, _matching(state_frame(info.path, src, {"batchId": str(b)}, what), key_field, keys, typed, what)))
+                per_batch.append(
+                    (b, _matching(state_frame(info.path, src, {"batchId": str(b)}, what), key_field, keys, typed, what))
+                )
             for key in keys:
                 lookups[key][name].changes = replay_as_changes(
                     [(b, [r for r in rows if key in _owner(r["_raw"], keys, typed)]) for b, rows in per_batch]

@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from spark_io import session
 from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, read_checkpoint, reader_conf
-from spark_io.overlay import read_location
 from spark_io.errors import BatchOutOfRange, NoState, StateLensError, StateReadError, UnknownOperator, UnknownStore
+from spark_io.overlay import read_location
 
 JOIN_SIDES = ("left", "right")
 
@@ -138,9 +138,7 @@ def has_change_feed(info: CheckpointInfo, operator_id: int) -> bool:
     if cache_key not in _FEEDS:
         from spark_io.checkpoint import list_state_files
 
-        _FEEDS[cache_key] = any(
-            f.kind == "changelog" for f in list_state_files(info.path) if f.operator_id == operator_id
-        )
+        _FEEDS[cache_key] = any(f.kind == "changelog" for f in list_state_files(info.path) if f.operator_id == operator_id)
     return _FEEDS[cache_key]
 
 

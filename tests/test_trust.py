@@ -63,7 +63,9 @@ def compat(name: str) -> str:
 
 def test_typed_keys_match_by_value(spark) -> None:  # type: ignore[no-untyped-def]
     """A double field holding 2.0 answers '2'; a date field answers an ISO date; odd characters are just characters."""
-    r = why_missing(compat("composite_keys"), ["2", "2.0", "x"], key_field="_groupingexpression_3")  # score: (value / 2) as double
+    r = why_missing(
+        compat("composite_keys"), ["2", "2.0", "x"], key_field="_groupingexpression_3"
+    )  # score: (value / 2) as double
     v = {d.key: d for d in r.results}
     assert v["2"].verdict == v["2.0"].verdict != wm.NEVER_IN_STATE
     assert v["2"].matched_as == "as a number (double)" and v["x"].matched_as == "as text"
@@ -87,3 +89,17 @@ def test_semantics_of_modes_timeouts_and_keys_without_event_time(spark) -> None:
     waiting = [d for d in report.results if d.verdict in (wm.WAITING_OTHER_SIDE, wm.CONDITION_NOT_MET)]
     assert waiting and all("past their event time" in d.explanation for d in waiting if "evicted once" in d.explanation)
     assert not any("-" in part.split("past")[0][-12:] for d in waiting for part in d.explanation.split("watermark was ")[1:])
+
+
+def test_inferred_operator_is_said_on_the_page(spark) -> None:  # type: ignore[no-untyped-def]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.session_state["checkpoint"] = str(COMPAT / "3.5.9" / "left_outer_join")
+    at.run()
+    at.switch_page("views/why_missing.py").run()
+    assert not at.exception
+    assert at.selectbox(key="wm_op").format_func(0) == "0: symmetricHashJoin (inferred)"
+    assert any("inferred from store names" in c.value for c in at.caption)
+    at.selectbox(key="wm_join_type").set_value("left_outer").run()
+    at.text_area(key="wm_keys").set_value("ord-13").run()
+    at.button(key="wm_run").click().run()
+    assert "#### `ord-13` &nbsp; :violet-badge[Emitted unmatched (null-padded) · left side]" in [m.value for m in at.markdown]

@@ -66,7 +66,9 @@ if info is not None and info.operators and info.committed_batches:
             "rows with nulls; inner joins drop them.",
         )
     if op_info is not None and op_info.inferred_from:
-        st.caption(f"No operator metadata (written before Spark 4.0): the operator kind was inferred from {op_info.inferred_from}.")
+        st.caption(
+            f"No operator metadata (written before Spark 4.0): the operator kind was inferred from {op_info.inferred_from}."
+        )
     keys_text = st.text_area(
         "Keys that never showed up in the output (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43"
     )
