@@ -160,8 +160,10 @@ def cmd_skew(args: argparse.Namespace) -> None:
     print(f"skew ratio max/min {ratio}, max/median {r.max_over_median:.2f}\n")
     parts = sorted(r.rows_by_partition)
     print(_table(["partition", "rows", "bytes"], [[p, r.rows_by_partition[p], r.bytes_by_partition.get(p, 0)] for p in parts]))
-    if r.top_keys:
-        print("\ntop keys: " + ", ".join(f"{k['key']} ({k['rows']})" for k in r.top_keys[:5]))
+    if any(k["rows"] > 1 for k in r.top_keys):
+        from analysis.health import key_json
+
+        print("\nhottest keys: " + ", ".join(f"{key_json(k['key'])} ({k['rows']} rows)" for k in r.top_keys[:5]))
     _print_findings(r.findings)
 
 

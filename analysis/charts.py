@@ -79,15 +79,42 @@ def watermark_table(batches: list[Batch]) -> pa.Table:
     )
 
 
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
+BAR_COLOR, LINE_COLOR = PALETTE[0], PALETTE[1]
+
+
+def byte_unit(max_bytes: float) -> tuple[float, str]:
+    """The divisor and label that show ``max_bytes`` in human units (B, KB, MB, GB, TB)."""
+    for i, unit in enumerate(("B", "KB", "MB", "GB", "TB")):
+        if max_bytes < 1024 ** (i + 1) or unit == "TB":
+            return float(1024**i), unit
+    return 1.0, "B"
+
+
+def no_data_figure(title: str, message: str) -> go.Figure:
+    """A figure that says why there is nothing to draw, instead of empty axes."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, font={"size": 15}, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(title=title, height=240, xaxis={"visible": False}, yaxis={"visible": False}, margin={"t": 50, "b": 20})
+    return fig
+
+
 def watermark_figure(batches: list[Batch]) -> go.Figure:
     marked = [b for b in batches if b.watermark_ms]
+    if not marked:
+        return no_data_figure("Watermark per batch", "No watermark: it is 0 in every batch (the query defines none).")
     fig = go.Figure(
         go.Scatter(
-            x=[b.batch_id for b in marked], y=[_dt(b.watermark_ms) for b in marked], mode="lines+markers", name="watermark"
+            x=[b.batch_id for b in marked],
+            y=[_dt(b.watermark_ms) for b in marked],
+            mode="lines+markers",
+            name="watermark",
+            line={"color": PALETTE[0]},
         )
     )
-    title = "Watermark per batch" if marked else "Watermark per batch: none (0 in every batch)"
-    fig.update_layout(title=title, xaxis_title="batch", yaxis_title="watermark (UTC)", height=360, margin={"t": 50, "b": 40})
+    fig.update_layout(
+        title="Watermark per batch", xaxis_title="batch", yaxis_title="watermark (UTC)", height=360, margin={"t": 50, "b": 40}
+    )
     return fig
 
 
@@ -106,38 +133,63 @@ def skew_table(r: SkewReport) -> pa.Table:
 
 
 def skew_figure(r: SkewReport) -> go.Figure:
+    """Rows (bars) and bytes on disk (line) per partition: every partition labelled, both axes from zero."""
     parts = sorted(r.rows_by_partition)
     ratio = "∞ (an empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.1f}x"
+    sizes = [r.bytes_by_partition.get(p, 0) for p in parts]
+    div, unit = byte_unit(max(sizes, default=0))
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Bar(x=parts, y=[r.rows_by_partition[p] for p in parts], name="rows"), secondary_y=False)
     fig.add_trace(
-        go.Scatter(x=parts, y=[r.bytes_by_partition.get(p, 0) for p in parts], name="bytes on disk", mode="lines+markers"),
+        go.Bar(x=[str(p) for p in parts], y=[r.rows_by_partition[p] for p in parts], name="rows", marker_color=BAR_COLOR),
+        secondary_y=False,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[str(p) for p in parts],
+            y=[b / div for b in sizes],
+            name=f"state files on disk ({unit})",
+            mode="lines+markers",
+            line={"color": LINE_COLOR, "width": 3},
+        ),
         secondary_y=True,
     )
     fig.update_layout(
         title=f"State per partition: op {r.operator_id} {r.store_name} at batch {r.batch_id} (max/min {ratio}, max/median {r.max_over_median:.1f}x)",
-        xaxis_title="partition",
-        height=380,
-        margin={"t": 60, "b": 40},
-        legend={"orientation": "h", "y": -0.2},
+        height=400,
+        margin={"t": 60, "b": 40, "r": 160},
+        legend={"orientation": "v", "x": 1.08, "y": 1},
     )
-    fig.update_yaxes(title_text="rows", secondary_y=False)
-    fig.update_yaxes(title_text="bytes", secondary_y=True)
+    fig.update_xaxes(title_text="partition", type="category")
+    fig.update_yaxes(title_text="rows in state", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text=f"bytes on disk ({unit})", rangemode="tozero", secondary_y=True)
     return fig
 
 
-def skew_heatmap_figure(g: StoreGrowth) -> go.Figure:
+def skew_heatmap_figure(g: StoreGrowth, num_partitions: int = 0) -> go.Figure:
+    """Rows per partition across batches: every partition (empty ones too), colours from zero."""
     batches = sorted(g.rows_by_partition)
-    parts = sorted({p for b in batches for p in g.rows_by_partition[b]})
+    seen = {p for b in batches for p in g.rows_by_partition[b]}
+    parts = list(range(max(num_partitions, max(seen, default=-1) + 1)))
     z = [[g.rows_by_partition[b].get(p, 0) for b in batches] for p in parts]
-    fig = go.Figure(go.Heatmap(x=batches, y=parts, z=z, colorscale="Blues", colorbar={"title": "rows"}))
+    fig = go.Figure(
+        go.Heatmap(
+            x=[str(b) for b in batches],
+            y=[str(p) for p in parts],
+            z=z,
+            zmin=0,
+            colorscale="Blues",
+            colorbar={"title": "rows"},
+        )
+    )
     fig.update_layout(
         title=f"Rows per partition across batches: op {g.operator_id} {g.store_name}",
         xaxis_title="batch",
         yaxis_title="partition",
-        height=360,
+        height=max(300, 60 + 28 * len(parts)),
         margin={"t": 50, "b": 40},
     )
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category")
     return fig
 
 
@@ -159,28 +211,42 @@ def growth_table(stores: list[StoreGrowth]) -> pa.Table:
 
 
 def growth_figure(stores: list[StoreGrowth]) -> go.Figure:
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=("rows in state", "bytes of state files on disk"))
-    for g in stores:
+    """Rows and bytes per batch, one colour per store in both panels, axes from zero, legend beside the plot."""
+    if not any(g.rows for g in stores):
+        return no_data_figure("State growth per batch", "No committed batch with state to measure.")
+    top = max((g.bytes.get(b, 0) for g in stores for b in g.rows), default=0)
+    div, unit = byte_unit(top)
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, subplot_titles=("rows in state", f"bytes of state files on disk ({unit})")
+    )
+    for i, g in enumerate(stores):
         bs = sorted(g.rows)
         name = f"op{g.operator_id} {g.store_name}"
+        color = PALETTE[i % len(PALETTE)]
         fig.add_trace(
-            go.Scatter(x=bs, y=[g.rows[b] for b in bs], mode="lines+markers", name=name, legendgroup=name), row=1, col=1
+            go.Scatter(x=bs, y=[g.rows[b] for b in bs], mode="lines+markers", name=name, legendgroup=name, line={"color": color}),
+            row=1,
+            col=1,
         )
         fig.add_trace(
             go.Scatter(
                 x=bs,
-                y=[g.bytes.get(b, 0) for b in bs],
+                y=[g.bytes.get(b, 0) / div for b in bs],
                 mode="lines",
                 name=name,
                 legendgroup=name,
                 showlegend=False,
-                line={"dash": "dot"},
+                line={"dash": "dot", "color": color},
             ),
             row=2,
             col=1,
         )
     fig.update_layout(
-        title="State growth per batch", height=520, margin={"t": 70, "b": 40}, legend={"orientation": "h", "y": -0.12}
+        title="State growth per batch",
+        height=560,
+        margin={"t": 70, "b": 50, "r": 20},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.06, "x": 0},
     )
-    fig.update_xaxes(title_text="batch", row=2, col=1)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_xaxes(title_text="batch", row=2, col=1, dtick=1 if len({b for g in stores for b in g.rows}) <= 30 else None)
     return fig

@@ -13,9 +13,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from analysis.health import DEFAULT_MIN_BATCHES_TO_RETAIN, retention_finding
 from spark_io.checkpoint import CheckpointInfo, StateFile
 
-DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 SNAPSHOTS = ("snapshot", "zip")
 DELTAS = ("delta", "changelog")
 
@@ -198,24 +198,16 @@ def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
                 {"first_retained": committed[0]},
             )
         )
-    finding = retention_problem(len(committed), min_keep, raw is not None)
-    if finding:
-        problems.append(finding)
+    retention = retention_finding(info.batches, info.conf)
+    if retention:
+        problems.append(
+            Problem(
+                retention.code,
+                "warning",
+                "Old batches are not cleaned up",
+                retention.message,
+                "Check the state store maintenance task in the driver's log and the checkpoint store's delete permissions.",
+                {"retained": len(committed), "min_batches_to_retain": min_keep},
+            )
+        )
     return report
-
-
-def retention_problem(retained: int, min_keep: int, recorded: bool) -> Problem | None:
-    """More batches kept than minBatchesToRetain allows: the log cleanup is not running."""
-    if retained <= min_keep + 10:  # Spark cleans up in steps: a small excess is normal
-        return None
-    said = "" if recorded else f" (not recorded in the checkpoint: Spark's default {min_keep} assumed)"
-    return Problem(
-        "retention_stuck",
-        "warning",
-        f"{retained} batches retained, minBatchesToRetain is {min_keep}{said}",
-        "Spark deletes log and state files older than minBatchesToRetain batches; far more are kept, so the "
-        "cleanup is not running (spark.sql.streaming.stateStore.maintenanceInterval, or a file system that "
-        "refuses deletes).",
-        "Check the maintenance task in the driver's log and the checkpoint store's delete permissions.",
-        {"retained": retained, "min_batches_to_retain": min_keep},
-    )

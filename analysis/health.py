@@ -70,6 +70,24 @@ class SkewReport:
         }
 
 
+HOT_KEY_ADVICE = {
+    "aggregation": "Aggregate in two phases: add a random salt (0..N-1) to the grouping key, aggregate, then drop the "
+    "salt and combine the N partial results.",
+    "join": "Salt the skewed side only (a random suffix 0..N-1 on its key) and replicate the other side N times, once "
+    "per suffix, so every pair still meets; or route the hot key through a separate query. Salting both sides "
+    "independently loses matches.",
+    "dedup": "Deduplication cannot be salted (every copy of a key must reach the same state): deduplicate on a finer "
+    "key (add an id or the event time) or filter the hot key's repeats upstream.",
+    "dedup_within_watermark": "Deduplication cannot be salted (every copy of a key must reach the same state): "
+    "deduplicate on a finer key or filter the hot key's repeats upstream.",
+    "session_window": "A session cannot be split across salts: filter or pre-aggregate the hot key's events upstream.",
+    "group_state": "Group state is per key by design: split the key in your function's key (for example by a sub-id) "
+    "if its state can be partitioned, or handle the hot key apart.",
+    "transform_with_state": "State is per grouping key by design: split the key (for example by a sub-id) if its "
+    "state can be partitioned, or handle the hot key apart.",
+}
+
+
 def skew_report(
     operator_id: int,
     store_name: str,
@@ -78,6 +96,7 @@ def skew_report(
     rows_by_partition: dict[int, int],
     bytes_by_partition: dict[int, int],
     top_keys: list[dict[str, Any]],
+    kind: str = "aggregation",
 ) -> SkewReport:
     """Skew of one store at one batch. Every partition counts, empty ones included."""
     parts = range(max(num_partitions, max(rows_by_partition, default=-1) + 1))
@@ -114,9 +133,8 @@ def skew_report(
             findings.append(
                 Finding(
                     "hot_key",
-                    f"Key {k['key']} alone holds {k['rows']:,} rows ({k['rows'] / total:.0%} of the store). Salt it: add a "
-                    "random suffix (0..N-1) to the key on both sides or before the aggregation, and combine the N partial "
-                    "results; a hot join key usually means many rows per key in keyWithIndexToValue.",
+                    f"Key {key_json(k['key'])} alone holds {k['rows']:,} rows ({k['rows'] / total:.0%} of the store). "
+                    + HOT_KEY_ADVICE.get(kind, HOT_KEY_ADVICE["aggregation"]),
                     evidence=k,
                 )
             )
@@ -210,112 +228,251 @@ def bytes_per_batch(files: Iterable[StateFile], operator_id: int, store_name: st
     return out
 
 
-def growth_findings(stores: list[StoreGrowth], batches: list[Batch], conf: dict[str, str]) -> list[Finding]:
-    findings: list[Finding] = []
-    growing: dict[int, list[StoreGrowth]] = {}
-    for g in stores:
-        order = sorted(g.rows)
-        if len(order) >= 5:
-            never_removed = sum(g.deletes.values()) == 0
-            monotonic = all(g.rows[a] <= g.rows[b] for a, b in itertools.pairwise(order))
-            if never_removed and monotonic and g.rows[order[-1]] > g.rows[order[0]]:
-                growing.setdefault(g.operator_id, []).append(g)
-    for op_id, gs in growing.items():
-        order = sorted(gs[0].rows)
-        detail = ", ".join(f"{g.store_name} {g.rows[min(g.rows)]:,} → {g.rows[max(g.rows)]:,}" for g in gs)
-        findings.append(
-            Finding(
-                "unbounded_growth",
-                f"Operator {op_id}'s state grew in every one of {len(order)} batches and nothing was ever removed "
-                f"(rows: {detail}): without a watermark the operator can use (or with one that never passes the "
-                "state's event times) it grows until the job runs out of memory or disk.",
-                evidence={"operator_id": op_id, "stores": {g.store_name: [g.rows[min(g.rows)], g.rows[max(g.rows)]] for g in gs}},
-            )
+@dataclass
+class EvictionFacts:
+    """What decides whether an operator's state can ever leave, gathered from its state and schema."""
+
+    operator_id: int
+    kind: str  # analysis.why_missing kinds: join, aggregation, dedup, ...
+    key_has_event_time: bool = True  # aggregation / dedup: the key holds a window or a timestamp
+    other_way_out: bool = False  # group state with timeouts set, transformWithState with TTL or timers
+    oldest_event_ms: int | None = None  # the oldest event time held in state (value or key)
+    windows_past_watermark: int = 0  # windows still in state although the watermark passed their end
+
+
+WATERMARK_EVICTED = ("join", "aggregation", "dedup", "dedup_within_watermark", "session_window")
+
+
+def counted(stores: list[StoreGrowth]) -> list[StoreGrowth]:
+    """The stores whose rows are what users mean by 'rows in state': a join's rows per side
+    (keyWithIndexToValue, not its key counts), every other store or state variable."""
+    return [g for g in stores if not g.store_name.endswith("keyToNumValues")]
+
+
+def rows_in_state(stores: list[StoreGrowth]) -> int:
+    return sum(g.rows[max(g.rows)] for g in counted(stores) if g.rows)
+
+
+def counted_stores_text(stores: list[StoreGrowth]) -> str:
+    names = [f"op{g.operator_id} {g.store_name}" for g in counted(stores)]
+    left_out = len(stores) - len(names)
+    return (
+        "counted: "
+        + ", ".join(names)
+        + ("; a join's keyToNumValues stores are left out (they count keys, not rows)" if left_out else "")
+    )
+
+
+def key_json(key: Any) -> str:
+    """A key as JSON, the way every page, the CLI and the report show keys."""
+    import json
+
+    return json.dumps(key, ensure_ascii=False, default=str)
+
+
+def never_evicts(f: EvictionFacts, has_watermark: bool) -> str | None:
+    """Why the operator's state can never leave, or None when it can."""
+    if f.kind in WATERMARK_EVICTED and not has_watermark:
+        return "the query has no watermark, and this operator removes state only when the watermark passes it"
+    if f.kind in ("aggregation", "dedup") and not f.key_has_event_time:
+        return "its key has no event-time column (no window, no timestamp), so the watermark cannot remove any of it"
+    if f.kind == "aggregation" and f.windows_past_watermark:
+        return (
+            f"{f.windows_past_watermark} window(s) already behind the watermark are still kept: the query runs in "
+            "complete mode, which never removes a window"
         )
+    return None
+
+
+def growth_findings(
+    stores: list[StoreGrowth], batches: list[Batch], conf: dict[str, str], facts: list[EvictionFacts] | None = None
+) -> list[Finding]:
+    findings: list[Finding] = []
     marks = [b.watermark_ms for b in batches]
-    if batches and stores and all(m == 0 for m in marks):
+    has_watermark = any(marks)
+    stuck = _stuck_run(batches)
+    by_op: dict[int, list[StoreGrowth]] = {}
+    for g in counted(stores):
+        by_op.setdefault(g.operator_id, []).append(g)
+    for f in facts or []:
+        gs = [g for g in by_op.get(f.operator_id, []) if len(g.rows) >= 3]
+        if not gs:
+            continue
+        first, last = min(gs[0].rows), max(gs[0].rows)
+        before = sum(g.rows[first] for g in gs)
+        after = sum(g.rows[last] for g in gs)
+        removed = sum(sum(g.deletes.values()) for g in gs)
+        grew = after > before
+        detail = ", ".join(f"{g.store_name} {g.rows[first]:,} → {g.rows[last]:,}" for g in gs)
+        evidence = {"operator_id": f.operator_id, "rows": {g.store_name: [g.rows[first], g.rows[last]] for g in gs}}
+        why = never_evicts(f, has_watermark)
+        if why and grew:
+            findings.append(
+                Finding(
+                    "unbounded_growth",
+                    f"Operator {f.operator_id} ({f.kind.replace('_', ' ')}) can never shrink: {why}. Its rows went "
+                    f"{detail} over batches {first}–{last}; it grows until the job runs out of memory or disk.",
+                    evidence=evidence,
+                )
+            )
+        elif grew and not removed and f.kind in WATERMARK_EVICTED:
+            when = (
+                f" The oldest event time in state is {_fmt(f.oldest_event_ms)}; the watermark is {_fmt(marks[-1])}: rows "
+                "leave once the watermark passes their event time plus the operator's bound (window end, join time range)."
+                if f.oldest_event_ms
+                else ""
+            )
+            stuck_text = (
+                f" The watermark has not moved for {len(stuck)} batches: eviction waits for it."
+                if stuck and len(stuck) > STUCK_BATCHES
+                else ""
+            )
+            findings.append(
+                Finding(
+                    "not_evicting_yet",
+                    f"Operator {f.operator_id} ({f.kind.replace('_', ' ')}) has removed nothing yet over batches "
+                    f"{first}–{last} ({detail}).{when}{stuck_text}",
+                    severity="info",
+                    evidence=evidence | {"oldest_event_ms": f.oldest_event_ms, "watermark_ms": marks[-1] if marks else 0},
+                )
+            )
+        elif grew and not removed:
+            out = "timeouts or TTL are set, so state can leave" if f.other_way_out else "no timeout or TTL was seen"
+            findings.append(
+                Finding(
+                    "no_removal_yet",
+                    f"Operator {f.operator_id} ({f.kind.replace('_', ' ')}) has removed nothing over batches {first}–{last} "
+                    f"({detail}): its state leaves only when the function removes it, a timeout fires or TTL expires; {out}.",
+                    severity="info",
+                    evidence=evidence,
+                )
+            )
+    needing = [f.operator_id for f in facts or [] if f.kind in WATERMARK_EVICTED]
+    if batches and stores and not has_watermark and needing:
         findings.append(
             Finding(
                 "watermark_missing",
-                f"The watermark is 0 in all {len(batches)} batches: the query defines no watermark, so no stateful "
-                "operator can ever evict state. Add withWatermark(eventTimeColumn, delay) before the stateful operators.",
+                f"The watermark is 0 in all {len(batches)} batches: the query defines no watermark, so operator"
+                f"{'s' if len(needing) > 1 else ''} {', '.join(map(str, needing))} can never evict state. Add "
+                "withWatermark(eventTimeColumn, delay) before the stateful operators.",
             )
         )
-    else:
-        run_start = None
-        for i in range(1, len(batches)):
-            if marks[i] and marks[i] == marks[i - 1]:
-                run_start = i - 1 if run_start is None else run_start
-            else:
-                run_start = None
-        if run_start is not None and len(batches) - run_start >= STUCK_BATCHES + 1:
-            stuck = [b.batch_id for b in batches[run_start:]]
-            inserts = sum(g.inserts.get(b, 0) for g in stores for b in stuck)
-            if inserts:
-                findings.append(
-                    Finding(
-                        "watermark_stuck",
-                        f"The watermark has stayed at {_fmt(marks[-1])} for {len(stuck)} batches ({stuck[0]}–{stuck[-1]}) "
-                        f"while {inserts:,} new rows entered state: the event times are not advancing (constant, "
-                        "defaulted or far in the past), so state is never evicted. Check the event-time column.",
-                        evidence={"watermark_ms": marks[-1], "from_batch": stuck[0], "to_batch": stuck[-1]},
-                    )
+    elif stuck and len(stuck) >= STUCK_BATCHES + 1:
+        inserts = sum(g.inserts.get(b, 0) for g in stores for b in stuck)
+        if inserts:
+            findings.append(
+                Finding(
+                    "watermark_stuck",
+                    f"The watermark has stayed at {_fmt(marks[-1])} for {len(stuck)} batches ({stuck[0]}–{stuck[-1]}) "
+                    f"while {inserts:,} new rows entered state: the event times are not advancing (constant, "
+                    "defaulted or far in the past), so state is never evicted. Check the event-time column.",
+                    evidence={"watermark_ms": marks[-1], "from_batch": stuck[0], "to_batch": stuck[-1]},
                 )
-    retain = int(conf.get("spark.sql.streaming.minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN))
-    committed = [b.batch_id for b in batches if b.committed]
-    if committed and committed[0] == 0 and committed[-1] >= retain + 10:
-        findings.append(
-            Finding(
-                "retention_stuck",
-                f"Batch 0 is still retained after {committed[-1] + 1} batches although Spark keeps only the last {retain}: "
-                "old versions are not being cleaned up (maintenance not running, or cleanup failing on this storage).",
-                setting="spark.sql.streaming.minBatchesToRetain",
             )
-        )
+    retention = retention_finding(batches, conf)
+    if retention:
+        findings.append(retention)
     return findings
 
 
-def _fmt(ms: int) -> str:
+def _stuck_run(batches: list[Batch]) -> list[int]:
+    """The trailing batches whose (non-zero) watermark did not move."""
+    run: list[int] = []
+    for prev, cur in itertools.pairwise(batches):
+        if cur.watermark_ms and cur.watermark_ms == prev.watermark_ms:
+            run = run or [prev.batch_id]
+            run.append(cur.batch_id)
+        else:
+            run = []
+    return run
+
+
+def retention_finding(batches: list[Batch], conf: dict[str, str]) -> Finding | None:
+    """Far more batches retained than minBatchesToRetain: the cleanup is not running."""
+    raw = conf.get("spark.sql.streaming.minBatchesToRetain")
+    retain = int(raw) if raw and raw.isdigit() else DEFAULT_MIN_BATCHES_TO_RETAIN
+    committed = [b.batch_id for b in batches if b.committed]
+    if len(committed) <= retain + 10:
+        return None
+    said = "" if raw else f" (not recorded in the checkpoint: Spark's default {retain} assumed)"
+    return Finding(
+        "retention_stuck",
+        f"{len(committed)} batches are retained although Spark keeps only the last {retain}{said}: old versions are "
+        "not being cleaned up (maintenance not running, or cleanup failing on this storage).",
+        setting="spark.sql.streaming.minBatchesToRetain",
+    )
+
+
+def _fmt(ms: int | None) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ms else "0"
 
 
-def projection(stores: list[StoreGrowth], batches: list[Batch], row_bytes: float) -> Finding | None:
-    """Rows and bytes in 7 and 30 days at the current rate, and the state size estimate."""
-    ts = [b.timestamp_ms for b in batches if b.timestamp_ms]
-    if len(ts) < 2 or not stores:
+TREND_BATCHES = 10  # the projection's slope is fitted over this many latest batches
+BACK_TO_BACK_MS = 3_600_000  # batches spanning less than this say nothing about a daily rate
+IDLE_FACTOR = 10  # a gap this many times the median interval is an idle gap
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    den = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / den if den else 0.0
+
+
+def projection(stores: list[StoreGrowth], batches: list[Batch], growing_ops: set[int]) -> Finding | None:
+    """Where an operator that can never shrink is heading: rows and bytes in 7 and 30 days.
+
+    The rate is a least-squares slope over the last TREND_BATCHES batches (rows and bytes per batch);
+    the cadence comes from the batch timestamps, with idle gaps (over IDLE_FACTOR x the median
+    interval) counted and said. None when nothing grows, or when the recent trend is flat or falling.
+    """
+    gs = [g for g in counted(stores) if g.operator_id in growing_ops and g.rows]
+    if not gs:
         return None
-    interval = statistics.median(b - a for a, b in itertools.pairwise(ts)) or 1
-    per_day = 86_400_000 / interval
-    rows_now = sum(g.rows[max(g.rows)] for g in stores if g.rows)
-    bytes_now = sum(g.bytes[max(g.bytes)] for g in stores if g.bytes)
-    n = min(len(g.rows) for g in stores if g.rows) if any(g.rows for g in stores) else 0
-    if n < 2:
+    common = sorted(set.intersection(*(set(g.rows) for g in gs)))[-TREND_BATCHES:]
+    if len(common) < 3:
         return None
-    rate = sum((g.rows[max(g.rows)] - g.rows[min(g.rows)]) / (len(g.rows) - 1) for g in stores if g.rows)
-    byte_rate = sum((g.bytes[max(g.bytes)] - g.bytes[min(g.bytes)]) / (len(g.bytes) - 1) for g in stores if g.bytes)
-    overhead = bytes_now / (rows_now * row_bytes) if rows_now and row_bytes else 1.0
+    rows = [(b, sum(g.rows[b] for g in gs)) for b in common]
+    rate = slope([(float(b), float(r)) for b, r in rows])
+    if rate <= 0:
+        return None
+    bytes_series = [(float(b), float(sum(g.bytes.get(b, 0) for g in gs))) for b in common]
+    byte_rate = slope(bytes_series)
+    rows_now, bytes_now = rows[-1][1], bytes_series[-1][1]
+    per_row = bytes_now / rows_now if rows_now else 0.0
+    times = [b.timestamp_ms for b in batches if b.timestamp_ms]  # the query's cadence over every retained batch
+    evidence: dict[str, Any] = {"rows_per_batch": rate, "bytes_per_batch": byte_rate, "batches": [common[0], common[-1]]}
+    head = (
+        f"Fitted over batches {common[0]}–{common[-1]}, the state that can never shrink grows by {rate:,.1f} rows and "
+        f"{_size(byte_rate)} on disk per batch (now {rows_now:,} rows, {_size(bytes_now)})."
+    )
+    if len(times) < 2 or times[-1] - times[0] < BACK_TO_BACK_MS:
+        return Finding(
+            "projection",
+            head + " These batches ran back to back (less than an hour apart in all), so a daily rate cannot be told "
+            "from them: multiply by the batches the query runs per day.",
+            severity="info",
+            evidence=evidence | {"batches_per_day": None},
+        )
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    typical = statistics.median(gaps)
+    idle = [g for g in gaps if typical and g > IDLE_FACTOR * typical]
+    busy_ms = sum(g for g in gaps if g not in idle) or 1
+    per_day = (len(gaps) - len(idle)) * 86_400_000 / busy_ms
     r7, r30 = rows_now + rate * per_day * 7, rows_now + rate * per_day * 30
-    est = {d: max(0.0, r) * row_bytes * overhead for d, r in (("7d", r7), ("30d", r30))}
+    b7, b30 = bytes_now + byte_rate * per_day * 7, bytes_now + byte_rate * per_day * 30
+    idle_text = f"; {len(idle)} idle gap(s) left out" if idle else ""
     return Finding(
         "projection",
-        f"At the current rate ({rate:+,.1f} rows and {byte_rate:+,.0f} bytes on disk per batch, about {per_day:,.0f} "
-        f"batches a day) state reaches {max(0, r7):,.0f} rows in 7 days and {max(0, r30):,.0f} in 30 days; estimated "
-        f"size rows x {row_bytes:,.0f} B (key + value) x {overhead:.1f} (versions on disk) = {_size(est['7d'])} and "
-        f"{_size(est['30d'])}.",
+        head + f" At {per_day:,.0f} batches a day (the median interval between batches, {typical / 1000:,.0f} s{idle_text}) "
+        f"it reaches about {r7:,.0f} rows ({_size(b7)}) in 7 days and {r30:,.0f} rows ({_size(b30)}) in 30 days, "
+        f"assuming the input keeps its recent rate (about {_size(per_row)} on disk per row now).",
         severity="info",
-        evidence={
-            "rows_per_batch": rate,
-            "bytes_per_batch": byte_rate,
-            "batches_per_day": per_day,
-            "rows_7d": r7,
-            "rows_30d": r30,
-            "row_bytes": row_bytes,
-            "version_overhead": overhead,
-            "bytes_7d": est["7d"],
-            "bytes_30d": est["30d"],
-        },
+        evidence=evidence | {"batches_per_day": per_day, "rows_7d": r7, "rows_30d": r30, "bytes_7d": b7, "bytes_30d": b30},
     )
 
 

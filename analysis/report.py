@@ -65,13 +65,19 @@ def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any]) -> 
         figs.append((f"Skew: operator {s.operator_id} {s.store_name}", charts.skew_figure(s)))
         g = next((g for g in stores if g.operator_id == s.operator_id and g.store_name == s.store_name), None)
         if g is not None:
-            figs.append((f"Skew over time: operator {s.operator_id} {s.store_name}", charts.skew_heatmap_figure(g)))
+            figs.append(
+                (
+                    f"Skew over time: operator {s.operator_id} {s.store_name}",
+                    charts.skew_heatmap_figure(g, len(s.rows_by_partition)),
+                )
+            )
     return figs
 
 
 def checkup_report(info: Any, skews: list[Any], stores: list[Any], findings: list[Finding]) -> str:
     """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.health)."""
-    total_rows = sum(g.rows[max(g.rows)] for g in stores if g.rows)
+    from analysis.health import counted_stores_text, rows_in_state
+
     summary = {
         "checkpoint": info.path,
         "query id": info.query_id,
@@ -82,6 +88,6 @@ def checkup_report(info: Any, skews: list[Any], stores: list[Any], findings: lis
         "provider": info.provider,
         "shuffle partitions": info.conf.get("spark.sql.shuffle.partitions", "?"),
         "operators": ", ".join(f"{o.operator_id}: {o.operator_name}" for o in info.operators),
-        "rows in state (all stores)": f"{total_rows:,}",
+        "rows in state": f"{rows_in_state(stores):,} ({counted_stores_text(stores)})",
     }
     return health_report_html(f"State health: {info.path}", summary, findings, checkup_figures(info.batches, skews, stores))

@@ -696,19 +696,22 @@ def _aggregation_in_state(key: str, ctx: Context, state_rows: list[dict[str, Any
             "mode would need a watermark.",
         )
     past = [e for e in ends if e <= wm]
-    if past:
-        chain = (
-            ""
-            if ctx.single_operator
-            else " (In a query with several stateful operators a later operator evicts by the watermark of its input, "
-            "which lags: check the batch after this one before concluding.)"
-        )
+    if past and ctx.single_operator:
         return KeyDiagnosis(
             key,
             IN_STATE,
             f"{what} has {len(ends)} window(s) in state, {len(past)} of them ending at or before the watermark "
             f"({fmt_ms(wm)}) yet still kept: the query runs in complete mode, which keeps every window and emits all "
-            f"of them in every batch.{chain}",
+            "of them in every batch.",
+        )
+    if past:
+        return KeyDiagnosis(
+            key,
+            WAITING_WATERMARK,
+            f"{what} has {len(ends)} window(s) in state; {len(past)} end before the query's watermark ({fmt_ms(wm)}) "
+            "but are still kept: in a query with several stateful operators this one evicts by the watermark of its "
+            "input, which lags behind the upstream operator's bound (for example a join's time range). In append mode "
+            f"each window is emitted when that watermark passes its end; the earliest ends at {fmt_ms(min(ends))}.",
         )
     nxt = min(ends)
     return KeyDiagnosis(

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis import health
+from analysis import why_missing as wm
 from spark_io import session
 from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateFile, list_state_files, read_checkpoint
+from spark_io.diagnosis import lookup_sources
 from spark_io.errors import UnknownStore
 from spark_io.state_reader import (
     StateSource,
@@ -102,6 +104,7 @@ def skew(
         {r["partition_id"]: r["count"] for r in per_part},
         sizes,
         [{"key": _key_text(r["key"]), "rows": r["count"]} for r in top],
+        wm.operator_kind(op.operator_name),
     )
 
 
@@ -240,22 +243,67 @@ def growth(
             if not src.has_change_feed:
                 raise UnknownStore(f"{src.describe()} has no change feed to measure growth from.")
             stores.append(store_growth(info, op, src, files))
-    findings = health.growth_findings(stores, info.batches, info.conf)
-    proj = health.projection(stores, info.committed_batches, _row_bytes(info, ops))
+    facts = [eviction_facts(info, op) for op in ops]
+    findings = health.growth_findings(stores, info.batches, info.conf, facts)
+    growing = {f.evidence["operator_id"] for f in findings if f.code == "unbounded_growth"}
+    proj = health.projection(stores, info.committed_batches, growing)
     if proj:
         findings.append(proj)
     return GrowthReport(stores, findings, info.batches, files)
 
 
-def _row_bytes(info: CheckpointInfo, ops: list[OperatorInfo]) -> float:
-    """Average key + value bytes of a state row, from a sample of the first operator's state."""
-    src = next((s for s in _growth_sources(ops[0])), None) if ops else None
-    if src is None:
-        return 0.0
+def eviction_facts(info: CheckpointInfo, op: OperatorInfo) -> health.EvictionFacts:
+    """What decides whether the operator's state can leave: its key's event time, timeouts and TTL,
+    the oldest event time in state, windows kept past the watermark (reduced in Spark)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
+
+    kind = wm.operator_kind(op.operator_name)
+    facts = health.EvictionFacts(op.operator_id, kind)
+    src = lookup_sources(op)[0][1]
     batch = resolve_batch(info, None)
-    sample = to_arrow(state_frame(info.path, src, {"batchId": str(batch)}, src.describe()).limit(1000), src.describe())
-    cols = [c for c in sample.column_names if c != "partition_id"]
-    return sample.select(cols).nbytes / sample.num_rows if sample.num_rows else 0.0
+    what = f"{src.describe()} at batch {batch}"
+    df = state_frame(info.path, src, {"batchId": str(batch)}, what)
+
+    def times(struct_col: str) -> list[str]:
+        t = df.schema[struct_col].dataType if struct_col in df.columns else None
+        if not isinstance(t, StructType):
+            return []
+        out = [f"{struct_col}.{f.name}" for f in t.fields if isinstance(f.dataType, (TimestampType, TimestampNTZType))]
+        out += [
+            f"{struct_col}.{f.name}.end"
+            for f in t.fields
+            if isinstance(f.dataType, StructType) and "end" in f.dataType.fieldNames()
+        ]
+        return out
+
+    key_times, value_times = times("key"), times("value")
+    facts.key_has_event_time = bool(key_times)
+    aggs = []
+    event_col = (value_times or key_times or [None])[0]
+    if event_col:
+        aggs.append(F.min(F.col(event_col)).alias("oldest"))
+    wm_now = info.batches[-1].watermark_ms if info.batches else 0
+    window_end = next((c for c in key_times if c.endswith(".end")), None)
+    # in a chain, a later operator evicts by the lagging watermark of its input: windows behind the
+    # query's watermark do not mean complete mode there
+    if kind == wm.AGGREGATION and window_end and wm_now and len(info.operators) == 1:
+        aggs.append(F.sum((F.unix_millis(F.col(window_end)) <= F.lit(wm_now)).cast("int")).alias("past"))
+    value_fields = df.schema["value"].dataType.fieldNames() if isinstance(df.schema["value"].dataType, StructType) else []
+    if "timeoutTimestamp" in value_fields:
+        aggs.append(F.max("value.timeoutTimestamp").alias("timeout"))
+    if aggs:
+        row = to_arrow(df.agg(*aggs), what).to_pylist()[0]
+        oldest = row.get("oldest")
+        facts.oldest_event_ms = wm.to_ms(oldest) if oldest is not None else None
+        facts.windows_past_watermark = int(row.get("past") or 0)
+        facts.other_way_out = bool((row.get("timeout") or 0) > 0)
+    if kind == wm.TWS:
+        variables = op.properties.get("stateVariables", [])
+        facts.other_way_out = any(v.get("ttlEnabled") for v in variables) or any(
+            str(v.get("stateName", "")).startswith("$") for v in variables
+        )
+    return facts
 
 
 def config_findings(info: CheckpointInfo, files: list[StateFile], total_rows: int) -> list[health.Finding]:
@@ -284,5 +332,5 @@ def checkup(path: str, info: CheckpointInfo | None = None) -> Checkup:
     require_state(info)
     g = growth(path, info=info)
     skews = [skew(path, op.operator_id, info=info, files=g.files) for op in info.operators]
-    total_rows = sum(s.rows[max(s.rows)] for s in g.stores if s.rows)
+    total_rows = health.rows_in_state(g.stores)
     return Checkup(info, skews, g, config_findings(info, g.files, total_rows))

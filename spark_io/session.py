@@ -131,14 +131,14 @@ def _build() -> Any:
     )
     if not _target.master or _target.master.startswith("local"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-    with _jvm_stderr_to(os.path.join(scratch, "jvm.log")):
+    with _java_stderr_to(os.path.join(scratch, "jvm.log")):
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
 @contextlib.contextmanager
-def _jvm_stderr_to(log_path: str) -> Any:
+def _java_stderr_to(log_path: str) -> Any:
     """The JVM inherits file descriptor 2 when it starts: point it at a log file for that moment, so
     Spark's start-up lines and Java stack traces stay out of the CLI's stderr and the app's console.
     STATELENS_DEBUG=1 keeps them on stderr."""

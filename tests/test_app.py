@@ -168,7 +168,7 @@ def test_why_missing_page_opens_from_a_link() -> None:
 def test_health_page_flags_the_hot_key_and_offers_exports() -> None:
     at = open_app(sample("hot_key_join"), "views/health.py")
     m = metrics(at)
-    assert m["Warnings"] == "4" and m["Rows in state"] == "1,647" and m["Stores"] == "4"
+    assert m["Warnings"] == "4" and m["Rows in state"] == "1,573" and m["Stores"] == "4"
     assert m["Skew max/min"] == "503.3x" and m["Rows"] == "1,548"
     codes = [w.value.split("**")[1] for w in at.warning]
     assert codes[:4] == ["state_skew", "hot_key", "unbounded_growth", "watermark_missing"]

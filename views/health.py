@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis import charts
+from analysis.health import counted_stores_text, key_json, rows_in_state
 from analysis.report import checkup_report
 from spark_io.health import default_store
 from spark_io.state_reader import sources_of
@@ -22,11 +23,11 @@ elif info is not None:
             "health",
         )
         warnings = [f for f in c.findings if f.severity == "warning"]
-        total_rows = sum(g.rows[max(g.rows)] for g in c.growth.stores if g.rows)
+        total_rows = rows_in_state(c.growth.stores)
         m = st.columns(4)
         m[0].metric("Warnings", len(warnings))
         m[1].metric("Notes", len(c.findings) - len(warnings))
-        m[2].metric("Rows in state", f"{total_rows:,}")
+        m[2].metric("Rows in state", f"{total_rows:,}", help=counted_stores_text(c.growth.stores))
         m[3].metric("Stores", len(c.growth.stores))
         if not warnings:
             st.success("No warnings: the state looks healthy.")
@@ -68,11 +69,16 @@ elif info is not None:
                 fig = charts.skew_figure(r)
                 st.plotly_chart(fig, width="stretch", key="skew-chart")
                 chart_downloads(f"skew-op{op_id}-{store}-b{batch}", fig, charts.skew_table(r), "dl-skew")
-                st.markdown("**Hottest keys**")
-                st.dataframe([{"key": str(t["key"]), "rows": t["rows"]} for t in r.top_keys], hide_index=True, width="stretch")
+                if any(t["rows"] > 1 for t in r.top_keys):
+                    st.markdown("**Hottest keys** (rows per key, the key as JSON)")
+                    st.dataframe(
+                        [{"key": key_json(t["key"]), "rows": t["rows"]} for t in r.top_keys], hide_index=True, width="stretch"
+                    )
+                else:
+                    st.caption("Every key holds one row: no key is hotter than another.")
                 g = next((g for g in c.growth.stores if g.operator_id == op_id and g.store_name == store), None)
                 if g is not None:
-                    heat = charts.skew_heatmap_figure(g)
+                    heat = charts.skew_heatmap_figure(g, len(r.rows_by_partition))
                     st.plotly_chart(heat, width="stretch", key="heat-chart")
                     st.caption("Rows per partition across batches (from the change feed): is the skew new or old?")
         with t_growth:
