@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from spark_io.errors import StateLensError
+from analysis.errors import StateLensError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -188,9 +188,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from analysis import charts
+    from analysis.errors import InvalidInput
     from analysis.export import FIGURE_FORMATS, figure_bytes, to_csv_bytes
     from spark_io.checkpoint import read_checkpoint
-    from spark_io.errors import InvalidInput
 
     out = Path(args.out)
     fmt = out.suffix.lower().lstrip(".")
@@ -219,8 +219,8 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from pathlib import Path
 
+    from analysis.errors import InvalidInput
     from analysis.report import checkup_report
-    from spark_io.errors import InvalidInput
     from spark_io.health import checkup
 
     out = Path(args.out)
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.master and args.remote:
-            from spark_io.errors import InvalidInput
+            from analysis.errors import InvalidInput
 
             raise InvalidInput("Give either --master or --remote, not both.")
         if args.master or args.remote:

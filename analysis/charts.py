@@ -9,8 +9,8 @@ import pyarrow as pa
 from plotly.subplots import make_subplots
 
 from analysis.health import SkewReport, StoreGrowth
+from analysis.model import Batch
 from analysis.why_missing import KeyDiagnosis
-from spark_io.checkpoint import Batch
 
 EVENT_COLORS = {
     "entered state": "#1f77b4",

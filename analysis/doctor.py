@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from analysis.health import DEFAULT_MIN_BATCHES_TO_RETAIN, retention_finding
-from spark_io.checkpoint import CheckpointInfo, StateFile
+from analysis.model import CheckpointInfo, StateFile
 
 SNAPSHOTS = ("snapshot", "zip")
 DELTAS = ("delta", "changelog")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from spark_io.checkpoint import CheckpointInfo
-from spark_io.state_reader import sources_of
-from spark_io.workspace import table_name
+from analysis.model import CheckpointInfo, sources_of, table_name
 
 
 def example_queries(info: CheckpointInfo) -> dict[str, str]:

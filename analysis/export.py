@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from spark_io.errors import ExportError
+from analysis.errors import ExportError
 
 
 def flatten_all(table: pa.Table) -> pa.Table:

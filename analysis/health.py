@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_io.checkpoint import Batch, StateFile
+from analysis.model import Batch, StateFile
 
 SKEW_WARNING = 10.0
 SKEW_MIN_ROWS_PER_PARTITION = 10  # below this on average, partition counts are noise, not skew

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from spark_io.checkpoint import StateFile
+from analysis.model import StateFile
 
 VERSIONED_KINDS = ("delta", "snapshot", "changelog", "zip")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_io.checkpoint import CheckpointInfo, streaming_conf
+from analysis.model import CheckpointInfo, streaming_conf
 
 
 def overview_dict(info: CheckpointInfo) -> dict[str, Any]:

@@ -28,9 +28,9 @@ def main() -> None:
     args = ap.parse_args()
     cp = str(join_1m())
     spark = spark_session()
+    from analysis.model import StateSource
     from spark_io.checkpoint import list_state_files, read_checkpoint
     from spark_io.health import store_growth
-    from spark_io.state_reader import StateSource
 
     info = read_checkpoint(cp)
     op = info.operators[0]

@@ -21,97 +21,14 @@ import json
 import os
 import re
 import urllib.parse
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint, NotAllowed
+from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint, NotAllowed
+from analysis.model import DEFAULT_STORE, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
 
-DEFAULT_STORE = "default"
 _DIGITS = re.compile(r"^\d+$")
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
-# conf keys worth showing: provider, partitions, state format versions and the like
-_CONF_PREFIXES = ("spark.sql.streaming.", "spark.sql.shuffle.partitions")
-
-
-@dataclass(frozen=True)
-class Batch:
-    batch_id: int
-    committed: bool
-    watermark_ms: int
-    timestamp_ms: int
-    next_watermark_ms: int | None = None  # from commits/<batch>, when the commit says it
-
-
-@dataclass(frozen=True)
-class StoreInfo:
-    store_name: str
-    num_partitions: int
-    num_cols_prefix_key: int = 0
-
-
-@dataclass
-class OperatorInfo:
-    operator_id: int
-    operator_name: str
-    stores: list[StoreInfo]
-    metadata_version: int | None = None  # 1 or 2; None when no operator metadata was found
-    properties: dict[str, Any] = field(default_factory=dict)  # v2 operatorPropertiesJson
-    inferred_from: str | None = None  # without operator metadata (Spark < 4.0): what the name was inferred from
-    key_fields: list[dict[str, Any]] = field(default_factory=list)  # from the state schema file, when read
-    value_fields: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def is_join(self) -> bool:
-        return self.operator_name == "symmetricHashJoin" or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
-
-    @property
-    def state_variables(self) -> list[str]:
-        """transformWithState state variable names (operator metadata v2)."""
-        return [v.get("stateName", "") for v in self.properties.get("stateVariables", []) if v.get("stateName")]
-
-
-@dataclass
-class CheckpointInfo:
-    path: str
-    query_id: str | None
-    batches: list[Batch]
-    operators: list[OperatorInfo]
-    conf: dict[str, str]  # streaming conf captured in the latest offsets file
-    checkpoint_format_version: int = 1  # 2: state files named with unique ids, listed in the v2 commit log
-    commits_without_offsets: list[int] = field(default_factory=list)
-
-    @property
-    def committed_batches(self) -> list[Batch]:
-        return [b for b in self.batches if b.committed]
-
-    @property
-    def last_committed(self) -> int | None:
-        c = self.committed_batches
-        return c[-1].batch_id if c else None
-
-    @property
-    def uncommitted(self) -> list[int]:
-        return [b.batch_id for b in self.batches if not b.committed]
-
-    def operator(self, operator_id: int) -> OperatorInfo | None:
-        return next((o for o in self.operators if o.operator_id == operator_id), None)
-
-    @property
-    def provider(self) -> str:
-        cls = self.conf.get("spark.sql.streaming.stateStore.providerClass", "")
-        return cls.rsplit(".", 1)[-1] or "HDFSBackedStateStoreProvider"
-
-
-@dataclass(frozen=True)
-class StateFile:
-    operator_id: int
-    partition_id: int
-    store_name: str
-    kind: str  # delta | snapshot | changelog | zip | sst | schema | other
-    version: int | None  # state version (= batch id + 1) for versioned files
-    size: int
-    path: str  # relative to the checkpoint folder
 
 
 # --------------------------------------------------------------------------- file access
@@ -592,10 +509,6 @@ def checkpoint_format_version(files: Files, conf: dict[str, str] | None = None) 
     if commits and "stateUniqueIds" in _log_entry(files, commits[max(commits)]):
         return 2
     return 1
-
-
-def streaming_conf(conf: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in sorted(conf.items()) if k.startswith(_CONF_PREFIXES)}
 
 
 # --------------------------------------------------------------------------- state files

@@ -14,22 +14,24 @@ from typing import Any
 
 from analysis import health
 from analysis import why_missing as wm
-from spark_io import session
-from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateFile, list_state_files, read_checkpoint
-from spark_io.diagnosis import lookup_sources
-from spark_io.errors import UnknownStore
-from spark_io.state_reader import (
+from analysis.errors import UnknownStore
+from analysis.model import (
+    DEFAULT_STORE,
+    CheckpointInfo,
+    OperatorInfo,
+    StateFile,
     StateSource,
     default_operator,
-    has_change_feed,
     operator_of,
     require_state,
     resolve_batch,
     sources_of,
-    state_frame,
-    to_arrow,
     validate_source,
 )
+from spark_io import session
+from spark_io.checkpoint import list_state_files, read_checkpoint
+from spark_io.diagnosis import lookup_sources
+from spark_io.state_reader import has_change_feed, state_frame, to_arrow
 
 
 def default_store(op: OperatorInfo) -> str:
@@ -280,7 +282,7 @@ def eviction_facts(info: CheckpointInfo, op: OperatorInfo) -> health.EvictionFac
     key_times, value_times = times("key"), times("value")
     facts.key_has_event_time = bool(key_times)
     aggs = []
-    event_col = (value_times or key_times or [None])[0]
+    event_col = next(iter(value_times or key_times), None)
     if event_col:
         aggs.append(F.min(F.col(event_col)).alias("oldest"))
     wm_now = info.batches[-1].watermark_ms if info.batches else 0

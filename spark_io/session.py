@@ -22,7 +22,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from spark_io.errors import SparkUnavailable
+from analysis.errors import SparkUnavailable
 
 
 @dataclass(frozen=True)

@@ -15,116 +15,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from analysis.errors import BatchOutOfRange, StateLensError, StateReadError, UnknownStore
+from analysis.model import (
+    CheckpointInfo,
+    StateSource,
+    require_state,
+    resolve_batch,
+    validate_source,
+)
 from spark_io import session
-from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, OperatorInfo, read_checkpoint, reader_conf
-from spark_io.errors import BatchOutOfRange, NoState, StateLensError, StateReadError, UnknownOperator, UnknownStore
+from spark_io.checkpoint import read_checkpoint, reader_conf
 from spark_io.overlay import read_location
-
-JOIN_SIDES = ("left", "right")
-
-
-@dataclass(frozen=True)
-class StateSource:
-    """Which state to read: an operator and at most one of store, join side or state variable."""
-
-    operator_id: int
-    store_name: str | None = None
-    join_side: str | None = None
-    state_var: str | None = None
-    timers: bool = False  # transformWithState registered timers
-
-    @property
-    def has_change_feed(self) -> bool:
-        """Spark 4.3 reads change feeds per store; join-side views and timers have none."""
-        return not self.join_side and not self.timers
-
-    def options(self) -> dict[str, str]:
-        opts = {"operatorId": str(self.operator_id)}
-        if self.timers:
-            opts["readRegisteredTimers"] = "true"
-        elif self.join_side:
-            opts["joinSide"] = self.join_side
-        elif self.state_var:
-            opts["stateVarName"] = self.state_var
-        elif self.store_name and self.store_name != DEFAULT_STORE:
-            opts["storeName"] = self.store_name
-        return opts
-
-    def describe(self) -> str:
-        what = (
-            (self.timers and "registered timers")
-            or (self.join_side and f"join side {self.join_side}")
-            or (self.state_var and f"state variable {self.state_var}")
-        )
-        return f"operator {self.operator_id}, " + (what or f"store {self.store_name or DEFAULT_STORE}")
-
-
-def is_tws(op: OperatorInfo) -> bool:
-    return "transformwithstate" in op.operator_name.lower()
-
-
-def sources_of(op: OperatorInfo) -> list[StateSource]:
-    """Every readable view of one operator, in the order the UI lists them."""
-    if is_tws(op):
-        out = [StateSource(op.operator_id, state_var=v) for v in op.state_variables if not v.startswith("$")]
-        if any(v.startswith("$") for v in op.state_variables):
-            out.append(StateSource(op.operator_id, timers=True))
-        return out
-    out = [StateSource(op.operator_id, store_name=s.store_name) for s in op.stores]
-    if op.is_join:
-        out += [StateSource(op.operator_id, join_side=side) for side in JOIN_SIDES]
-    return out
-
-
-def require_state(info: CheckpointInfo) -> None:
-    if not info.operators:
-        raise NoState(
-            f"{info.path} has no state/ folder: the query has no stateful operator, or it has not "
-            "committed a batch yet. Overview and batches are still available."
-        )
-
-
-def operator_of(info: CheckpointInfo, operator_id: int) -> OperatorInfo:
-    require_state(info)
-    op = info.operator(operator_id)
-    if op is None:
-        known = ", ".join(f"{o.operator_id} ({o.operator_name})" for o in info.operators)
-        raise UnknownOperator(f"Operator {operator_id} is not in this checkpoint. Its operators are: {known}.")
-    return op
-
-
-def default_operator(info: CheckpointInfo) -> OperatorInfo:
-    """The operator a diagnosis starts on: the join if there is one, else the first."""
-    require_state(info)
-    return next((o for o in info.operators if o.is_join), info.operators[0])
-
-
-def validate_source(info: CheckpointInfo, source: StateSource) -> OperatorInfo:
-    op = operator_of(info, source.operator_id)
-    if source.join_side is not None:
-        if not op.is_join:
-            raise UnknownStore(
-                f"Operator {op.operator_id} ({op.operator_name}) is not a stream-stream join: it has no join side."
-            )
-        if source.join_side not in JOIN_SIDES:
-            raise UnknownStore(f"Join side must be 'left' or 'right', not '{source.join_side}'.")
-    elif is_tws(op):
-        if source.timers:
-            return op
-        if source.state_var not in op.state_variables or source.state_var.startswith("$"):
-            raise UnknownStore(
-                f"Operator {op.operator_id} ({op.operator_name}) keeps state variables "
-                f"{', '.join(op.state_variables) or '(none)'}; '{source.state_var}' is not one of them."
-            )
-    else:
-        names = [s.store_name for s in op.stores]
-        name = source.store_name or DEFAULT_STORE
-        if name not in names:
-            raise UnknownStore(
-                f"Operator {op.operator_id} ({op.operator_name}) has no store '{name}'. Its stores are: {', '.join(names)}."
-            )
-    return op
-
 
 _FEEDS: dict[tuple[str, int], bool] = {}
 
@@ -140,21 +41,6 @@ def has_change_feed(info: CheckpointInfo, operator_id: int) -> bool:
 
         _FEEDS[cache_key] = any(f.kind == "changelog" for f in list_state_files(info.path) if f.operator_id == operator_id)
     return _FEEDS[cache_key]
-
-
-def resolve_batch(info: CheckpointInfo, batch_id: int | None) -> int:
-    """The batch to read: the given one if it is committed and retained, else the last committed."""
-    committed = [b.batch_id for b in info.committed_batches]
-    if not committed:
-        raise BatchOutOfRange(f"{info.path} has no committed batch yet: there is no state to read.")
-    if batch_id is None:
-        return committed[-1]
-    if batch_id not in committed:
-        pending = " (it is in offsets/ but not committed yet)" if batch_id in info.uncommitted else ""
-        raise BatchOutOfRange(
-            f"Batch {batch_id} is not available{pending}: the retained committed batches are {committed[0]}–{committed[-1]}."
-        )
-    return batch_id
 
 
 _ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import duckdb
 import pyarrow as pa
 
-from spark_io.checkpoint import DEFAULT_STORE, CheckpointInfo, read_checkpoint
-from spark_io.errors import RowBudgetExceeded, SqlError
-from spark_io.state_reader import RowFilter, StateSource, read_changes, read_state, resolve_batch, sources_of, spill_state
+from analysis.errors import RowBudgetExceeded, SqlError
+from analysis.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
+from spark_io.checkpoint import read_checkpoint
+from spark_io.state_reader import RowFilter, read_changes, read_state, spill_state
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_ROW_BUDGET = int(os.environ.get("STATELENS_ROW_BUDGET", "5000000"))
@@ -48,14 +49,6 @@ class TableSpec:
 
     def describe(self) -> str:
         return ("change feed of " if self.changes else "") + self.source.describe()
-
-
-def table_name(source: StateSource) -> str:
-    base = f"op{source.operator_id}"
-    suffix = "timers" if source.timers else source.join_side or source.state_var or source.store_name
-    if not suffix or suffix == DEFAULT_STORE:
-        return base
-    return f"{base}_{re.sub(r'[^0-9A-Za-z_]', '_', suffix)}"
 
 
 def table_specs(info: CheckpointInfo) -> dict[str, TableSpec]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.errors import NotAllowed
 from spark_io.checkpoint import check_allowed, read_checkpoint
-from spark_io.errors import NotAllowed
 from support import ROOT, SAMPLES
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
 from spark_io.checkpoint import list_state_files, read_checkpoint, read_schema_file
-from spark_io.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
 from support import SAMPLE_NAMES, ms, sample, scenario
 
 

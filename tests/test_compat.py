@@ -16,11 +16,12 @@ import pytest
 
 from analysis import why_missing as wm
 from analysis.doctor import examine
+from analysis.model import table_name
 from analysis.report import checkup_report
 from spark_io import health, state_reader
 from spark_io.checkpoint import list_state_files, read_checkpoint
 from spark_io.diagnosis import why_missing
-from spark_io.workspace import Workspace, table_name
+from spark_io.workspace import Workspace
 from support import COMPAT, COMPAT_NAMES
 
 KIND = {

@@ -14,9 +14,10 @@ import pytest
 
 import cli
 from analysis import health
-from spark_io.checkpoint import Batch, read_checkpoint
+from analysis.model import Batch, StateSource
+from spark_io.checkpoint import read_checkpoint
 from spark_io.health import checkup, growth, skew
-from spark_io.state_reader import StateSource, read_state
+from spark_io.state_reader import read_state
 from support import SAMPLES, sample, scenario
 
 # --------------------------------------------------------------------------- pure functions

@@ -27,8 +27,9 @@ def test_engine_code_does_not_import_the_ui() -> None:
 
 
 def test_analysis_does_not_touch_spark() -> None:
+    """One direction: views and cli -> spark_io -> analysis. analysis imports no engine and no layer above it."""
     for name, mods in imported_modules("analysis").items():
-        assert "pyspark" not in mods, name
+        assert not mods & {"pyspark", "py4j", "duckdb", "streamlit", "spark_io", "views", "cli"}, (name, mods)
         src = (ROOT / "analysis" / name).read_text()
         assert "get_spark" not in src and "state_reader.read" not in src, name
 
@@ -51,3 +52,26 @@ def test_no_legacy_pages_folder() -> None:
     # A pages/ folder next to app.py makes Streamlit route direct URLs (deep links) through its
     # legacy multipage runner, which runs the page file without app.py: pages live in views/.
     assert not (ROOT / "pages").exists()
+
+
+def test_spark_io_does_not_import_pages_or_cli() -> None:
+    for name, mods in imported_modules("spark_io").items():
+        assert not mods & {"views", "cli", "streamlit"}, (name, mods)
+
+
+def test_analysis_imports_without_pyspark_duckdb_or_streamlit() -> None:
+    """Every analysis module imports in a fresh interpreter where the engines cannot be imported."""
+    import subprocess
+    import sys
+
+    modules = sorted(p.stem for p in (ROOT / "analysis").glob("*.py") if p.stem != "__init__")
+    code = (
+        "import sys\n"
+        "for name in ('pyspark', 'py4j', 'duckdb', 'streamlit'):\n"
+        "    sys.modules[name] = None  # any import of it raises ImportError\n"
+        + "".join(f"import analysis.{m}\n" for m in modules)
+        + "print('ok', len(sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-2000:]
+    assert len(modules) >= 12

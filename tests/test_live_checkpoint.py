@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from analysis.errors import StateLensError
+from analysis.model import StateSource
 from spark_io.checkpoint import read_checkpoint
 from spark_io.diagnosis import why_missing
-from spark_io.errors import StateLensError
-from spark_io.state_reader import StateSource, read_state
+from spark_io.state_reader import read_state
 
 
 @pytest.mark.usefixtures("spark")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.errors import CheckpointNotFound, NotACheckpoint
 from spark_io.checkpoint import SparkFiles, is_local, list_state_files, open_files, read_checkpoint
 from spark_io.diagnosis import why_missing
-from spark_io.errors import CheckpointNotFound, NotACheckpoint
 from support import SAMPLE_NAMES, sample
 
 pytestmark = pytest.mark.usefixtures("spark")

@@ -7,9 +7,10 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
+from analysis.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
+from analysis.model import StateSource, sources_of
 from spark_io.checkpoint import read_checkpoint
-from spark_io.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
-from spark_io.state_reader import StateSource, read_changes, read_state, read_state_metadata, sources_of
+from spark_io.state_reader import read_changes, read_state, read_state_metadata
 from support import SAMPLE_NAMES, ms, sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")

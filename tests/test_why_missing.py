@@ -14,10 +14,11 @@ import re
 import pytest
 
 from analysis import why_missing as wm
+from analysis.errors import BatchOutOfRange, InvalidInput, UnknownOperator
+from analysis.model import StateSource
 from spark_io.checkpoint import read_checkpoint
 from spark_io.diagnosis import why_missing
-from spark_io.errors import BatchOutOfRange, InvalidInput, UnknownOperator
-from spark_io.state_reader import StateSource, read_changes
+from spark_io.state_reader import read_changes
 from spark_io.workspace import Workspace
 from support import SAMPLES, ms, sample, scenario
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.errors import BatchOutOfRange, SqlError
 from analysis.examples import example_queries
 from spark_io.checkpoint import read_checkpoint
-from spark_io.errors import BatchOutOfRange, SqlError
 from spark_io.workspace import Workspace, table_specs
 from support import sample, scenario
 
@@ -105,8 +105,9 @@ def test_examples_run_on_every_sample() -> None:
 def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from collections import Counter
 
-    from spark_io.errors import RowBudgetExceeded
-    from spark_io.state_reader import RowFilter, StateSource, read_state
+    from analysis.errors import RowBudgetExceeded
+    from analysis.model import StateSource
+    from spark_io.state_reader import RowFilter, read_state
 
     full, _ = read_state(sample("unbounded_agg"), StateSource(0))
     per_part = Counter(full.column("partition_id").to_pylist())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from spark_io.state_reader import arrow_schema_rows, sources_of
-from spark_io.workspace import table_name
+from analysis.model import sources_of, table_name
+from spark_io.state_reader import arrow_schema_rows
 from views.common import (
     checkpoint_info,
     guard,

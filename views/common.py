@@ -19,12 +19,12 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from analysis.doctor import DoctorReport, examine
+from analysis.errors import SparkUnavailable, StateLensError
 from analysis.export import figure_bytes, to_csv_bytes
 from analysis.health import SkewReport
+from analysis.model import CheckpointInfo, StateSource
 from spark_io import checkpoint, diagnosis, health, jobs, session, state_reader
-from spark_io.checkpoint import CheckpointInfo
-from spark_io.errors import SparkUnavailable, StateLensError
-from spark_io.state_reader import RowFilter, StateSource
+from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,9 +6,9 @@ import streamlit as st
 
 from analysis import charts
 from analysis.health import counted_stores_text, key_json, rows_in_state
+from analysis.model import sources_of
 from analysis.report import checkup_report
 from spark_io.health import default_store
-from spark_io.state_reader import sources_of
 from views.common import chart_downloads, checkpoint_info, checkup_cached, guard, operator_label, skew_cached, with_progress
 
 st.header("State health")

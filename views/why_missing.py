@@ -9,7 +9,7 @@ import json
 import streamlit as st
 
 from analysis.charts import key_timeline_figure
-from spark_io.state_reader import default_operator
+from analysis.model import default_operator
 from views.common import checkpoint_info, diagnose_cached, guard, key_fields_cached, operator_label, with_progress
 
 VERDICT_STYLE = {

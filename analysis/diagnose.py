@@ -1,0 +1,315 @@
+"""'Why is key X missing', end to end over any ``StateAccess`` (pure: no Spark here).
+
+Reads per store: the state at the batch (exact matches); the history only where it is needed:
+for a join key matched or on both sides, the recent batches that explain its rows (searched
+backwards in growing windows); for every other key, every retained batch. Without a change feed
+the history is the state at each of the last MAX_STATE_BATCHES retained batches. A failed history
+read is recorded: keys whose verdict depends on it become ``unknown``. Near-miss keys are looked
+up only for keys that wait or were never seen; a waiting join key gets its side's eviction delay.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis import why_missing as wm
+from analysis.errors import InvalidInput, StateReadError, UnknownOperator
+from analysis.model import (
+    CheckpointInfo,
+    OperatorInfo,
+    StateSource,
+    default_operator,
+    operator_of,
+    resolve_batch,
+    sources_of,
+    table_name,
+    validate_source,
+)
+from analysis.state_access import KeyQuery, StateAccess, typed_values
+
+MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches, newest first
+
+
+@dataclass
+class WhyMissingReport:
+    checkpoint: str
+    operator_id: int
+    operator_name: str
+    kind: str
+    batch: int
+    key_field: str
+    key_fields: list[str]
+    history: tuple[int, int] | None
+    watermarks: dict[int, int]
+    results: list[wm.KeyDiagnosis] = field(default_factory=list)
+    inferred_from: str | None = None  # the operator kind was inferred (no operator metadata)
+    join_type: str | None = None
+    history_method: str | None = None  # "change feed" | "state per batch"; None: no history searched
+    history_error: str | None = None  # the history read that failed, with Spark's reason
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "operator_id": self.operator_id,
+            "operator_name": self.operator_name,
+            "operator_inferred_from": self.inferred_from,
+            "batch_id": self.batch,
+            "key_field": self.key_field,
+            "join_type": self.join_type,
+            "history": {
+                "batches": list(self.history) if self.history else None,
+                "method": self.history_method,
+                "error": self.history_error,
+            },
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def lookup_sources(op: OperatorInfo) -> list[tuple[str, StateSource]]:
+    """(name, source) of every store a diagnosis reads for this operator."""
+    if op.is_join:
+        return [(side, StateSource(op.operator_id, store_name=f"{side}-keyWithIndexToValue")) for side in ("left", "right")]
+    if wm.operator_kind(op.operator_name) == wm.TWS:
+        return [("timers" if s.timers else str(s.state_var), s) for s in sources_of(op)]
+    return [("state", StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None))]
+
+
+def ordered_key_fields(fields: list[tuple[str, str]]) -> list[str]:
+    """Key field names, the one a user most likely means first (the first that is not a timestamp)."""
+    names = [n for n, _ in fields]
+    first = next((n for n, t in fields if not t.startswith("timestamp")), names[0] if names else None)
+    return [first, *(n for n in names if n != first)] if first else []
+
+
+def why_missing(
+    access: StateAccess,
+    info: CheckpointInfo,
+    keys: list[str],
+    operator_id: int | None = None,
+    batch_id: int | None = None,
+    key_field: str | None = None,
+    join_type: str | None = None,
+) -> WhyMissingReport:
+    keys = list(dict.fromkeys(keys))
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise InvalidInput("Give at least one key (one per line in the app, or as arguments to the CLI).")
+    if join_type is not None and join_type not in wm.JOIN_TYPES:
+        raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
+    op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
+    kind = wm.operator_kind(op.operator_name)
+    batch = resolve_batch(info, batch_id)
+    sources = lookup_sources(op)
+    if not sources:
+        raise UnknownOperator(f"Operator {op.operator_id} ({op.operator_name}) has no readable state.")
+    for _, src in sources:
+        validate_source(info, src)
+    first_src = sources[0][1]
+    typed_fields = access.key_fields(first_src, batch)
+    fields = ordered_key_fields(typed_fields)
+    if not fields:
+        raise InvalidInput(f"Operator {op.operator_id} ({op.operator_name}) has no key fields to match.")
+    if key_field is None:
+        key_field = fields[0]
+    elif key_field not in fields:
+        raise InvalidInput(f"The key has no field '{key_field}'. Its fields are: {', '.join(n for n, _ in typed_fields)}.")
+    matched_as, typed = typed_values(dict(typed_fields)[key_field], keys)
+    query = KeyQuery(key_field, tuple(keys), tuple(typed.items()))
+
+    committed = [b.batch_id for b in info.committed_batches]
+    watermarks = {b.batch_id: b.watermark_ms for b in info.batches}
+    names = [name for name, _ in sources]
+    lookups: dict[str, dict[str, wm.StoreLookup]] = {
+        key: {name: wm.StoreLookup(name, table_name(src)) for name, src in sources} for key in keys
+    }
+    join_format = 2 if kind != wm.JOIN or "matched" in access.value_fields(first_src, batch) else 1
+
+    # 1. the state at the batch: one filtered read per store
+    for name, src in sources:
+        found = access.rows(src, batch, query)
+        for key in keys:
+            lookups[key][name].rows = [_without_key(r) for r in found if key in query.owners(r["_raw"])]
+
+    ctx = wm.Context(
+        kind,
+        op.operator_id,
+        op.operator_name,
+        batch,
+        watermarks,
+        key_field,
+        first_batch=committed[0],
+        join_type=join_type,
+        join_format=join_format,
+        batch_times={b.batch_id: b.timestamp_ms for b in info.batches},
+        single_operator=len(info.operators) == 1,
+    )
+    # 2. history: the change feed, or the state batch by batch where there is none
+    read_history(access, op, sources, lookups, query, ctx, committed)
+
+    def run_all() -> list[wm.KeyDiagnosis]:
+        out = [wm.diagnose(key, ctx, [lookups[key][n] for n in names]) for key in keys]
+        for d in out:
+            d.matched_as = matched_as if d.key in typed else "as text"
+            for note in ctx.notes:
+                d.explanation += f" {note}"
+        return out
+
+    results = run_all()
+    # 3. near-miss keys, only for keys that are waiting or were never seen: a malformed key is the usual cause
+    suspicious = [r.key for r in results if r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)]
+    for name, src in sources if suspicious else []:
+        near = access.near_keys(src, batch, key_field, suspicious)
+        for key in suspicious:
+            lookups[key][name].near = sorted(n for n in near if wm.near_miss_reason(key, n))
+    # 4. joins: for keys waiting on one side, when the watermark evicts them (from this side's observed evictions)
+    waiting_sides = {r.side for r in results if r.verdict in (wm.WAITING_OTHER_SIDE, wm.CONDITION_NOT_MET) and r.side}
+    if kind == wm.JOIN and ctx.history_method == "change feed" and not ctx.history_error and any(watermarks.values()):
+        for side in sorted(waiting_sides):
+            try:
+                feed = access.eviction_feed(dict(sources)[side], committed[0], batch)
+            except StateReadError as e:
+                ctx.notes.append(
+                    f"(The eviction estimate needs the {side} side's change feed, which could not be read: {e.message})"
+                )
+                continue
+            horizon = wm.eviction_horizon(feed, watermarks)
+            if horizon:
+                ctx.eviction_horizon[side] = horizon
+    if suspicious or waiting_sides:
+        results = run_all()
+    return WhyMissingReport(
+        info.path,
+        op.operator_id,
+        op.operator_name,
+        kind,
+        batch,
+        key_field,
+        [n for n, _ in typed_fields],
+        ctx.history,
+        watermarks,
+        results,
+        inferred_from=op.inferred_from,
+        join_type=join_type,
+        history_method=ctx.history_method if ctx.history else None,
+        history_error=ctx.history_error,
+    )
+
+
+def _without_key(row: dict[str, Any]) -> dict[str, Any]:
+    return {c: v for c, v in row.items() if c not in ("_key", "_raw")}
+
+
+def _key_id(key: Any) -> str:
+    return json.dumps(wm.jsonable(key), sort_keys=True)
+
+
+def _window_explains(rows: list[dict[str, Any]], changes: list[dict[str, Any]]) -> bool:
+    """Whether a window of join changes explains every row now in state: each (key, index) has an
+    update in it and, if the row is matched, the update that marked it matched."""
+    flags: dict[str, list[bool]] = {}
+    for c in changes:
+        if c["change_type"] == "update":
+            flags.setdefault(_key_id(c["key"]), []).append(bool((c.get("value") or {}).get("matched")))
+    for r in rows:
+        seen = flags.get(_key_id(r["key"]))
+        if not seen or ((r.get("value") or {}).get("matched") and not any(seen)):
+            return False
+    return True
+
+
+def read_history(
+    access: StateAccess,
+    op: OperatorInfo,
+    sources: list[tuple[str, StateSource]],
+    lookups: dict[str, dict[str, wm.StoreLookup]],
+    query: KeyQuery,
+    ctx: wm.Context,
+    committed: list[int],
+) -> None:
+    """Fill each lookup's ``changes`` and ``ctx.history`` (the batch range searched); a failed read goes
+    to ``ctx.history_error``."""
+    batch, first = ctx.batch, ctx.first_batch
+    keys = list(query.keys)
+    with_history = [(n, s) for n, s in sources if s.has_change_feed]
+    if not with_history:
+        return
+    if not access.has_change_feed(op.operator_id):
+        _history_from_state(access, sources, lookups, query, ctx, committed)
+        return
+    # a join key is explained by recent batches only when it is matched or on both sides: a key on one side
+    # needs the other side's whole history (was its row there, and evicted unmatched?)
+    explained = {
+        key
+        for key in keys
+        if all(lk.rows for lk in lookups[key].values())
+        or any((r.get("value") or {}).get("matched") for lk in lookups[key].values() for r in lk.rows)
+    }
+    need_all = ctx.kind != wm.JOIN or len(explained) < len(keys)
+    size = 3
+    while True:
+        start = first if need_all else max(first, batch - size + 1)
+        try:
+            for name, src in with_history:
+                changes = access.changes(src, start, batch, query)
+                for key in keys:
+                    lookups[key][name].changes = [_without_key(r) for r in changes if key in query.owners(r["_raw"])]
+                    lookups[key][name].changes_table = f"{table_name(src)}_changes"
+        except StateReadError as e:
+            ctx.history_error = e.message
+            for key in keys:
+                for lk in lookups[key].values():
+                    lk.changes, lk.changes_table = None, None
+            return
+        if start == first or all(
+            _window_explains(lk.rows, lk.changes or []) for key in explained for lk in lookups[key].values()
+        ):
+            ctx.history = (start, batch)
+            return
+        size *= 3
+
+
+def _history_from_state(
+    access: StateAccess,
+    sources: list[tuple[str, StateSource]],
+    lookups: dict[str, dict[str, wm.StoreLookup]],
+    query: KeyQuery,
+    ctx: wm.Context,
+    committed: list[int],
+) -> None:
+    """History without a change feed: the key's rows at each retained batch, as the change feed would show them."""
+    upto = [b for b in committed if b <= ctx.batch][-MAX_STATE_BATCHES:]
+    ctx.history_method = "state per batch"
+    try:
+        for name, src in sources:
+            per_batch = [(b, access.rows(src, b, query)) for b in upto]
+            for key in query.keys:
+                lookups[key][name].changes = replay_as_changes(
+                    [(b, [r for r in rows if key in query.owners(r["_raw"])]) for b, rows in per_batch]
+                )
+    except StateReadError as e:
+        ctx.history_error = e.message
+        for key in query.keys:
+            for lk in lookups[key].values():
+                lk.changes = None
+        return
+    ctx.history = (upto[0], upto[-1])
+    if upto[0] > ctx.first_batch:
+        ctx.notes.append(f"(History without a change feed covers the last {len(upto)} retained batches, from batch {upto[0]}.)")
+
+
+def replay_as_changes(per_batch: list[tuple[int, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """Rows present at successive batches -> change-feed-like rows: an update where a row appears or
+    changes, a delete where it disappears."""
+    out: list[dict[str, Any]] = []
+    prev: dict[str, dict[str, Any]] = {}
+    for b, rows in per_batch:
+        now = {_key_id(r.get("key")): r for r in rows}
+        for k, r in now.items():
+            if k not in prev or wm.jsonable(prev[k].get("value")) != wm.jsonable(r.get("value")):
+                out.append({**_without_key(r), "batch_id": b, "change_type": "update"})
+        for k, r in prev.items():
+            if k not in now:
+                out.append({**_without_key(r), "batch_id": b, "change_type": "delete", "value": None})
+        prev = now
+    return out
