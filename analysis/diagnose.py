@@ -167,13 +167,12 @@ def why_missing(
     if kind == wm.JOIN and ctx.history_method == "change feed" and not ctx.history_error and any(watermarks.values()):
         for side in sorted(waiting_sides):
             try:
-                feed = access.eviction_feed(dict(sources)[side], committed[0], batch)
+                horizon = access.eviction_horizon(dict(sources)[side], committed[0], batch, watermarks)
             except StateReadError as e:
                 ctx.notes.append(
                     f"(The eviction estimate needs the {side} side's change feed, which could not be read: {e.message})"
                 )
                 continue
-            horizon = wm.eviction_horizon(feed, watermarks)
             if horizon:
                 ctx.eviction_horizon[side] = horizon
     if suspicious or waiting_sides:
@@ -256,10 +255,7 @@ def read_history(
                     lookups[key][name].changes = [_without_key(r) for r in changes if key in query.owners(r["_raw"])]
                     lookups[key][name].changes_table = f"{table_name(src)}_changes"
         except StateReadError as e:
-            ctx.history_error = e.message
-            for key in keys:
-                for lk in lookups[key].values():
-                    lk.changes, lk.changes_table = None, None
+            _history_failed(ctx, lookups, e)
             return
         if start == first or all(
             _window_explains(lk.rows, lk.changes or []) for key in explained for lk in lookups[key].values()
@@ -288,14 +284,19 @@ def _history_from_state(
                     [(b, [r for r in rows if key in query.owners(r["_raw"])]) for b, rows in per_batch]
                 )
     except StateReadError as e:
-        ctx.history_error = e.message
-        for key in query.keys:
-            for lk in lookups[key].values():
-                lk.changes = None
+        _history_failed(ctx, lookups, e)
         return
     ctx.history = (upto[0], upto[-1])
     if upto[0] > ctx.first_batch:
         ctx.notes.append(f"(History without a change feed covers the last {len(upto)} retained batches, from batch {upto[0]}.)")
+
+
+def _history_failed(ctx: wm.Context, lookups: dict[str, dict[str, wm.StoreLookup]], e: StateReadError) -> None:
+    """A history read failed: no key keeps a partial history, and the verdicts that need it say unknown."""
+    ctx.history_error = e.message
+    for per_store in lookups.values():
+        for lk in per_store.values():
+            lk.changes, lk.changes_table = None, None
 
 
 def replay_as_changes(per_batch: list[tuple[int, list[dict[str, Any]]]]) -> list[dict[str, Any]]:

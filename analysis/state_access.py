@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from analysis import why_missing as wm
 from analysis.errors import StateReadError
@@ -58,8 +59,9 @@ class StateAccess(Protocol):
         """Key field values at the batch that look like one of the keys (case, punctuation, digits)."""
         ...
 
-    def eviction_feed(self, source: StateSource, start: int, end: int) -> list[dict[str, Any]]:
-        """The whole change feed, slimmed to batch_id, change_type, key and the value's event time."""
+    def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
+        """How far past a row's event time the watermark was when this store evicted it
+        (``why_missing.eviction_horizon`` over the store's whole change feed)."""
         ...
 
     def has_change_feed(self, operator_id: int) -> bool: ...
@@ -153,19 +155,12 @@ class ArrowState:
 
     state: dict[tuple[StateSource, int], pa.Table]
     feeds: dict[StateSource, pa.Table | Exception] = field(default_factory=dict)
-    memo: dict[Any, list[dict[str, Any]]] = field(default_factory=dict)
 
     def _table(self, source: StateSource, batch: int) -> pa.Table:
         try:
             return self.state[(source, batch)]
         except KeyError:
             raise StateReadError(f"{source.describe()} at batch {batch} is not loaded.") from None
-
-    def _rows(self, source: StateSource, batch: int) -> list[dict[str, Any]]:
-        k = ("rows", source, batch)
-        if k not in self.memo:
-            self.memo[k] = self._table(source, batch).to_pylist()
-        return self.memo[k]
 
     def key_fields(self, source: StateSource, batch: int) -> list[tuple[str, str]]:
         key_type = self._table(source, batch).schema.field("key").type
@@ -178,31 +173,54 @@ class ArrowState:
         return [f.name for f in schema.field("value").type]
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
-        return _matching(self._rows(source, batch), query)
+        return _matching(_prefilter(self._table(source, batch), query).to_pylist(), query)
 
-    def _feed(self, source: StateSource) -> list[dict[str, Any]]:
+    def _feed_table(self, source: StateSource) -> pa.Table:
         feed = self.feeds.get(source)
         if isinstance(feed, Exception):
             raise feed
         if feed is None:
             raise StateReadError(f"{source.describe()} has no change feed.")
-        k = ("feed", source)
-        if k not in self.memo:
-            self.memo[k] = feed.to_pylist()
-        return self.memo[k]
+        return feed
 
     def changes(self, source: StateSource, start: int, end: int, query: KeyQuery) -> list[dict[str, Any]]:
-        return _matching([r for r in self._feed(source) if start <= r["batch_id"] <= end], query)
+        rows = _prefilter(self._feed_table(source), query).to_pylist()
+        return _matching([r for r in rows if start <= r["batch_id"] <= end], query)
 
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
-        values = {_text((r.get("key") or {}).get(key_field)) for r in self._rows(source, batch)}
+        text = pc.cast(pc.struct_field(self._table(source, batch)["key"], key_field), pa.string())
+        norms = pa.array(sorted({wm.normalize(x) for x in keys}), pa.string())
+        digit_keys = pa.array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2}), pa.string())
+        mask = pc.or_(
+            pc.is_in(pc.utf8_lower(pc.replace_substring_regex(text, "[^0-9A-Za-z]", "")), value_set=norms),
+            pc.is_in(pc.replace_substring_regex(text, "[^0-9]", ""), value_set=digit_keys),
+        )
+        values = set(pc.unique(text.filter(mask)).to_pylist())
         return sorted(v for v in values if v and any(wm.near_miss_reason(k, v) for k in keys))
 
-    def eviction_feed(self, source: StateSource, start: int, end: int) -> list[dict[str, Any]]:
-        return [r for r in self._feed(source) if start <= r["batch_id"] <= end]
+    def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
+        feed = self._feed_table(source)
+        in_range = feed.filter(pc.and_(pc.greater_equal(feed["batch_id"], start), pc.less_equal(feed["batch_id"], end)))
+        return wm.eviction_horizon(in_range.to_pylist(), watermarks)
 
     def has_change_feed(self, operator_id: int) -> bool:
         return any(s.operator_id == operator_id for s in self.feeds)
+
+
+def _prefilter(table: pa.Table, query: KeyQuery) -> pa.Table:
+    """The rows whose key field equals one of the keys as text or as a typed value (vectorised);
+    ``_matching`` then checks each survivor exactly."""
+    if table.num_rows == 0:
+        return table
+    field_values = pc.struct_field(table["key"], query.key_field)
+    mask = pc.is_in(pc.cast(field_values, pa.string()), value_set=pa.array(list(query.keys), pa.string()))
+    typed = [v for _, v in query.typed]
+    if typed:
+        try:
+            mask = pc.or_(mask, pc.is_in(field_values, value_set=pa.array(typed, field_values.type)))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return table  # values that Arrow cannot convert: let the exact check decide on every row
+    return table.filter(mask)
 
 
 def _matching(rows: list[dict[str, Any]], query: KeyQuery) -> list[dict[str, Any]]:

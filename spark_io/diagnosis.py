@@ -8,18 +8,18 @@ characters of a key. Filters run inside Spark; only matching rows (and near-miss
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from analysis import diagnose
 from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
+from analysis.errors import StateReadError
 from analysis.model import CheckpointInfo, StateSource, operator_of, resolve_batch
-from analysis.state_access import KeyQuery
+from analysis.state_access import ArrowState, KeyQuery, StateAccess
 from spark_io.checkpoint import read_checkpoint
-from spark_io.state_reader import has_change_feed, state_frame, to_arrow
+from spark_io.state_reader import has_change_feed, read_changes, read_state, state_frame, to_arrow
 
-__all__ = ["SparkState", "WhyMissingReport", "key_fields_of", "lookup_sources", "why_missing"]
+__all__ = ["LoadedState", "SparkState", "WhyMissingReport", "key_fields_of", "load_state", "lookup_sources", "why_missing"]
 
 
 def _key_filter(key_field: str, keys: list[str], near: bool, typed: list[Any] | None = None) -> tuple[Any, Any]:
@@ -95,28 +95,93 @@ class SparkState:
         df = self._state(source, batch).where(cond).select(k.alias("_key")).distinct()
         return [r["_key"] for r in to_arrow(df, source.describe()).to_pylist() if r["_key"]]
 
-    def eviction_feed(self, source: StateSource, start: int, end: int) -> list[dict[str, Any]]:
-        """The side's change feed slimmed in Spark to batch, change type, key and the value's event time."""
+    def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
+        """``why_missing.eviction_horizon`` computed inside Spark: for every delete, the event time of the
+        row's previous update (a window over the key), against the watermarks of its batch and the one
+        before; only the tightest bounds come back."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         df, what = self._feed(source, start, end)
         value_type = df.schema["value"].dataType
         time_field = next((f.name for f in value_type.fields if f.dataType.typeName().startswith("timestamp")), None)
-        if time_field is None:
-            return []
-        slim = df.select(
-            "batch_id",
-            "change_type",
-            F.to_json("key").alias("key"),
-            F.struct(F.col("value").getField(time_field).alias(time_field)).alias("value"),
+        if time_field is None or not watermarks:
+            return None
+        spark = df.sparkSession
+        marks = spark.createDataFrame(
+            [(b, w, watermarks.get(b - 1, 0)) for b, w in watermarks.items()], "batch_id LONG, wm LONG, wm_prev LONG"
         )
-        rows = to_arrow(slim, what).to_pylist()
-        for r in rows:
-            r["key"] = json.loads(r["key"])
-        return rows
+        w = Window.partitionBy("k").orderBy("batch_id", "d")
+        rows = (
+            df.select(
+                F.xxhash64(F.to_json("key")).alias("k"),
+                F.col("batch_id").cast("long").alias("batch_id"),
+                (F.col("change_type") == "delete").cast("int").alias("d"),
+                F.unix_millis(F.col("value").getField(time_field)).alias("t"),
+            )
+            .withColumn("prev_t", F.lag("t").over(w))
+            .withColumn("prev_d", F.lag("d").over(w))
+            .where("d = 1 AND prev_d = 0 AND prev_t IS NOT NULL")
+            .join(marks, "batch_id")
+            .agg(F.max(F.col("wm_prev") - F.col("prev_t")).alias("lo"), F.min(F.col("wm") - F.col("prev_t")).alias("hi"))
+        )
+        (r,) = to_arrow(rows, what).to_pylist()
+        if r["lo"] is None or r["hi"] is None or r["lo"] > r["hi"]:
+            return None
+        return int(r["lo"]), int(r["hi"])
 
     def has_change_feed(self, operator_id: int) -> bool:
         return has_change_feed(self.info, operator_id)
+
+
+ROW_BUDGET = 5_000_000  # rows of state + change feed a loaded diagnosis may hold in memory
+
+
+class LoadedState(ArrowState):
+    """The app's state for one operator at one batch, loaded once: each store's rows and its change
+    feed as Arrow, so every further key is answered in memory. The eviction delay of a join side is
+    computed in Spark once per side."""
+
+    def __init__(self, info: CheckpointInfo, state: dict[Any, Any], feeds: dict[Any, Any]) -> None:
+        super().__init__(state, feeds)
+        self.spark = SparkState(info)
+        self._horizons: dict[Any, tuple[int, int] | None] = {}
+
+    def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
+        k = (source, start, end)
+        if k not in self._horizons:
+            self._horizons[k] = self.spark.eviction_horizon(source, start, end, watermarks)
+        return self._horizons[k]
+
+
+def load_state(info: CheckpointInfo, operator_id: int, batch: int, row_budget: int = ROW_BUDGET) -> StateAccess:
+    """State to diagnose many keys with: loaded in memory when the operator has a change feed and its
+    stores fit the row budget, else read through Spark per question (``SparkState``)."""
+    op = operator_of(info, operator_id)
+    spark_state = SparkState(info)
+    if not has_change_feed(info, op.operator_id):
+        return spark_state
+    state: dict[Any, Any] = {}
+    feeds: dict[Any, Any] = {}
+    used = 0
+    committed = [b.batch_id for b in info.committed_batches]
+    for _, src in lookup_sources(op):
+        table, _ = read_state(info.path, src, batch, info=info, limit=row_budget - used + 1)
+        used += table.num_rows
+        if used > row_budget:
+            return spark_state
+        state[(src, batch)] = table
+        if src.has_change_feed:
+            try:
+                feed, _, _ = read_changes(info.path, src, committed[0], batch, info=info, limit=row_budget - used + 1)
+            except StateReadError as e:
+                feeds[src] = e  # reported by the diagnosis as a failed history read
+                continue
+            used += feed.num_rows
+            if used > row_budget:
+                return spark_state
+            feeds[src] = feed
+    return LoadedState(info, state, feeds)
 
 
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:

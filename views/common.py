@@ -18,11 +18,13 @@ import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
+from analysis import diagnose
 from analysis.doctor import DoctorReport, examine
 from analysis.errors import SparkUnavailable, StateLensError
 from analysis.export import figure_bytes, to_csv_bytes
 from analysis.health import SkewReport
 from analysis.model import CheckpointInfo, StateSource
+from analysis.state_access import StateAccess
 from spark_io import checkpoint, diagnosis, health, jobs, session, state_reader
 from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
@@ -79,7 +81,7 @@ def fingerprint(path: str) -> tuple[int, int]:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _info(path: str, _fp: tuple[int, int]) -> CheckpointInfo:
+def _info(path: str, fp: tuple[int, int]) -> CheckpointInfo:
     return checkpoint.read_checkpoint(path)
 
 
@@ -98,7 +100,7 @@ def checkpoint_info() -> CheckpointInfo | None:
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _state(
-    path: str, source: StateSource, batch: int | None, row_filter: RowFilter | None, limit: int | None, _fp: tuple[int, int]
+    path: str, source: StateSource, batch: int | None, row_filter: RowFilter | None, limit: int | None, fp: tuple[int, int]
 ) -> tuple[pa.Table, int]:
     return state_reader.read_state(path, source, batch, row_filter=row_filter, limit=limit)
 
@@ -112,7 +114,7 @@ def read_state_cached(
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _changes(
-    path: str, source: StateSource, end: int, row_filter: RowFilter | None, limit: int | None, _fp: tuple[int, int]
+    path: str, source: StateSource, end: int, row_filter: RowFilter | None, limit: int | None, fp: tuple[int, int]
 ) -> tuple[pa.Table, int, int]:
     return state_reader.read_changes(path, source, end=end, row_filter=row_filter, limit=limit)
 
@@ -124,7 +126,7 @@ def read_changes_cached(
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _state_metadata(path: str, _fp: tuple[int, int]) -> pa.Table:
+def _state_metadata(path: str, fp: tuple[int, int]) -> pa.Table:
     return state_reader.read_state_metadata(path)
 
 
@@ -133,7 +135,7 @@ def read_state_metadata_cached(path: str) -> pa.Table:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _key_fields(path: str, operator_id: int, _fp: tuple[int, int]) -> list[str]:
+def _key_fields(path: str, operator_id: int, fp: tuple[int, int]) -> list[str]:
     return diagnosis.key_fields_of(checkpoint.read_checkpoint(path), operator_id)
 
 
@@ -149,9 +151,18 @@ def _diagnose(
     key_field: str | None,
     keys: tuple[str, ...],
     join_type: str | None,
-    _fp: tuple[int, int],
+    fp: tuple[int, int],
 ) -> diagnosis.WhyMissingReport:
-    return diagnosis.why_missing(path, list(keys), operator_id, batch, key_field, join_type=join_type)
+    info = checkpoint.read_checkpoint(path)
+    access = _loaded_state(path, operator_id, batch, fp)
+    return diagnose.why_missing(access, info, list(keys), operator_id, batch, key_field, join_type)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _loaded_state(path: str, operator_id: int, batch: int, fp: tuple[int, int]) -> StateAccess:
+    """One operator's state and change feeds at a batch, loaded once for every key asked after
+    (shared by the browser sessions; read through Spark per question when too big)."""
+    return diagnosis.load_state(checkpoint.read_checkpoint(path), operator_id, batch)
 
 
 def diagnose_cached(
@@ -161,7 +172,7 @@ def diagnose_cached(
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _doctor(path: str, _fp: tuple[int, int]) -> DoctorReport:
+def _doctor(path: str, fp: tuple[int, int]) -> DoctorReport:
     info = checkpoint.read_checkpoint(path)
     return examine(info, checkpoint.list_state_files(info.path))
 
@@ -172,7 +183,7 @@ def doctor_cached(path: str) -> DoctorReport:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _checkup(path: str, _fp: tuple[int, int]) -> health.Checkup:
+def _checkup(path: str, fp: tuple[int, int]) -> health.Checkup:
     return health.checkup(path)
 
 
@@ -182,7 +193,7 @@ def checkup_cached(path: str) -> health.Checkup:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _skew(path: str, operator_id: int, store: str, batch: int, _fp: tuple[int, int]) -> SkewReport:
+def _skew(path: str, operator_id: int, store: str, batch: int, fp: tuple[int, int]) -> SkewReport:
     return health.skew(path, operator_id, store, batch)
 
 
