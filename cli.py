@@ -8,6 +8,7 @@
     python cli.py export CHECKPOINT --chart skew|growth|watermark --out FILE.png|.svg|.html|.csv
     python cli.py report CHECKPOINT --out FILE.html
     python cli.py doctor CHECKPOINT [--json]
+    python cli.py serve [--stop | --status]    # a warm Spark engine for the commands after it
 
 Exit codes: 0 on success, 2 on bad input or a failed read, with one line on stderr.
 """
@@ -265,6 +266,25 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         print(f"  what to do:    {pr.action}")
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    from spark_io import serve
+
+    if args.stop:
+        print("stopped the served Spark engine" if serve.stop() else "no served Spark engine was running")
+        return
+    if args.status:
+        url = serve.running()
+        print(f"serving at {url}" if url else "not serving")
+        return
+    url, started = serve.start()
+    print(
+        f"{'started' if started else 'already serving'}: Spark Connect at {url}; commands that need Spark use it (stop: python cli.py serve --stop)"
+    )
+
+
+NO_SPARK = ("overview", "doctor", "serve")  # commands that never need a Spark engine
+
+
 def build_parser() -> argparse.ArgumentParser:
     from spark_io.workspace import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 
@@ -285,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("checkpoint")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.set_defaults(func=cmd_overview)
+
+    v = sub.add_parser("serve", help="start a local Spark Connect server once; later commands use it (warm)")
+    v.add_argument("--stop", action="store_true", help="stop the served engine")
+    v.add_argument("--status", action="store_true", help="say whether an engine is served")
+    v.set_defaults(func=cmd_serve)
 
     d = sub.add_parser(
         "doctor", help="is the checkpoint whole? missing commits or state files, retention, restart batch (no JVM)"
@@ -365,6 +390,12 @@ def main(argv: list[str] | None = None) -> int:
             from spark_io import session
 
             session.configure(master=args.master, remote=args.remote)
+        elif args.command not in NO_SPARK and not os.environ.get("SPARK_REMOTE"):
+            from spark_io import serve, session
+
+            served = serve.running()  # a warm engine started by `cli.py serve`
+            if served:
+                session.configure(remote=served)
         args.func(args)
     except StateLensError as e:
         print(f"statelens: {e.title}: {e.message}".replace("\n", " "), file=sys.stderr)

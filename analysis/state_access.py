@@ -155,6 +155,7 @@ class ArrowState:
 
     state: dict[tuple[StateSource, int], pa.Table]
     feeds: dict[StateSource, pa.Table | Exception] = field(default_factory=dict)
+    derived: dict[Any, Any] = field(default_factory=dict)  # columns computed once per table
 
     def _table(self, source: StateSource, batch: int) -> pa.Table:
         try:
@@ -172,8 +173,29 @@ class ArrowState:
             return []
         return [f.name for f in schema.field("value").type]
 
+    def _text_column(self, table: pa.Table, key_field: str) -> Any:
+        k = (id(table), key_field)
+        if k not in self.derived:
+            self.derived[k] = pc.cast(pc.struct_field(table["key"], key_field), pa.string())
+        return self.derived[k]
+
+    def _prefilter(self, table: pa.Table, query: KeyQuery) -> pa.Table:
+        """The rows whose key field equals one of the keys as text or as a typed value (vectorised);
+        ``_matching`` then checks each survivor exactly."""
+        if table.num_rows == 0:
+            return table
+        mask = pc.is_in(self._text_column(table, query.key_field), value_set=pa.array(list(query.keys), pa.string()))
+        typed = [v for _, v in query.typed]
+        if typed:
+            field_values = pc.struct_field(table["key"], query.key_field)
+            try:
+                mask = pc.or_(mask, pc.is_in(field_values, value_set=pa.array(typed, field_values.type)))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                return table  # values Arrow cannot convert: the exact check decides on every row
+        return table.filter(mask)
+
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
-        return _matching(_prefilter(self._table(source, batch), query).to_pylist(), query)
+        return _matching(self._prefilter(self._table(source, batch), query).to_pylist(), query)
 
     def _feed_table(self, source: StateSource) -> pa.Table:
         feed = self.feeds.get(source)
@@ -184,17 +206,27 @@ class ArrowState:
         return feed
 
     def changes(self, source: StateSource, start: int, end: int, query: KeyQuery) -> list[dict[str, Any]]:
-        rows = _prefilter(self._feed_table(source), query).to_pylist()
+        rows = self._prefilter(self._feed_table(source), query).to_pylist()
         return _matching([r for r in rows if start <= r["batch_id"] <= end], query)
 
+    def _near_columns(self, source: StateSource, batch: int, key_field: str) -> tuple[Any, Any, Any]:
+        """The key field as text, normalised (lower case, letters and digits) and as digits only; kept,
+        as every question on this state asks the same."""
+        k = (source, batch, key_field)
+        if k not in self.derived:
+            text = pc.cast(pc.struct_field(self._table(source, batch)["key"], key_field), pa.string())
+            self.derived[k] = (
+                text,
+                pc.utf8_lower(pc.replace_substring_regex(text, "[^0-9A-Za-z]", "")),
+                pc.replace_substring_regex(text, "[^0-9]", ""),
+            )
+        return self.derived[k]
+
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
-        text = pc.cast(pc.struct_field(self._table(source, batch)["key"], key_field), pa.string())
+        text, norm, digit = self._near_columns(source, batch, key_field)
         norms = pa.array(sorted({wm.normalize(x) for x in keys}), pa.string())
         digit_keys = pa.array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2}), pa.string())
-        mask = pc.or_(
-            pc.is_in(pc.utf8_lower(pc.replace_substring_regex(text, "[^0-9A-Za-z]", "")), value_set=norms),
-            pc.is_in(pc.replace_substring_regex(text, "[^0-9]", ""), value_set=digit_keys),
-        )
+        mask = pc.or_(pc.is_in(norm, value_set=norms), pc.is_in(digit, value_set=digit_keys))
         values = set(pc.unique(text.filter(mask)).to_pylist())
         return sorted(v for v in values if v and any(wm.near_miss_reason(k, v) for k in keys))
 
@@ -205,22 +237,6 @@ class ArrowState:
 
     def has_change_feed(self, operator_id: int) -> bool:
         return any(s.operator_id == operator_id for s in self.feeds)
-
-
-def _prefilter(table: pa.Table, query: KeyQuery) -> pa.Table:
-    """The rows whose key field equals one of the keys as text or as a typed value (vectorised);
-    ``_matching`` then checks each survivor exactly."""
-    if table.num_rows == 0:
-        return table
-    field_values = pc.struct_field(table["key"], query.key_field)
-    mask = pc.is_in(pc.cast(field_values, pa.string()), value_set=pa.array(list(query.keys), pa.string()))
-    typed = [v for _, v in query.typed]
-    if typed:
-        try:
-            mask = pc.or_(mask, pc.is_in(field_values, value_set=pa.array(typed, field_values.type)))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            return table  # values that Arrow cannot convert: let the exact check decide on every row
-    return table.filter(mask)
 
 
 def _matching(rows: list[dict[str, Any]], query: KeyQuery) -> list[dict[str, Any]]:

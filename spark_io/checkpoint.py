@@ -310,7 +310,7 @@ def resolve_checkpoint(path: str) -> Path:
     if not raw:
         raise CheckpointNotFound("No checkpoint path given: enter the folder passed to the query as checkpointLocation.")
     check_allowed(raw)
-    p = Path(local_path(raw))
+    p = Path(local_path(raw)).absolute()  # Spark (a served engine too) may run in another folder
     if not p.exists():
         raise CheckpointNotFound(f"{path} does not exist: check the path (it should be the query's checkpointLocation).")
     if not p.is_dir():

@@ -140,7 +140,9 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
     keys = [*values, "ord-0", "user-3", "nope"]
     loaded = load_state(info, op.operator_id, batch)
     a = diagnose.why_missing(loaded, info, keys, op.operator_id, batch, field, "full_outer" if "outer" in name else None)
-    b = diagnose.why_missing(SparkState(info), info, keys, op.operator_id, batch, field, "full_outer" if "outer" in name else None)
+    b = diagnose.why_missing(
+        SparkState(info), info, keys, op.operator_id, batch, field, "full_outer" if "outer" in name else None
+    )
     assert [(r.key, r.verdict, r.side, r.evicted_at_batch) for r in a.results] == [
         (r.key, r.verdict, r.side, r.evicted_at_batch) for r in b.results
     ]
