@@ -262,6 +262,13 @@ def read_changes(
             f"{source.describe()} has no change feed (Spark reads change feeds per store): "
             "pick a store such as left-keyWithIndexToValue instead."
         )
+    if not has_change_feed(info, source.operator_id):
+        raise UnknownStore(
+            f"Operator {source.operator_id} has no change feed: this checkpoint uses RocksDB without changelog "
+            "checkpointing, which writes whole snapshots and no per-batch changes. Read the state at a batch "
+            "instead (growth and why-missing compare batches themselves); new checkpoints get a change feed with "
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=true."
+        )
     end_b = resolve_batch(info, end)
     committed = [b.batch_id for b in info.committed_batches]
     start_b = committed[0] if start is None else resolve_batch(info, start)

@@ -172,3 +172,13 @@ def test_eviction_delay_in_spark_equals_the_python_reference(spark) -> None:  # 
             reference = wm.eviction_horizon([r.asDict(recursive=True) for r in feed], marks)
             assert SparkState(info).eviction_horizon(src, first, last, marks) == reference, (name, side)
             assert reference is not None
+
+
+def test_a_checkpoint_without_change_feed_says_so(capsys, spark) -> None:  # type: ignore[no-untyped-def]
+    cp = compat("rocksdb_no_changelog")
+    assert cli.main(["sql", cp, "SELECT count(*) FROM op0_left_keyWithIndexToValue_changes"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no change feed" in err and "changelogCheckpointing" in err
+    assert cli.main(["growth", cp, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["method"].values()) == {"state per batch"}
