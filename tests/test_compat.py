@@ -16,7 +16,7 @@ import pytest
 
 from analysis import why_missing as wm
 from analysis.doctor import examine
-from analysis.model import table_name
+from analysis.model import StateSource, table_name
 from analysis.report import checkup_report
 from spark_io import health, state_reader
 from spark_io.checkpoint import list_state_files, read_checkpoint
@@ -203,13 +203,13 @@ def test_why_missing_agrees_with_what_happened(name: str, spark) -> None:  # typ
                 assert not any(r.get("order_id") == key for r in t["emitted"]), key
 
 
-def truth_source(info: Any, label: str) -> state_reader.StateSource:
+def truth_source(info: Any, label: str) -> StateSource:
     if label in ("left", "right"):
-        return state_reader.StateSource(0, store_name=f"{label}-keyWithIndexToValue")
+        return StateSource(0, store_name=f"{label}-keyWithIndexToValue")
     if ":" in label:
         op, var = label.split(":")
-        return state_reader.StateSource(int(op), state_var=var)
-    return state_reader.StateSource(int(label), store_name=info.operator(int(label)).stores[0].store_name)
+        return StateSource(int(op), state_var=var)
+    return StateSource(int(label), store_name=info.operator(int(label)).stores[0].store_name)
 
 
 @pytest.mark.parametrize("name", COMPAT_NAMES)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.model import sources_of
 from spark_io import state_reader
 from spark_io.checkpoint import read_checkpoint
 from support import COMPAT, SAMPLE_NAMES, SAMPLES, tree_checksums
@@ -23,7 +24,7 @@ def row_counts(path: str) -> dict[str, int]:
     info = read_checkpoint(path)
     out = {}
     for op in info.operators:
-        for src in state_reader.sources_of(op):
+        for src in sources_of(op):
             table, _ = state_reader.read_state(path, src, info=info)
             out[src.describe()] = table.num_rows
     return out
