@@ -446,7 +446,10 @@ def _infer_operator(files: Files, op_rel: str, op: OperatorInfo) -> tuple[str, s
     names = [s.store_name for s in op.stores]
     if any(n.startswith(("left-", "right-")) for n in names):
         return "symmetricHashJoin", f"store names ({', '.join(names)})"
-    schema = _schema_of(files, op_rel, names[0])
+    try:
+        schema = _schema_of(files, op_rel, names[0])
+    except CorruptCheckpoint as e:  # said in the operator's name and reason, not hidden
+        return "unknown", f"nothing: no operator metadata, and {e.message}"
     if schema is None:
         return "unknown", "nothing: no operator metadata and no state schema file"
     op.key_fields, op.value_fields = schema
