@@ -182,3 +182,18 @@ def test_a_checkpoint_without_change_feed_says_so(capsys, spark) -> None:  # typ
     assert cli.main(["growth", cp, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["method"].values()) == {"state per batch"}
+
+
+def test_damaged_schema_file_leaves_the_operator_unknown_and_says_why(tmp_path: Path) -> None:
+    import shutil
+
+    from spark_io.checkpoint import read_checkpoint
+
+    cp = tmp_path / "agg"
+    shutil.copytree(COMPAT / "3.5.9" / "windowed_agg", cp)
+    assert read_checkpoint(str(cp)).operators[0].operator_name == "stateStoreSave"  # inferred from the schema file
+    (cp / "state/0/0/_metadata/schema").write_bytes(b"\x00\x01garbage")
+    for crc in (cp / "state/0/0/_metadata").glob(".*.crc"):
+        crc.unlink()
+    (op,) = read_checkpoint(str(cp)).operators
+    assert op.operator_name == "unknown" and "damaged" in (op.inferred_from or "")
