@@ -44,8 +44,10 @@ def _key_filter(key_field: str, keys: list[str], near: bool, typed: list[Any] | 
 class SparkState:
     """StateAccess over one checkpoint with Spark's State Data Source (filters run in Spark)."""
 
-    def __init__(self, info: CheckpointInfo) -> None:
+    def __init__(self, info: CheckpointInfo, prune: bool = True) -> None:
         self.info = info
+        self.prune = prune  # read only the keys' partitions where that can be computed
+        self._snapshots: dict[tuple[int, str, int], list[int]] | None = None
 
     def _frame(self, source: StateSource, opts: dict[str, str], what: str) -> Any:
         return state_frame(self.info.path, source, opts, what)
@@ -79,7 +81,61 @@ class SparkState:
         return to_arrow(df.where(cond).withColumn("_raw", F.col("key").getField(query.key_field)), what).to_pylist()
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
-        return self._matching(self._state(source, batch), query, f"{source.describe()} at batch {batch}")
+        what = f"{source.describe()} at batch {batch}"
+        return self._matching(self._partitions_frame(source, batch, query) or self._state(source, batch), query, what)
+
+    def _partitions_frame(self, source: StateSource, batch: int, query: KeyQuery) -> Any | None:
+        """Only the partitions that can hold the keys, or None (then every partition is read).
+
+        Spark hash-partitions state by the key columns: partition = pmod(hash(key), numPartitions),
+        with Spark's own Murmur3 ``hash``. That is computable when the key is the one field the user
+        typed; each partition is then read from its latest snapshot at or before the batch
+        (``snapshotStartBatchId`` + ``snapshotPartitionId``) and the deltas after it."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        if not self.prune or not source.store_name or self.info.checkpoint_format_version != 1:
+            return None
+        key_type = self._state(source, batch).schema["key"].dataType
+        fields = [f for f in key_type.fields if f.name != "index"] if isinstance(key_type, StructType) else []
+        if len(fields) != 1 or fields[0].name != query.key_field:
+            return None
+        spark_type = fields[0].dataType.simpleString()
+        typed = dict(query.typed)
+        values = [k if spark_type == "string" else typed.get(k) for k in query.keys]
+        store = next((s for s in operator_of(self.info, source.operator_id).stores if s.store_name == source.store_name), None)
+        if store is None or not store.num_partitions or any(v is None for v in values):
+            return None
+        spark = self._state(source, batch).sparkSession
+        hashed = spark.range(1).select(
+            *[F.pmod(F.hash(F.lit(v).cast(spark_type)), F.lit(store.num_partitions)).alias(f"p{i}") for i, v in enumerate(values)]
+        )
+        partitions = sorted(set(to_arrow(hashed, "the keys' partitions").to_pylist()[0].values()))
+        frames = []
+        for p in partitions:
+            snapshot = self._latest_snapshot(source, p, batch + 1)
+            if snapshot is None:
+                return None
+            opts = {"batchId": str(batch), "snapshotStartBatchId": str(snapshot - 1), "snapshotPartitionId": str(p)}
+            frames.append(self._frame(source, opts, f"{source.describe()} partition {p} at batch {batch}"))
+        out = frames[0]
+        for f in frames[1:]:
+            out = out.unionByName(f)
+        return out
+
+    def _latest_snapshot(self, source: StateSource, partition: int, version: int) -> int | None:
+        """The newest snapshot version (.snapshot / .zip) at or below ``version`` for one store partition."""
+        if self._snapshots is None:
+            from spark_io.checkpoint import list_state_files
+
+            self._snapshots = {}
+            for f in list_state_files(self.info.path):
+                if f.kind in ("snapshot", "zip") and f.version is not None:
+                    self._snapshots.setdefault((f.operator_id, f.store_name, f.partition_id), []).append(f.version)
+        found = [
+            v for v in self._snapshots.get((source.operator_id, source.store_name or "default", partition), []) if v <= version
+        ]
+        return max(found) if found else None
 
     def _feed(self, source: StateSource, start: int, end: int) -> tuple[Any, str]:
         what = f"the change feed of {source.describe()} for batches {start}–{end}"
