@@ -127,15 +127,15 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
     from analysis import diagnose
     from analysis.model import default_operator
     from spark_io.checkpoint import read_checkpoint
-    from spark_io.diagnosis import SparkState, key_fields_of, load_state
+    from spark_io.diagnosis import SparkState, key_fields_of, load_state, lookup_sources
 
     info = read_checkpoint(str(SAMPLES / name))
     op = default_operator(info)
     field = key_fields_of(info, op.operator_id)[0]
     batch = info.committed_batches[-1].batch_id
-    state = spark.read.format("statestore").option("operatorId", op.operator_id)
-    if op.is_join:
-        state = state.option("storeName", "left-keyWithIndexToValue")
+    state = spark.read.format("statestore")
+    for k, v in lookup_sources(op)[0][1].options().items():  # the store the diagnosis reads first
+        state = state.option(k, v)
     values = [r[0] for r in state.load(info.path).selectExpr(f"CAST(key.`{field}` AS STRING)").distinct().limit(25).collect()]
     keys = [*values, "ord-0", "user-3", "nope"]
     loaded = load_state(info, op.operator_id, batch)
