@@ -245,7 +245,7 @@ def growth_figure(stores: list[StoreGrowth]) -> go.Figure:
         title="State growth per batch",
         height=560,
         margin={"t": 70, "b": 50, "r": 20},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.06, "x": 0},
+        legend={"orientation": "v", "yanchor": "top", "y": 1, "xanchor": "left", "x": 1.02},  # beside the plot
     )
     fig.update_yaxes(rangemode="tozero")
     fig.update_xaxes(title_text="batch", row=2, col=1, dtick=1 if len({b for g in stores for b in g.rows}) <= 30 else None)

@@ -111,7 +111,7 @@ def test_charts_axes_colours_and_units(spark) -> None:  # type: ignore[no-untype
     growth = charts.growth_figure(c.growth.stores)
     colours = [t.line.color for t in growth.data if t.showlegend is not False]
     assert len(colours) == len(c.growth.stores) == len(set(colours))
-    assert growth.layout.legend.y > 1  # above the plot, off the axes
+    assert growth.layout.legend.x > 1  # beside the plot, off the axes and the title
     none = charts.watermark_figure(c.info.batches)
     assert "No watermark" in none.layout.annotations[0].text and not none.data
 
