@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.health import DEFAULT_MIN_BATCHES_TO_RETAIN, retention_finding
+from analysis.health import min_batches_to_retain, retention_finding
 from analysis.model import CheckpointInfo, StateFile
 
 SNAPSHOTS = ("snapshot", "zip")
@@ -87,8 +87,7 @@ def loadable(version: int, snapshots: set[int], deltas: set[int], snapshot_per_v
 def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
     committed = [b.batch_id for b in info.committed_batches]
     uncommitted = info.uncommitted
-    raw = info.conf.get("spark.sql.streaming.minBatchesToRetain")
-    min_keep = int(raw) if raw and raw.isdigit() else DEFAULT_MIN_BATCHES_TO_RETAIN
+    min_keep, recorded = min_batches_to_retain(info.conf)
     if info.batches:
         last = info.batches[-1]
         restart = last.batch_id if not last.committed else last.batch_id + 1
@@ -102,7 +101,7 @@ def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
         restart,
         [],
         min_keep,
-        raw is not None,
+        recorded,
         info.checkpoint_format_version,
     )
     problems = report.problems
@@ -192,7 +191,9 @@ def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
                 "history_purged",
                 "info",
                 f"Batches before {committed[0]} were purged",
-                f"Spark keeps the last minBatchesToRetain ({min_keep}) batches and deletes older logs and state "
+                "Spark keeps the last minBatchesToRetain "
+                + (f"({min_keep})" if recorded else f"(not recorded in the checkpoint; Spark's default is {min_keep})")
+                + " batches and deletes older logs and state "
                 "files: overview, history searches and growth start at the oldest retained batch.",
                 "Nothing to repair. A key that left state before then shows as never in state.",
                 {"first_retained": committed[0]},

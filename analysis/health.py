@@ -387,14 +387,19 @@ def _stuck_run(batches: list[Batch]) -> list[int]:
     return run
 
 
+def min_batches_to_retain(conf: dict[str, str]) -> tuple[int, bool]:
+    """minBatchesToRetain from the checkpoint's conf, and whether it was recorded (else Spark's default)."""
+    raw = conf.get("spark.sql.streaming.minBatchesToRetain")
+    return (int(raw), True) if raw and raw.isdigit() else (DEFAULT_MIN_BATCHES_TO_RETAIN, False)
+
+
 def retention_finding(batches: list[Batch], conf: dict[str, str]) -> Finding | None:
     """Far more batches retained than minBatchesToRetain: the cleanup is not running."""
-    raw = conf.get("spark.sql.streaming.minBatchesToRetain")
-    retain = int(raw) if raw and raw.isdigit() else DEFAULT_MIN_BATCHES_TO_RETAIN
+    retain, recorded = min_batches_to_retain(conf)
     committed = [b.batch_id for b in batches if b.committed]
     if len(committed) <= retain + 10:
         return None
-    said = "" if raw else f" (not recorded in the checkpoint: Spark's default {retain} assumed)"
+    said = "" if recorded else f" (not recorded in the checkpoint: Spark's default {retain} assumed)"
     return Finding(
         "retention_stuck",
         f"{len(committed)} batches are retained although Spark keeps only the last {retain}{said}: old versions are "

@@ -82,9 +82,10 @@ class SparkState:
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
         what = f"{source.describe()} at batch {batch}"
-        return self._matching(self._partitions_frame(source, batch, query) or self._state(source, batch), query, what)
+        full = self._state(source, batch)
+        return self._matching(self._partitions_frame(source, batch, query, full) or full, query, what)
 
-    def _partitions_frame(self, source: StateSource, batch: int, query: KeyQuery) -> Any | None:
+    def _partitions_frame(self, source: StateSource, batch: int, query: KeyQuery, full: Any) -> Any | None:
         """Only the partitions that can hold the keys, or None (then every partition is read).
 
         Spark hash-partitions state by the key columns: partition = pmod(hash(key), numPartitions),
@@ -96,7 +97,7 @@ class SparkState:
 
         if not self.prune or not source.store_name or self.info.checkpoint_format_version != 1:
             return None
-        key_type = self._state(source, batch).schema["key"].dataType
+        key_type = full.schema["key"].dataType
         fields = [f for f in key_type.fields if f.name != "index"] if isinstance(key_type, StructType) else []
         if len(fields) != 1 or fields[0].name != query.key_field:
             return None
@@ -106,8 +107,7 @@ class SparkState:
         store = next((s for s in operator_of(self.info, source.operator_id).stores if s.store_name == source.store_name), None)
         if store is None or not store.num_partitions or any(v is None for v in values):
             return None
-        spark = self._state(source, batch).sparkSession
-        hashed = spark.range(1).select(
+        hashed = full.sparkSession.range(1).select(
             *[F.pmod(F.hash(F.lit(v).cast(spark_type)), F.lit(store.num_partitions)).alias(f"p{i}") for i, v in enumerate(values)]
         )
         partitions = sorted(set(to_arrow(hashed, "the keys' partitions").to_pylist()[0].values()))

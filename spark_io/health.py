@@ -14,6 +14,7 @@ from typing import Any
 
 from analysis import health
 from analysis import why_missing as wm
+from analysis.diagnose import MAX_STATE_BATCHES
 from analysis.errors import UnknownStore
 from analysis.model import (
     DEFAULT_STORE,
@@ -196,9 +197,6 @@ def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files
     return health.StoreGrowth(
         op.operator_id, name, rows, parts, ins, dels, health.bytes_per_batch(files, op.operator_id, store_dir, batches)
     )
-
-
-MAX_STATE_BATCHES = 30  # growth without a change feed: the state at this many retained batches
 
 
 def _growth_from_state(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile]) -> health.StoreGrowth:

@@ -153,16 +153,15 @@ def _diagnose(
     join_type: str | None,
     fp: tuple[int, int],
 ) -> diagnosis.WhyMissingReport:
-    info = checkpoint.read_checkpoint(path)
     access = _loaded_state(path, operator_id, batch, fp)
-    return diagnose.why_missing(access, info, list(keys), operator_id, batch, key_field, join_type)
+    return diagnose.why_missing(access, _info(path, fp), list(keys), operator_id, batch, key_field, join_type)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _loaded_state(path: str, operator_id: int, batch: int, fp: tuple[int, int]) -> StateAccess:
     """One operator's state and change feeds at a batch, loaded once for every key asked after
     (shared by the browser sessions; read through Spark per question when too big)."""
-    return diagnosis.load_state(checkpoint.read_checkpoint(path), operator_id, batch)
+    return diagnosis.load_state(_info(path, fp), operator_id, batch)
 
 
 def diagnose_cached(
