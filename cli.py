@@ -2,7 +2,9 @@
 
     python cli.py overview CHECKPOINT [--json]
     python cli.py sql CHECKPOINT "SELECT ..." [--batch N] [--max-rows N] [--json]
-    python cli.py why-missing CHECKPOINT KEY [KEY ...] [--operator N] [--batch N] [--key-field F] [--json]
+    python cli.py why-missing CHECKPOINT KEY [KEY ...] [--operator N] [--batch N] [--key-field F]
+                  [--event-time T [--event-log PATH]] [--json]
+    python cli.py progress CHECKPOINT [--event-log PATH] [--json]   # per batch: sources, rows, durations, late rows
     python cli.py skew CHECKPOINT [--operator N] [--store NAME] [--batch N] [--json]
     python cli.py growth CHECKPOINT [--operator N] [--store NAME] [--json]
     python cli.py export CHECKPOINT --chart skew|growth|watermark --out FILE.png|.svg|.html|.csv
@@ -124,9 +126,23 @@ def cmd_sql(args: argparse.Namespace) -> None:
 def cmd_why_missing(args: argparse.Namespace) -> None:
     import textwrap
 
+    from analysis.errors import InvalidInput
+    from analysis.progress import parse_event_time
     from spark_io.diagnosis import why_missing
 
-    report = why_missing(args.checkpoint, args.keys, args.operator, args.batch, args.key_field, join_type=args.join_type)
+    if args.event_log and args.event_time is None:
+        raise InvalidInput("--event-log is read to tell whether the missing record was dropped as late: give --event-time too.")
+    event_time = parse_event_time(args.event_time) if args.event_time is not None else None
+    report = why_missing(
+        args.checkpoint,
+        args.keys,
+        args.operator,
+        args.batch,
+        args.key_field,
+        join_type=args.join_type,
+        event_time_ms=event_time,
+        event_log=args.event_log,
+    )
     if args.json:
         _dump(report.to_dict())
         return
@@ -147,6 +163,57 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
             print(f"  near miss: {n['key']!r} ({n['reason']})")
         if r.evidence:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
+
+
+def cmd_progress(args: argparse.Namespace) -> None:
+    from analysis.progress import batch_rows, late_drops, operator_mismatch
+    from spark_io.checkpoint import read_checkpoint, read_source_offsets
+
+    info = read_checkpoint(args.checkpoint)
+    log = None
+    if args.event_log:
+        from spark_io.progress import read_progress
+
+        log = read_progress(args.event_log, info)
+    rows = batch_rows(info, read_source_offsets(args.checkpoint), log)
+    mismatch = operator_mismatch(log, info) if log else None
+    notes = (log.notes if log else []) + ([f"Operators could not be matched: {mismatch}."] if mismatch else [])
+    if args.json:
+        _dump(
+            {
+                "query_id": info.query_id,
+                "progress": {"location": log.location, "format": log.format, "files": log.files} if log else None,
+                "notes": notes,
+                "batches": rows,
+            }
+        )
+        return
+    print(f"query id    {info.query_id}")
+    print(
+        f"progress    {f'{log.format}: {log.location} ({len(log.batches)} batches)' if log else 'none (give --event-log for rows, rates and late rows)'}"
+    )
+    table = []
+    for r in rows:
+        dropped = sum(o["rows_dropped_by_watermark"] or 0 for o in r["operators"])
+        srcs = "; ".join(f"{s['source']} ({s['kind']}): {s['summary']}" for s in r["sources"])
+        table.append(
+            [
+                r["batch_id"],
+                "-" if r["input_rows"] is None else r["input_rows"],
+                "-" if r["duration_ms"] is None else r["duration_ms"],
+                dropped if r["has_progress"] else "-",
+                srcs,
+            ]
+        )
+    print()
+    print(_table(["batch", "input rows", "duration ms", "late rows dropped", "what each source read"], table))
+    for d in late_drops(log) if log else []:
+        print(
+            f"\noperator {d.operator_id} ({d.operator_name}) dropped {d.total:,} late row(s): "
+            + ", ".join(f"batch {b}: {n}" for b, n in d.by_batch.items())
+        )
+    for n in notes:
+        print(f"\nnote: {n}")
 
 
 def cmd_skew(args: argparse.Namespace) -> None:
@@ -346,8 +413,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the join's type (the checkpoint does not record it): outer joins emit evicted unmatched rows null-padded",
     )
+    w.add_argument(
+        "--event-time",
+        default=None,
+        help="event time of the missing record (ISO 8601, UTC unless given, or epoch ms): was it late, and from which batch",
+    )
+    w.add_argument(
+        "--event-log",
+        default=None,
+        help="the query's Spark event log or progress JSON lines: rows dropped by the watermark prove dropped_as_late",
+    )
     w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", ...}]}')
     w.set_defaults(func=cmd_why_missing)
+
+    pr = sub.add_parser("progress", help="per batch: sources and offsets (from the checkpoint), rows, durations, late rows")
+    pr.add_argument("checkpoint")
+    pr.add_argument(
+        "--event-log",
+        default=None,
+        help="a Spark event log (file, eventlog_v2_* folder or spark.eventLog.dir) or progress JSON lines",
+    )
+    pr.add_argument("--json", action="store_true", help='print {"query_id", "batches": [...]}')
+    pr.set_defaults(func=cmd_progress)
 
     def target(q: argparse.ArgumentParser, batch: bool = True) -> None:
         q.add_argument("checkpoint")

@@ -27,6 +27,7 @@ from analysis.model import (
     table_name,
     validate_source,
 )
+from analysis.progress import Lateness, ProgressLog, lateness
 from analysis.state_access import KeyQuery, StateAccess, typed_values
 
 MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches, newest first
@@ -48,6 +49,7 @@ class WhyMissingReport:
     join_type: str | None = None
     history_method: str | None = None  # "change feed" | "state per batch"; None: no history searched
     history_error: str | None = None  # the history read that failed, with Spark's reason
+    lateness: Lateness | None = None  # given the missing record's event time
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +65,7 @@ class WhyMissingReport:
                 "method": self.history_method,
                 "error": self.history_error,
             },
+            "lateness": self.lateness.to_dict() if self.lateness else None,
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -91,7 +94,11 @@ def why_missing(
     batch_id: int | None = None,
     key_field: str | None = None,
     join_type: str | None = None,
+    event_time_ms: int | None = None,
+    progress: ProgressLog | None = None,
 ) -> WhyMissingReport:
+    """Diagnose each key. ``event_time_ms``: the event time of the record that never showed up;
+    with the query's ``progress`` it can prove the record was dropped as late."""
     keys = list(dict.fromkeys(keys))
     if not keys or not all(isinstance(k, str) for k in keys):
         raise InvalidInput("Give at least one key (one per line in the app, or as arguments to the CLI).")
@@ -177,6 +184,10 @@ def why_missing(
                 ctx.eviction_horizon[side] = horizon
     if suspicious or waiting_sides:
         results = run_all()
+    late = lateness(event_time_ms, info, op.operator_id, progress) if event_time_ms is not None else None
+    for d in results if late else []:
+        if d.verdict != wm.UNKNOWN:
+            wm.apply_lateness(d, ctx, late)
     return WhyMissingReport(
         info.path,
         op.operator_id,
@@ -192,6 +203,7 @@ def why_missing(
         join_type=join_type,
         history_method=ctx.history_method if ctx.history else None,
         history_error=ctx.history_error,
+        lateness=late,
     )
 
 

@@ -77,3 +77,11 @@ class RowBudgetExceeded(StateLensError):
 
 class NotAllowed(StateLensError):
     title = "Checkpoint not allowed"
+
+
+class ProgressNotFound(StateLensError):
+    title = "No progress for this query"
+
+
+class ProgressReadError(StateLensError):
+    title = "Could not read the progress"

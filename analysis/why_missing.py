@@ -11,6 +11,8 @@ module turns them into a ``KeyDiagnosis``. Verdicts by operator:
 * session windows: ``session_open``, ``evicted``, ``never_in_state``
 * applyInPandasWithState / flatMapGroupsWithState / transformWithState: ``in_state``,
   ``evicted``, ``never_in_state``
+* any operator, given the missing record's event time and the query's progress:
+  ``dropped_as_late`` (see ``apply_lateness``)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ DROPPING_DUPLICATES = "dropping_duplicates"
 SESSION_OPEN = "session_open"
 EMITTED_UNMATCHED = "emitted_unmatched"  # outer join: evicted unmatched on a preserved side, emitted null-padded
 UNKNOWN = "unknown"  # a read the verdict depends on failed
+DROPPED_AS_LATE = "dropped_as_late"  # the record's event time was behind the watermark and the operator dropped late rows
 
 JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer", "left_semi")
 PRESERVED = {"inner": (), "left_semi": (), "left_outer": ("left",), "right_outer": ("right",), "full_outer": ("left", "right")}
@@ -786,3 +789,73 @@ def diagnose(key: str, ctx: Context, lookups: list[StoreLookup]) -> KeyDiagnosis
         d.explanation += f" (Evidence: the first {MAX_EVIDENCE} of {len(d.evidence)} rows; the SQL below returns all.)"
         d.evidence = d.evidence[:MAX_EVIDENCE]
     return d
+
+
+# --------------------------------------------------------------------------- the missing record's event time
+
+
+def apply_lateness(d: KeyDiagnosis, ctx: Context, late: Any, progress_hint: str = "--event-log") -> None:
+    """Weigh the event time of the record that never showed up (``analysis.progress.Lateness``).
+
+    ``dropped_as_late`` needs evidence on both counts: the record is behind the watermark the
+    operator drops late rows by from batch N on, the key's record never reached state (never in
+    state, or a join key whose other side never came), and the progress shows this operator
+    dropping rows by the watermark from batch N on. Without the drops the verdict stays and
+    the explanation says "would have been late from batch N"."""
+    t = fmt_ms(late.event_time_ms)
+    n = late.late_from_batch
+    chained = (
+        ""
+        if ctx.single_operator
+        else " (In a chain of stateful operators a later operator drops by the watermark its input carries, "
+        "which can trail the query's; the figures are the query's watermarks.)"
+    )
+    if n is None:
+        last = max(ctx.watermarks) if ctx.watermarks else ctx.batch
+        d.explanation += (
+            f" A record with event time {t} is not behind the watermark any batch up to {last} dropped late "
+            f"rows by (latest {fmt_ms(ctx.watermarks.get(last, 0))}): it was not dropped as late."
+        )
+        return
+    wm_n = fmt_ms(_late_watermark(ctx, n))
+    would = (
+        f"A record with event time {t} would have been late from batch {n} on: from that batch the operator "
+        f"drops rows at or before {wm_n} (the previous batch's watermark)."
+    )
+    record_missing = d.verdict in (NEVER_IN_STATE, WAITING_OTHER_SIDE)
+    if not record_missing:
+        d.explanation += f" {would} The key's verdict does not depend on it.{chained}"
+        return
+    if not late.progress_read:
+        d.explanation += (
+            f" {would} Whether operator {ctx.operator_id} dropped rows then is in the query's progress: "
+            f"give its event log ({progress_hint}).{chained}"
+        )
+        return
+    if not late.batches_covered:
+        d.explanation += f" {would} The progress given does not cover batch {n} or later.{chained}"
+        return
+    if not late.drops:
+        d.explanation += (
+            f" {would} But the progress shows operator {ctx.operator_id} dropped no rows by the watermark in "
+            f"batches {late.batches_covered[0]}-{late.batches_covered[-1]}: the record was not dropped as late.{chained}"
+        )
+        return
+    counts = ", ".join(f"batch {b}: {c:,}" for b, c in sorted(late.drops.items()))
+    whose = (
+        f"the {('right' if d.side == 'left' else 'left')} side's row for this key never reached the join state"
+        if d.verdict == WAITING_OTHER_SIDE and d.side
+        else "no row of the key reached the state"
+    )
+    d.verdict = DROPPED_AS_LATE
+    d.explanation = (
+        f"{would} Operator {ctx.operator_id} dropped rows by the watermark in those batches ({counts}) and "
+        f"{whose}: the record most likely arrived late and was dropped. To keep such records, raise the "
+        f"withWatermark delay above how late they arrive, or send late rows elsewhere before the stateful "
+        f"operator.{chained} {d.explanation}"
+    )
+
+
+def _late_watermark(ctx: Context, batch: int) -> int:
+    earlier = [b for b in ctx.watermarks if b < batch]
+    return ctx.watermarks.get(max(earlier), 0) if earlier else ctx.watermarks.get(batch, 0)

@@ -27,6 +27,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,9 @@ class Scenario:
     build: Callable[[Any, dict[str, Any]], Any]  # (spark, {source: streaming df}) -> df
     output_mode: str = "append"
     conf: dict[str, str] = field(default_factory=dict)
+    # Spark event log written beside the sample (event_logs/<name>/): "plain", "zstd", "lz4",
+    # "snappy" (one file each) or "rolling" (an eventlog_v2_* folder); None writes none
+    event_log: str | None = None
 
 
 # --------------------------------------------------------------------------- data
@@ -165,6 +169,27 @@ def event_batches(
                     "kind": kinds[n % 3],
                     "value": n % 7 + 1,
                     "event_time": time_fn(b, i) if time_fn else ts(b * minutes_per_batch, 7 * i),
+                }
+            )
+        out.append({"events": rows})
+    return out
+
+
+def with_late_events(batches: list[dict[str, Rows]], late: dict[int, int], minutes_behind: float) -> list[dict[str, Rows]]:
+    """Add ``late[b]`` events to batch ``b``, ``minutes_behind`` minutes older than the batch's first
+    event: far behind the watermark, so the query drops them (numRowsDroppedByWatermark)."""
+    out = []
+    for b, batch in enumerate(batches):
+        rows = list(batch["events"])
+        t0 = dt.datetime.fromisoformat(rows[0]["event_time"]) - dt.timedelta(minutes=minutes_behind)
+        for k in range(late.get(b, 0)):
+            rows.append(
+                {
+                    "event_id": f"late-{b}-{k}",
+                    "user_id": f"user-{k}",
+                    "kind": "click",
+                    "value": 1,
+                    "event_time": (t0 + dt.timedelta(seconds=k)).isoformat(),
                 }
             )
         out.append({"events": rows})
@@ -386,6 +411,7 @@ def scenarios() -> list[Scenario]:
             op,
             orders_payments_join,
             conf={**SMALL, "spark.sql.streaming.stateStore.providerClass": HDFS},
+            event_log="zstd",
         ),
         Scenario(
             "join_rocksdb",
@@ -395,15 +421,18 @@ def scenarios() -> list[Scenario]:
             op,
             orders_payments_join,
             conf={**SMALL, **ROCKS},
+            event_log="lz4",
         ),
         Scenario(
             "windowed_agg",
             "Event counts in 5-minute tumbling windows per user, 10 minute watermark, append mode: "
-            "closed windows are emitted and evicted, recent ones wait for the watermark.",
+            "closed windows are emitted and evicted, recent ones wait for the watermark. Batches 4, 7 "
+            "and 10 bring 1, 2 and 3 events 20 minutes old: late, dropped by the watermark.",
             {"events": EVENTS},
-            event_batches(12, 10, 3),
+            with_late_events(event_batches(12, 10, 3), {4: 1, 7: 2, 10: 3}, 20),
             windowed_agg,
             conf=SMALL,
+            event_log="rolling",
         ),
         Scenario(
             "dedup",
@@ -413,6 +442,7 @@ def scenarios() -> list[Scenario]:
             event_batches(12, 10, 3, id_fn=dedup_ids),
             dedup,
             conf=SMALL,
+            event_log="plain",
         ),
         Scenario(
             "dedup_within_watermark",
@@ -460,6 +490,7 @@ def scenarios() -> list[Scenario]:
             op,
             chained_join_agg,
             conf=SMALL,
+            event_log="snappy",
         ),
         Scenario(
             "unbounded_agg",
@@ -544,7 +575,10 @@ def run(spark: Any, scenario: Scenario, dest: Path) -> None:
         query.awaitTermination()
         if query.exception():
             raise RuntimeError(str(query.exception()))
+        progress = [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
     OUTPUTS.mkdir(exist_ok=True)
+    if scenario.event_log:  # what Spark reported in-process: the truth the event log readers are tested against
+        (OUTPUTS / f"{scenario.name}.progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
     emitted.sort(key=lambda r: json.dumps(r, sort_keys=True, default=json_default))
     (OUTPUTS / f"{scenario.name}.json").write_text(json.dumps(emitted, indent=1, default=json_default, sort_keys=True) + "\n")
     print(f"{scenario.name}: {len(scenario.batches)} input batches, {len(emitted)} output rows", flush=True)
@@ -595,11 +629,99 @@ def main(argv: list[str]) -> int:
         return 0
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers need this venv's pandas/pyarrow
-    from pyspark.sql import SparkSession
 
     all_scenarios = scenarios()
     chosen = [s for s in all_scenarios if not argv or s.name in argv]
-    spark = (
+    if not argv or RATE_SAMPLE in argv:
+        spark = start_spark({})
+        rate_sample(spark, SOURCES / RATE_SAMPLE)
+        spark.stop()
+    plain = [s for s in chosen if not s.event_log]
+    if plain:
+        spark = start_spark({})
+        for s in plain:
+            run(spark, s, HERE / s.name)
+        spark.stop()
+    for s in chosen:  # an event log belongs to one application: one Spark application per such sample
+        if s.event_log:
+            with tempfile.TemporaryDirectory(prefix="statelens-eventlog-") as tmp:
+                spark = start_spark(event_log_conf(s.event_log, tmp))
+                run(spark, s, HERE / s.name)
+                spark.stop()
+                dest = EVENT_LOGS / s.name
+                if dest.exists():
+                    shutil.rmtree(dest)
+                shutil.copytree(tmp, dest)
+                print(f"{s.name}: event log ({s.event_log}) {sorted(p.name for p in dest.rglob('*') if p.is_file())}")
+    write_readme(all_scenarios)
+    return 0
+
+
+EVENT_LOGS = HERE / "event_logs"
+SOURCES = HERE / "sources"  # samples of other sources (not file): sources/<name>/checkpoint, progress.jsonl
+RATE_SAMPLE = "rate_union"
+
+
+def rate_sample(spark: Any, dest: Path, runs: int = 6) -> None:
+    """The rate and rate-micro-batch sources unioned into a windowed count, one batch per run
+    (Trigger.Once, six runs on one checkpoint). A listener-style file ``progress.jsonl`` holds each
+    run's StreamingQueryProgress JSON: the JSON-lines progress format, and the truth for the
+    source offsets read from the checkpoint."""
+    from pyspark.sql.functions import col, count, lit, window
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 20).load().select("timestamp", lit("rate").alias("src"))
+    per_batch = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 10)
+        .option("startTimestamp", int(T0.timestamp() * 1000))
+        .option("advanceMillisPerBatch", 60_000)
+        .load()
+        .select("timestamp", lit("rate-micro-batch").alias("src"))
+    )
+    counts = (
+        rate.union(per_batch)
+        .withWatermark("timestamp", "10 minutes")
+        .groupBy(window(col("timestamp"), "5 minutes"), col("src"))
+        .agg(count("*").alias("rows"))
+    )
+    lines = []
+    for _ in range(runs):
+        q = (
+            counts.writeStream.outputMode("update")
+            .format("noop")
+            .option("checkpointLocation", str(dest / "checkpoint"))
+            .trigger(once=True)
+            .start()
+        )
+        q.awaitTermination()
+        if q.exception():
+            raise RuntimeError(str(q.exception()))
+        lines += [p.json if hasattr(p, "json") else json.dumps(p) for p in q.recentProgress]
+        time.sleep(1.5)  # the rate source's offset counts seconds: let a few pass between runs
+    (dest / "progress.jsonl").write_text("".join(json.dumps(json.loads(x)) + "\n" for x in lines))
+    print(f"{dest.name}: {runs} batches, progress.jsonl with {len(lines)} records", flush=True)
+
+
+def event_log_conf(kind: str, folder: str) -> dict[str, str]:
+    conf = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": Path(folder).as_uri(),
+        "spark.eventLog.rolling.enabled": "true" if kind == "rolling" else "false",
+        "spark.eventLog.compress": "false" if kind in ("plain", "rolling") else "true",
+    }
+    if kind not in ("plain", "rolling"):
+        conf["spark.eventLog.compression.codec"] = kind
+    return conf
+
+
+def start_spark(conf: dict[str, str]) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("statelens-sample-generator")
         .config("spark.sql.session.timeZone", "UTC")
@@ -608,14 +730,12 @@ def main(argv: list[str]) -> int:
         # RocksDB uploads changelog-mode snapshots from the maintenance thread: run it often
         # so that the short sample queries leave .zip snapshots beside their .changelog files
         .config("spark.sql.streaming.stateStore.maintenanceInterval", "200ms")
-        .getOrCreate()
     )
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    for s in chosen:
-        run(spark, s, HERE / s.name)
-    write_readme(all_scenarios)
-    spark.stop()
-    return 0
+    return spark
 
 
 if __name__ == "__main__":

@@ -128,10 +128,11 @@ class SparkFiles(Files):
             "state/*/_metadata/v2/*",
             "state/*/0/_metadata/schema",
             "state/*/0/*/_metadata/schema",
+            "sources/*/*",
         ):
             for rel, size, data in self._load(pattern, content=True):
                 self._content[rel], self._sizes[rel] = data, size
-        for pattern, recursive in (("state", True), ("state/*/_stateSchema/*/*", False)):
+        for pattern, recursive in (("state", True), ("state/*/_stateSchema/*/*", False), ("sources", True)):
             for rel, size, _ in self._load(pattern, content=False, recursive=recursive):
                 self._sizes[rel] = size
         if not self._sizes and not self._exists():
@@ -578,3 +579,37 @@ def parse_schema_file(data: bytes) -> list[dict[str, Any]]:
         if isinstance(obj, dict):
             out.append(obj)
         i = end
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def read_source_offsets(path: str) -> dict[int, list[Any]]:
+    """What each batch read from each source (``analysis.sources``), from offsets/ and sources/.
+
+    Returns batch -> list of ``SourceBatch`` (one per source)."""
+    from analysis.sources import batch_sources, parse_offset
+
+    files = open_files(path)
+    offsets: dict[int, list[Any]] = {}
+    for batch_id, rel in sorted(files.numbered("offsets").items()):
+        lines = _read_text(files, rel).split("\n")
+        offsets[batch_id] = [parse_offset(x) for x in lines[2:] if x.strip()]
+    entries: dict[int, list[dict[str, Any]]] = {}
+    initial: dict[int, Any] = {}
+    for rel, _size in files.walk("sources"):
+        parts = rel.split("/")
+        if len(parts) != 3 or not _DIGITS.match(parts[1]) or not re.fullmatch(r"\d+(\.compact)?", parts[2]):
+            continue
+        source = int(parts[1])
+        lines = [x for x in _read_text(files, rel).split("\n")[1:] if x.strip()]
+        parsed = [parse_offset(x) for x in lines]
+        file_entries = [p for p in parsed if isinstance(p, dict) and "path" in p]
+        if file_entries:
+            entries.setdefault(source, []).extend(file_entries)
+        elif parts[2] == "0" and parsed:
+            initial[source] = parsed[0]  # Kafka's initial offsets, the rate source's start time
+    for source, es in entries.items():  # compact files repeat entries of the batches they cover
+        seen: dict[tuple[str, int], dict[str, Any]] = {(e["path"], e.get("batchId", -1)): e for e in es}
+        entries[source] = sorted(seen.values(), key=lambda e: (e.get("batchId", -1), e["path"]))
+    return batch_sources(offsets, entries, initial)  # type: ignore[return-value]

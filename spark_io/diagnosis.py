@@ -254,7 +254,17 @@ def why_missing(
     key_field: str | None = None,
     info: CheckpointInfo | None = None,
     join_type: str | None = None,
+    event_time_ms: int | None = None,
+    event_log: str | None = None,
 ) -> WhyMissingReport:
-    """Why-missing on a checkpoint, reading through Spark."""
+    """Why-missing on a checkpoint, reading through Spark; ``event_log``: where the query's
+    progress is (an event log or progress JSON lines), read when an event time is given."""
     info = info or read_checkpoint(path)
-    return diagnose.why_missing(SparkState(info), info, keys, operator_id, batch_id, key_field, join_type)
+    progress = None
+    if event_log and event_time_ms is not None:
+        from spark_io.progress import read_progress
+
+        progress = read_progress(event_log, info)
+    return diagnose.why_missing(
+        SparkState(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress
+    )

@@ -1,0 +1,240 @@
+"""Read StreamingQueryProgress from Spark event logs or JSON-lines files, for one checkpoint.
+
+Accepted paths (local, ``file://``, or any URI Spark can read: s3a://, abfss://, hdfs:// ...):
+
+* an event log file: ``local-1700000000000``, ``app-...``, plain or compressed as Spark writes it
+  (``spark.eventLog.compress``): zstd frames, lz4-java's ``LZ4Block`` stream or snappy-java's
+  stream; the codec is told by the file's first bytes, not its name;
+* a rolling event log folder ``eventlog_v2_<app>`` (``events_<n>_<app>[.codec]`` read in order);
+* a folder of such logs (``spark.eventLog.dir``): every application in it is read and the
+  checkpoint's query is picked out by its id;
+* a file of StreamingQueryProgress JSON lines (a listener's ``event.progress.json`` or
+  ``query.lastProgress`` per line).
+
+The codecs' block formats are decoded with pyarrow's lz4, snappy and zstd codecs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from analysis.errors import InvalidInput, ProgressNotFound, ProgressReadError
+from analysis.model import CheckpointInfo
+from analysis.progress import ProgressLog, collect
+from spark_io.checkpoint import check_allowed, is_local, local_path
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+LZ4_MAGIC = b"LZ4Block"
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+_ROLLING_EVENTS = re.compile(r"^events_(\d+)_")
+MAX_BYTES = 2 * 1024**3  # a decoded event log larger than this is refused (say so) rather than read
+
+
+# --------------------------------------------------------------------------- codecs
+
+
+def _lz4_blocks(data: bytes, name: str) -> bytes:
+    """lz4-java's LZ4BlockOutputStream: per block 'LZ4Block', a token (method | level), the
+    compressed and decompressed lengths and a checksum (little endian), then the block."""
+    out = bytearray()
+    pos = 0
+    while pos < len(data):
+        if data[pos : pos + 8] != LZ4_MAGIC or pos + 21 > len(data):
+            raise ProgressReadError(f"{name}: the lz4 stream is damaged or cut at byte {pos}.")
+        token = data[pos + 8]
+        clen, dlen, _checksum = struct.unpack_from("<iii", data, pos + 9)
+        pos += 21
+        if dlen == 0:  # the end mark
+            break
+        block = data[pos : pos + clen]
+        if len(block) < clen:
+            raise ProgressReadError(f"{name}: the lz4 stream is cut inside a block at byte {pos}.")
+        out += block if token & 0xF0 == 0x10 else pa.decompress(block, decompressed_size=dlen, codec="lz4_raw").to_pybytes()
+        pos += clen
+    return bytes(out)
+
+
+def _varint(data: bytes) -> int:
+    n = shift = 0
+    for b in data[:5]:
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n
+        shift += 7
+    raise ValueError("bad varint")
+
+
+def _snappy_chunks(data: bytes, name: str) -> bytes:
+    """snappy-java's SnappyOutputStream: a 16-byte header, then chunks of a big-endian length
+    and raw snappy data (whose own first bytes give the decompressed length)."""
+    out = bytearray()
+    pos = 16
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise ProgressReadError(f"{name}: the snappy stream is cut at byte {pos}.")
+        (clen,) = struct.unpack_from(">i", data, pos)
+        chunk = data[pos + 4 : pos + 4 + clen]
+        if len(chunk) < clen:
+            raise ProgressReadError(f"{name}: the snappy stream is cut inside a chunk at byte {pos}.")
+        out += pa.decompress(chunk, decompressed_size=_varint(chunk), codec="snappy").to_pybytes()
+        pos += 4 + clen
+    return bytes(out)
+
+
+def codec_of(data: bytes) -> str:
+    if data.startswith(ZSTD_MAGIC):
+        return "zstd"
+    if data.startswith(LZ4_MAGIC):
+        return "lz4"
+    if data.startswith(SNAPPY_MAGIC):
+        return "snappy"
+    return "none"
+
+
+def decode(data: bytes, name: str) -> tuple[str, str]:
+    """(text, codec) of one event log file."""
+    codec = codec_of(data)
+    try:
+        if codec == "zstd":
+            raw = pa.input_stream(pa.py_buffer(data), compression="zstd").read()
+        elif codec == "lz4":
+            raw = _lz4_blocks(data, name)
+        elif codec == "snappy":
+            raw = _snappy_chunks(data, name)
+        else:
+            raw = data
+    except ProgressReadError:
+        raise
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise ProgressReadError(f"{name} could not be decompressed as {codec} ({e}): the file is damaged or cut.") from e
+    return raw.decode("utf-8", errors="replace"), codec
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _events_order(name: str) -> int:
+    m = _ROLLING_EVENTS.match(name)
+    return int(m.group(1)) if m else 0
+
+
+def _candidates_local(root: Path) -> list[tuple[str, list[Path]]]:
+    """(label, files in reading order): one entry per event log or progress file under ``root``."""
+    if root.is_file():
+        return [(root.name, [root])]
+    if root.name.startswith("eventlog_v2_"):
+        events = sorted((p for p in root.iterdir() if p.name.startswith("events_")), key=lambda p: _events_order(p.name))
+        return [(root.name, events)]
+    out: list[tuple[str, list[Path]]] = []
+    for p in sorted(root.iterdir()):
+        if p.name.startswith("."):
+            continue
+        if p.is_dir() and p.name.startswith("eventlog_v2_"):
+            out += _candidates_local(p)
+        elif p.is_file():
+            out.append((p.name, [p]))
+    return out
+
+
+def _read_local(path: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
+    root = Path(local_path(path)).absolute()
+    if not root.exists():
+        raise ProgressNotFound(
+            f"{path} does not exist: give an event log file, a spark.eventLog.dir folder or a progress JSON-lines file."
+        )
+    try:
+        return [(label, [(p.name, p.read_bytes()) for p in files]) for label, files in _candidates_local(root)]
+    except OSError as e:
+        raise ProgressReadError(f"{path} cannot be read ({e.strerror}).") from e
+
+
+def _read_spark(uri: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
+    """Any URI Spark can read, fetched with its binaryFile reader (works over Spark Connect)."""
+    from spark_io.session import get_spark
+
+    try:
+        rows = (
+            get_spark()
+            .read.format("binaryFile")
+            .option("recursiveFileLookup", "true")
+            .load(uri)
+            .select("path", "content")
+            .toArrow()
+            .to_pylist()
+        )
+    except Exception as e:
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        raise ProgressNotFound(f"Spark could not read {uri}: {first}") from e
+    groups: dict[str, list[tuple[str, bytes]]] = {}
+    for r in rows:
+        parts = urllib.parse.unquote(urllib.parse.urlparse(r["path"]).path).rstrip("/").split("/")
+        name, parent = parts[-1], parts[-2] if len(parts) > 1 else ""
+        label = parent if parent.startswith("eventlog_v2_") else name
+        if name.startswith(".") or (parent.startswith("eventlog_v2_") and not name.startswith("events_")):
+            continue
+        groups.setdefault(label, []).append((name, r["content"] or b""))
+    return [(label, sorted(files, key=lambda f: _events_order(f[0]))) for label, files in sorted(groups.items())]
+
+
+def _records(label: str, text: str, query_id: str, notes: list[str]) -> Iterator[dict[str, Any]]:
+    """JSON objects of the lines that can hold this query's progress (others are not parsed)."""
+    lines = text.split("\n")
+    bad = 0
+    for i, line in enumerate(lines):
+        if query_id not in line and '"batchId"' not in line:  # only progress lines are parsed
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if i < len(lines) - 1 or line.strip():
+                bad += 1
+            continue
+        if isinstance(obj, dict):
+            yield obj
+    if bad:
+        notes.append(
+            f"{label}: {bad} line(s) naming the query are not complete JSON (a log still being written is cut at its end)."
+        )
+
+
+def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:
+    """The progress of the checkpoint's query in ``path`` (see the module doc for what it may be)."""
+    raw = path.strip()
+    if not raw:
+        raise InvalidInput(
+            "No event log path given: enter a Spark event log, a spark.eventLog.dir folder or a progress JSON-lines file."
+        )
+    check_allowed(raw)
+    groups = _read_local(raw) if is_local(raw) else _read_spark(raw)
+    if not groups:
+        raise ProgressNotFound(f"{path} is an empty folder: no event log or progress file in it.")
+    qid = info.query_id or ""
+    notes: list[str] = []
+    records: list[dict[str, Any]] = []
+    files: list[str] = []
+    event_log = False
+    total = 0
+    for label, parts in groups:
+        for name, data in parts:
+            text, codec = decode(data, name)
+            total += len(text)
+            if total > MAX_BYTES:
+                raise ProgressReadError(
+                    f"{path} holds more than {MAX_BYTES // 1024**3} GB of event logs: point to the one application's log."
+                )
+            found = list(_records(name, text, qid, notes)) if qid else []
+            if found or not qid:
+                shown = os.path.join(label, name) if label != name else name
+                files.append(shown if codec == "none" else f"{shown} ({codec})")
+            event_log = event_log or '"Event":' in text[:2000]
+            records += found
+    return collect(records, info.query_id, path, "event log" if event_log else "json lines", files, notes)
