@@ -9,9 +9,11 @@ import streamlit as st
 
 from views.common import (
     CHECKPOINT_KEY,
+    EVENT_LOG_KEY,
     INPUT_KEY,
     default_checkpoint,
     sample_checkpoints,
+    sample_event_log,
     spark_settings,
     start_spark_in_background,
 )
@@ -24,6 +26,8 @@ st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:"
 # switches); the text input edits a copy.
 if CHECKPOINT_KEY not in st.session_state:
     st.session_state[CHECKPOINT_KEY] = st.query_params.get("checkpoint") or default_checkpoint()
+    # the query's event log (optional): ?event_log=..., else the bundled sample's own
+    st.session_state[EVENT_LOG_KEY] = st.query_params.get("event_log") or sample_event_log(st.session_state[CHECKPOINT_KEY])
 # Re-seed the input every run: a page switch remounts the widget, which otherwise shows empty.
 # (Its on_change callback has already copied any edit into CHECKPOINT_KEY by now.)
 st.session_state[INPUT_KEY] = st.session_state[CHECKPOINT_KEY]
@@ -33,6 +37,7 @@ def _pick() -> None:
     name = st.session_state.get("sample_pick")
     if name:
         st.session_state[CHECKPOINT_KEY] = st.session_state[INPUT_KEY] = sample_checkpoints()[name]
+        st.session_state[EVENT_LOG_KEY] = sample_event_log(sample_checkpoints()[name])
 
 
 def _typed() -> None:
@@ -46,6 +51,14 @@ with st.sidebar:
         key=INPUT_KEY,
         on_change=_typed,
         help="The folder the streaming query was started with as checkpointLocation.",
+    )
+    st.text_input(
+        "Event log (optional)",
+        key=EVENT_LOG_KEY,
+        placeholder="spark.eventLog.dir, an event log, or progress JSON lines",
+        help="The query's Spark event log (a file, an eventlog_v2_* folder or the spark.eventLog.dir folder; "
+        "plain, lz4, snappy or zstd) or a file of StreamingQueryProgress JSON lines. It adds input rates, "
+        "durations and the rows dropped by the watermark; it is matched to the checkpoint by query id.",
     )
     samples = sample_checkpoints()
     if samples:

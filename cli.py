@@ -8,7 +8,7 @@
     python cli.py skew CHECKPOINT [--operator N] [--store NAME] [--batch N] [--json]
     python cli.py growth CHECKPOINT [--operator N] [--store NAME] [--json]
     python cli.py export CHECKPOINT --chart skew|growth|watermark --out FILE.png|.svg|.html|.csv
-    python cli.py report CHECKPOINT --out FILE.html
+    python cli.py report CHECKPOINT --out FILE.html [--event-log PATH]
     python cli.py doctor CHECKPOINT [--json]
     python cli.py serve [--stop | --status]    # a warm Spark engine for the commands after it
 
@@ -296,8 +296,8 @@ def cmd_report(args: argparse.Namespace) -> None:
         raise InvalidInput(f"The report is an HTML file: name it like report.html, not '{out.name}'.")
     if not out.parent.is_dir():
         raise InvalidInput(f"The folder {out.parent} does not exist.")
-    c = checkup(args.checkpoint)
-    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings)
+    c = checkup(args.checkpoint, event_log=args.event_log)
+    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress)
     out.write_text(html, encoding="utf-8")
     warnings = sum(f.severity == "warning" for f in c.findings)
     print(f"wrote {out} ({len(html):,} bytes): {warnings} warning(s), {len(c.findings) - warnings} note(s)")
@@ -462,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="a one-file HTML health report: summary, findings, charts")
     r.add_argument("checkpoint")
     r.add_argument("--out", required=True, help="FILE.html")
+    r.add_argument("--event-log", default=None, help="the query's event log or progress JSON lines: late rows, rates, durations")
     r.set_defaults(func=cmd_report)
     return p
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import plotly.graph_objects as go
 import pyarrow as pa
@@ -10,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from analysis.health import SkewReport, StoreGrowth
 from analysis.model import Batch
+from analysis.progress import PHASES, ProgressLog
 from analysis.why_missing import KeyDiagnosis
 
 EVENT_COLORS = {
@@ -250,3 +252,168 @@ def growth_figure(stores: list[StoreGrowth]) -> go.Figure:
     fig.update_yaxes(rangemode="tozero")
     fig.update_xaxes(title_text="batch", row=2, col=1, dtick=1 if len({b for g in stores for b in g.rows}) <= 30 else None)
     return fig
+
+
+# --------------------------------------------------------------------------- progress charts (event logs)
+
+
+def progress_table(log: ProgressLog) -> pa.Table:
+    """Per batch: input rows, rates, duration and each phase's milliseconds, rows dropped as late."""
+    phases = [p for p in PHASES if any(p in b.durations for b in log.batches)]
+    cols: dict[str, list[Any]] = {
+        "batch_id": [b.batch_id for b in log.batches],
+        "input_rows": [b.input_rows for b in log.batches],
+        "input_rows_per_second": [b.input_rows_per_second for b in log.batches],
+        "processed_rows_per_second": [b.processed_rows_per_second for b in log.batches],
+        "duration_ms": [b.duration_ms for b in log.batches],
+    }
+    for p in phases:
+        cols[f"{p}_ms"] = [b.durations.get(p) for b in log.batches]
+    cols["rows_dropped_by_watermark"] = [sum(o.rows_dropped_by_watermark or 0 for o in b.operators) for b in log.batches]
+    return pa.table(cols)
+
+
+def _batch_axis(fig: go.Figure, **kw: Any) -> None:
+    fig.update_xaxes(title_text="batch", tickformat="d", **kw)
+
+
+def rates_figure(log: ProgressLog) -> go.Figure:
+    """Rows each batch read (bars) and the input and processing rates (lines), both from zero."""
+    ids = [b.batch_id for b in log.batches]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    fig.add_trace(go.Bar(x=ids, y=[b.input_rows for b in log.batches], name="input rows", marker_color=BAR_COLOR), row=1, col=1)
+    for name, attr, color in (
+        ("input rows/s", "input_rows_per_second", PALETTE[1]),
+        ("processed rows/s", "processed_rows_per_second", PALETTE[2]),
+    ):
+        fig.add_trace(
+            go.Scatter(x=ids, y=[getattr(b, attr) for b in log.batches], name=name, mode="lines+markers", line={"color": color}),
+            row=2,
+            col=1,
+        )
+    fig.update_yaxes(title_text="rows per batch", rangemode="tozero", tickformat=",d", row=1, col=1)
+    fig.update_yaxes(title_text="rows per second", rangemode="tozero", row=2, col=1)
+    _batch_axis(fig, row=2, col=1)
+    fig.update_layout(
+        title="Input per batch (from the query's progress)",
+        height=420,
+        margin={"t": 80, "b": 40},
+        legend={"orientation": "h", "y": 1.12, "x": 0},
+    )
+    return fig
+
+
+def durations_figure(log: ProgressLog) -> go.Figure:
+    """Each batch's time by phase, stacked (getBatch, queryPlanning, walCommit, addBatch ...)."""
+    phases = [p for p in PHASES if any(b.durations.get(p) for b in log.batches)]
+    if not phases:
+        return no_data_figure("Batch duration by phase", "The progress records no durations.")
+    longest = max((sum(b.durations.get(p, 0) for p in phases) for b in log.batches), default=0)
+    div, unit = (1000.0, "s") if longest >= 10_000 else (1.0, "ms")
+    ids = [b.batch_id for b in log.batches]
+    fig = go.Figure()
+    for i, p in enumerate(phases):
+        fig.add_trace(
+            go.Bar(x=ids, y=[b.durations.get(p, 0) / div for b in log.batches], name=p, marker_color=PALETTE[i % len(PALETTE)])
+        )
+    fig.update_layout(
+        barmode="stack",
+        title="Batch duration by phase",
+        yaxis_title=unit,
+        yaxis_rangemode="tozero",
+        height=360,
+        margin={"t": 80, "b": 40},
+        legend={"orientation": "h", "y": 1.12, "x": 0},
+    )
+    _batch_axis(fig)
+    return fig
+
+
+def late_rows_figure(log: ProgressLog) -> go.Figure:
+    """Rows each stateful operator dropped by the watermark, per batch (one colour per operator)."""
+    from analysis.progress import late_drops
+
+    title = "Late rows dropped by the watermark"
+    drops = late_drops(log)
+    if not drops:
+        lo, hi = log.batches[0].batch_id, log.batches[-1].batch_id
+        return no_data_figure(title, f"No operator dropped rows by the watermark in batches {lo}–{hi}.")
+    ids = [b.batch_id for b in log.batches]
+    fig = go.Figure()
+    for i, d in enumerate(drops):
+        fig.add_trace(
+            go.Bar(
+                x=ids,
+                y=[d.by_batch.get(b, 0) for b in ids],
+                name=f"operator {d.operator_id} ({d.operator_name})",
+                marker_color=PALETTE[(i + 3) % len(PALETTE)],
+            )
+        )
+    fig.update_layout(
+        title=title,
+        yaxis_title="rows dropped",
+        yaxis_rangemode="tozero",
+        height=320,
+        barmode="group",
+        margin={"t": 80, "b": 40},
+        legend={"orientation": "h", "y": 1.15, "x": 0},
+    )
+    _batch_axis(fig)
+    return fig
+
+
+def memory_figure(log: ProgressLog) -> go.Figure:
+    """Per operator: memory the state stores used (bars) against rows in state (line), both from zero."""
+    ops = sorted({(o.operator_id, o.operator_name) for b in log.batches for o in b.operators})
+    title = "State memory against rows (from the query's progress)"
+    if not ops:
+        return no_data_figure(title, "The progress reports no stateful operators.")
+    top = max((o.memory_used_bytes or 0 for b in log.batches for o in b.operators), default=0)
+    div, unit = byte_unit(top)
+    ids = [b.batch_id for b in log.batches]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for i, (op_id, name) in enumerate(ops):
+        per = {b.batch_id: next((o for o in b.operators if o.operator_id == op_id), None) for b in log.batches}
+        color = PALETTE[(2 * i) % len(PALETTE)]
+        fig.add_trace(
+            go.Bar(
+                x=ids,
+                y=[(p.memory_used_bytes or 0) / div if p else None for p in per.values()],
+                name=f"op {op_id} memory",
+                marker_color=color,
+                opacity=0.6,
+            ),
+            secondary_y=False,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=ids,
+                y=[p.rows_total if p else None for p in per.values()],
+                name=f"op {op_id} ({name}) rows",
+                mode="lines+markers",
+                line={"color": PALETTE[(2 * i + 1) % len(PALETTE)]},
+            ),
+            secondary_y=True,
+        )
+    fig.update_yaxes(title_text=f"memory used ({unit})", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="rows in state", rangemode="tozero", tickformat=",d", secondary_y=True)
+    fig.update_layout(title=title, height=360, margin={"t": 80, "b": 40}, legend={"orientation": "h", "y": 1.15, "x": 0})
+    _batch_axis(fig)
+    return fig
+
+
+def memory_table(log: ProgressLog) -> pa.Table:
+    """Per batch and operator: rows in state, memory used, rows updated, removed and dropped as late."""
+    recs = [(b.batch_id, o) for b in log.batches for o in b.operators]
+    return pa.table(
+        {
+            "batch_id": [b for b, _ in recs],
+            "operator_id": [o.operator_id for _, o in recs],
+            "operator_name": [o.operator_name for _, o in recs],
+            "rows_total": [o.rows_total for _, o in recs],
+            "memory_used_bytes": [o.memory_used_bytes for _, o in recs],
+            "rows_updated": [o.rows_updated for _, o in recs],
+            "rows_removed": [o.rows_removed for _, o in recs],
+            "rows_dropped_by_watermark": [o.rows_dropped_by_watermark for _, o in recs],
+        }
+    )

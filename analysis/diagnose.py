@@ -187,7 +187,7 @@ def why_missing(
     late = lateness(event_time_ms, info, op.operator_id, progress) if event_time_ms is not None else None
     for d in results if late else []:
         if d.verdict != wm.UNKNOWN:
-            wm.apply_lateness(d, ctx, late)
+            wm.apply_lateness(d, ctx, late, [lookups[d.key][n] for n in names])
     return WhyMissingReport(
         info.path,
         op.operator_id,

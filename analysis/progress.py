@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.errors import InvalidInput, ProgressNotFound
+from analysis.health import Finding
 from analysis.model import Batch, CheckpointInfo
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
@@ -481,3 +482,50 @@ def batch_rows(info: CheckpointInfo, sources: dict[int, list[Any]], log: Progres
 def _sum_rows(sources: list[Any]) -> int | None:
     rows = [s.rows for s in sources]
     return sum(rows) if rows and all(r is not None for r in rows) else None
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def progress_findings(log: ProgressLog, info: CheckpointInfo) -> list[Finding]:
+    """``late_rows_dropped`` per operator that dropped rows by the watermark; a note when the
+    progress's operators cannot be taken for the checkpoint's."""
+    out: list[Finding] = []
+    mismatch = operator_mismatch(log, info)
+    if mismatch:
+        out.append(
+            Finding(
+                "progress_unmatched",
+                f"The progress in {log.location} does not match this checkpoint's operators ({mismatch}): "
+                "its per-operator figures are not used.",
+                severity="info",
+            )
+        )
+        return out
+    lag = watermark_lag_ms(log)
+    for d in late_drops(log):
+        batches = sorted(d.by_batch)
+        worst = max(batches, key=lambda b: d.by_batch[b])
+        delay = (
+            f" The watermark trailed the newest event time by {fmt_duration(lag)}: rows that arrive later than "
+            "that behind the newest event are dropped."
+            if lag is not None
+            else ""
+        )
+        out.append(
+            Finding(
+                "late_rows_dropped",
+                f"Operator {d.operator_id} ({d.operator_name}) dropped {d.total:,} row(s) by the watermark in "
+                f"{len(batches)} batch(es) ({_ranges(batches)}; most in batch {worst}: {d.by_batch[worst]:,}): they "
+                f"never reached the state nor the output.{delay} If they matter, raise the withWatermark delay "
+                "above how late they arrive (state is then kept longer), or route late rows elsewhere before the "
+                "stateful operator.",
+                setting="withWatermark(eventTimeColumn, delay)",
+                evidence={
+                    "operator_id": d.operator_id,
+                    "rows_dropped_by_batch": {str(b): n for b, n in sorted(d.by_batch.items())},
+                    "watermark_lag_ms": lag,
+                },
+            )
+        )
+    return out

@@ -54,11 +54,18 @@ def health_report_html(title: str, summary: dict[str, Any], findings: list[Findi
     )
 
 
-def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any]) -> list[tuple[str, Any]]:
-    """Every chart of a health check, titled, in report order."""
+def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any], progress: Any = None) -> list[tuple[str, Any]]:
+    """Every chart of a health check, titled, in report order (``progress``: a ProgressLog or None)."""
     from analysis import charts
 
     figs: list[tuple[str, Any]] = [("Watermark", charts.watermark_figure(batches))]
+    if progress is not None:
+        figs += [
+            ("Late rows dropped by the watermark", charts.late_rows_figure(progress)),
+            ("Input per batch", charts.rates_figure(progress)),
+            ("Batch duration by phase", charts.durations_figure(progress)),
+            ("State memory against rows", charts.memory_figure(progress)),
+        ]
     if stores:
         figs.append(("Growth", charts.growth_figure(stores)))
     for s in skews:
@@ -74,8 +81,9 @@ def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any]) -> 
     return figs
 
 
-def checkup_report(info: Any, skews: list[Any], stores: list[Any], findings: list[Finding]) -> str:
-    """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.health)."""
+def checkup_report(info: Any, skews: list[Any], stores: list[Any], findings: list[Finding], progress: Any = None) -> str:
+    """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.health;
+    ``progress`` the query's ProgressLog when an event log was given)."""
     from analysis.health import counted_stores_text, rows_in_state
 
     summary = {
@@ -89,5 +97,7 @@ def checkup_report(info: Any, skews: list[Any], stores: list[Any], findings: lis
         "shuffle partitions": info.conf.get("spark.sql.shuffle.partitions", "?"),
         "operators": ", ".join(f"{o.operator_id}: {o.operator_name}" for o in info.operators),
         "rows in state": f"{rows_in_state(stores):,} ({counted_stores_text(stores)})",
+        "progress": f"{progress.format}: {progress.location}" if progress is not None else "none (no event log given)",
     }
-    return health_report_html(f"State health: {info.path}", summary, findings, checkup_figures(info.batches, skews, stores))
+    figures = checkup_figures(info.batches, skews, stores, progress)
+    return health_report_html(f"State health: {info.path}", summary, findings, figures)

@@ -794,7 +794,9 @@ def diagnose(key: str, ctx: Context, lookups: list[StoreLookup]) -> KeyDiagnosis
 # --------------------------------------------------------------------------- the missing record's event time
 
 
-def apply_lateness(d: KeyDiagnosis, ctx: Context, late: Any, progress_hint: str = "--event-log") -> None:
+def apply_lateness(
+    d: KeyDiagnosis, ctx: Context, late: Any, lookups: list[StoreLookup], progress_hint: str = "--event-log"
+) -> None:
     """Weigh the event time of the record that never showed up (``analysis.progress.Lateness``).
 
     ``dropped_as_late`` needs evidence on both counts: the record is behind the watermark the
@@ -822,9 +824,23 @@ def apply_lateness(d: KeyDiagnosis, ctx: Context, late: Any, progress_hint: str 
         f"A record with event time {t} would have been late from batch {n} on: from that batch the operator "
         f"drops rows at or before {wm_n} (the previous batch's watermark)."
     )
-    record_missing = d.verdict in (NEVER_IN_STATE, WAITING_OTHER_SIDE)
+    unmatched_evicted = ctx.kind == JOIN and d.verdict == EVICTED and d.was_matched is False
+    rows = [r for lk in lookups for r in [*lk.rows, *(lk.changes or [])]]
+    covered = _time_in_rows(rows, late.event_time_ms)
+    if covered is False and not (ctx.history and ctx.history[0] <= ctx.first_batch):
+        covered = None  # the history searched does not reach back to every retained batch: cannot tell
+    window_missing = ctx.kind in (AGGREGATION, SESSION, DEDUP) and d.verdict != NEVER_IN_STATE and covered is False
+    record_missing = d.verdict in (NEVER_IN_STATE, WAITING_OTHER_SIDE) or unmatched_evicted or window_missing
     if not record_missing:
-        d.explanation += f" {would} The key's verdict does not depend on it.{chained}"
+        if covered and late.drops and ctx.kind != JOIN:
+            d.explanation += (
+                f" {would} Operator {ctx.operator_id} dropped rows by the watermark then ({_counts(late.drops)}), and a "
+                "state row of the key held that event time: the record may have been counted before the watermark "
+                f"passed it or dropped after; the state cannot tell which.{chained}"
+            )
+        else:
+            held = " A state row of the key holds that event time." if covered else ""
+            d.explanation += f" {would}{held} The key's verdict does not depend on it.{chained}"
         return
     if not late.progress_read:
         d.explanation += (
@@ -841,12 +857,13 @@ def apply_lateness(d: KeyDiagnosis, ctx: Context, late: Any, progress_hint: str 
             f"batches {late.batches_covered[0]}-{late.batches_covered[-1]}: the record was not dropped as late.{chained}"
         )
         return
-    counts = ", ".join(f"batch {b}: {c:,}" for b, c in sorted(late.drops.items()))
-    whose = (
-        f"the {('right' if d.side == 'left' else 'left')} side's row for this key never reached the join state"
-        if d.verdict == WAITING_OTHER_SIDE and d.side
-        else "no row of the key reached the state"
-    )
+    counts = _counts(late.drops)
+    if window_missing:
+        whose = f"no state row of the key (in any batch searched) covers {t}"
+    elif d.verdict in (WAITING_OTHER_SIDE, EVICTED) and d.side:
+        whose = f"the {('right' if d.side == 'left' else 'left')} side's row for this key never reached the join state"
+    else:
+        whose = "no row of the key reached the state"
     d.verdict = DROPPED_AS_LATE
     d.explanation = (
         f"{would} Operator {ctx.operator_id} dropped rows by the watermark in those batches ({counts}) and "
@@ -854,6 +871,47 @@ def apply_lateness(d: KeyDiagnosis, ctx: Context, late: Any, progress_hint: str 
         f"withWatermark delay above how late they arrive, or send late rows elsewhere before the stateful "
         f"operator.{chained} {d.explanation}"
     )
+
+
+def _counts(drops: dict[int, int]) -> str:
+    return ", ".join(f"batch {b}: {c:,}" for b, c in sorted(drops.items()))
+
+
+def _time_in_rows(rows: list[dict[str, Any]], t: int) -> bool | None:
+    """Whether a state row of the key holds event time ``t``: a window (start, end) around it, or
+    a timestamp field equal to it. None when the rows carry no event time to compare."""
+    seen_time = False
+
+    def walk(v: Any) -> bool:
+        nonlocal seen_time
+        if isinstance(v, dict):
+            start, end = _ms(v.get("start")), _ms(v.get("end"))
+            if start is not None and end is not None:
+                seen_time = True
+                if start <= t < end:
+                    return True
+            return any(walk(x) for x in v.values())
+        ms = _ms(v)
+        if ms is not None:
+            seen_time = True
+            return ms == t
+        return False
+
+    found = any(walk(r.get("key")) for r in rows)
+    return True if found else (False if seen_time else None)
+
+
+def _ms(v: Any) -> int | None:
+    return to_ms(v) if isinstance(v, dt.datetime) else _iso(v)
+
+
+def _iso(v: Any) -> int | None:
+    if not isinstance(v, str) or len(v) < 19 or v[4] != "-" or v[10] not in "T ":
+        return None
+    try:
+        return to_ms(dt.datetime.fromisoformat(v))
+    except ValueError:
+        return None
 
 
 def _late_watermark(ctx: Context, batch: int) -> int:

@@ -26,6 +26,7 @@ from typing import Any
 
 from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint, NotAllowed
 from analysis.model import DEFAULT_STORE, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
+from analysis.sources import SourceBatch, batch_sources, parse_offset
 
 _DIGITS = re.compile(r"^\d+$")
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
@@ -584,11 +585,10 @@ def parse_schema_file(data: bytes) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- sources
 
 
-def read_source_offsets(path: str) -> dict[int, list[Any]]:
+def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
     """What each batch read from each source (``analysis.sources``), from offsets/ and sources/.
 
     Returns batch -> list of ``SourceBatch`` (one per source)."""
-    from analysis.sources import batch_sources, parse_offset
 
     files = open_files(path)
     offsets: dict[int, list[Any]] = {}
@@ -612,4 +612,4 @@ def read_source_offsets(path: str) -> dict[int, list[Any]]:
     for source, es in entries.items():  # compact files repeat entries of the batches they cover
         seen: dict[tuple[str, int], dict[str, Any]] = {(e["path"], e.get("batchId", -1)): e for e in es}
         entries[source] = sorted(seen.values(), key=lambda e: (e.get("batchId", -1), e["path"]))
-    return batch_sources(offsets, entries, initial)  # type: ignore[return-value]
+    return batch_sources(offsets, entries, initial)

@@ -29,9 +29,11 @@ from analysis.model import (
     sources_of,
     validate_source,
 )
+from analysis.progress import ProgressLog, progress_findings
 from spark_io import session
 from spark_io.checkpoint import list_state_files, read_checkpoint
 from spark_io.diagnosis import lookup_sources
+from spark_io.progress import read_progress
 from spark_io.state_reader import has_change_feed, state_frame, to_arrow
 
 
@@ -320,17 +322,23 @@ class Checkup:
     skews: list[health.SkewReport]
     growth: GrowthReport
     config: list[health.Finding]
+    progress: ProgressLog | None = None  # the query's progress, when an event log was given
+    progress_findings: list[health.Finding] = field(default_factory=list)
 
     @property
     def findings(self) -> list[health.Finding]:
-        out = [f for s in self.skews for f in s.findings] + self.growth.findings + self.config
+        out = [f for s in self.skews for f in s.findings] + self.growth.findings + self.progress_findings + self.config
         return sorted(out, key=lambda f: f.severity != "warning")
 
 
-def checkup(path: str, info: CheckpointInfo | None = None) -> Checkup:
+def checkup(path: str, info: CheckpointInfo | None = None, event_log: str | None = None) -> Checkup:
+    """Skew, growth and configuration of every operator; with the query's ``event_log`` (or
+    progress JSON lines) also the rows dropped by the watermark."""
     info = info or read_checkpoint(path)
     require_state(info)
+    log = read_progress(event_log, info) if event_log else None
     g = growth(path, info=info)
     skews = [skew(path, op.operator_id, info=info, files=g.files) for op in info.operators]
     total_rows = health.rows_in_state(g.stores)
-    return Checkup(info, skews, g, config_findings(info, g.files, total_rows))
+    late = progress_findings(log, info) if log else []
+    return Checkup(info, skews, g, config_findings(info, g.files, total_rows), log, late)

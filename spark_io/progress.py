@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from analysis.errors import InvalidInput, ProgressNotFound, ProgressReadError
 from analysis.model import CheckpointInfo
-from analysis.progress import ProgressLog, collect
+from analysis.progress import ProgressLog, collect, progress_of
 from spark_io.checkpoint import check_allowed, is_local, local_path
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -232,7 +232,7 @@ def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:
                     f"{path} holds more than {MAX_BYTES // 1024**3} GB of event logs: point to the one application's log."
                 )
             found = list(_records(name, text, qid, notes)) if qid else []
-            if found or not qid:
+            if any((progress_of(r) or {}).get("id") == qid for r in found):
                 shown = os.path.join(label, name) if label != name else name
                 files.append(shown if codec == "none" else f"{shown} ({codec})")
             event_log = event_log or '"Event":' in text[:2000]

@@ -37,9 +37,12 @@ def tree_checksums(root: Path) -> dict[str, str]:
 
 
 def sample_checksums() -> dict[str, dict[str, str]]:
-    return {name: tree_checksums(SAMPLES / name) for name in SAMPLE_NAMES} | {
-        f"compat/{name}": tree_checksums(COMPAT / name) for name in COMPAT_NAMES
-    }
+    """Every bundled checkpoint, event log and progress file: State Lens must never change a byte."""
+    return (
+        {name: tree_checksums(SAMPLES / name) for name in SAMPLE_NAMES}
+        | {f"compat/{name}": tree_checksums(COMPAT / name) for name in COMPAT_NAMES}
+        | {extra: tree_checksums(SAMPLES / extra) for extra in ("event_logs", "sources")}
+    )
 
 
 def scenario(name: str) -> generate.Scenario:

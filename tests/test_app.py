@@ -36,8 +36,13 @@ def test_overview_defaults_to_a_bundled_sample() -> None:
     assert m["Batches"] == "17" and m["Last committed"] == "16" and m["Stateful operators"] == "1"
     assert m["Query id"] == info.query_id[:8]  # type: ignore[index]
     assert m["Watermark (UTC)"] == "00:13:45"
-    assert len(at.dataframe) == 2  # batches and configuration
+    assert len(at.dataframe) == 3  # batches, what each source read, configuration
     assert at.dataframe[0].value["batch_id"].tolist() == list(range(17))
+    # the bundled sample's own event log is picked with it: rates, durations and late rows
+    assert at.session_state["event_log"].endswith("event_logs/join_hdfs")
+    assert m["Batches with progress"] == "17 / 17" and m["Late rows dropped"] == "14"
+    reads = at.dataframe[1].value
+    assert len(reads) == 17 * 2 and reads["read"].iloc[0] == "10 rows from 1 file(s): part-00000.json"
 
 
 def test_choosing_a_sample_is_kept_across_pages() -> None:
@@ -47,6 +52,60 @@ def test_choosing_a_sample_is_kept_across_pages() -> None:
     at.switch_page("views/browser.py").run()
     assert at.session_state["checkpoint"].endswith("stuck_watermark_dedup")
     assert "120 rows" in at.caption[0].value
+
+
+def open_with_event_log(name: str, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state["checkpoint"] = sample(name)
+    at.session_state["event_log"] = str(ROOT / "sample_checkpoints" / "event_logs" / name)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_overview_with_an_event_log_shows_late_rows_rates_and_durations() -> None:
+    at = open_with_event_log("windowed_agg")
+    m = metrics(at)
+    rows = sum(len(b["events"]) for b in scenario("windowed_agg").batches)
+    assert m["Batches with progress"] == "13 / 13" and m["Late rows dropped"] == "6" and m["Rows read"] == f"{rows:,}"
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("Late rows dropped by the watermark" in t for t in titles)
+    assert any("Input per batch" in t for t in titles) and any("Batch duration by phase" in t for t in titles)
+    assert not at.warning and not at.error
+
+
+def test_overview_event_log_of_another_query_is_one_error() -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state["checkpoint"] = sample("join_hdfs")
+    at.session_state["event_log"] = str(ROOT / "sample_checkpoints" / "event_logs" / "dedup")
+    at.run()
+    assert not at.exception
+    (err,) = at.error
+    assert "No progress for this query" in err.value and "checkpoint's id" in err.value
+    assert metrics(at)["Batches"] == "17"  # the rest of the page still renders
+
+
+def test_health_page_with_an_event_log_flags_late_rows() -> None:
+    at = open_with_event_log("windowed_agg", "views/health.py")
+    codes = [w.value.split("**")[1] for w in at.warning]
+    assert codes == ["late_rows_dropped"]
+    assert "dropped 6 row(s) by the watermark in 3 batch(es) (4, 7, 10;" in at.warning[0].value
+
+
+def test_why_missing_page_with_event_time_says_dropped_as_late() -> None:
+    at = open_with_event_log("join_hdfs", "views/why_missing.py")
+    at.text_area(key="wm_keys").set_value("ord-153").run()
+    at.text_input(key="wm_event_time").set_value("2026-01-01T00:07:15").run()
+    at.button(key="wm_run").click().run()
+    assert not at.exception and not at.error
+    cards = [m.value for m in at.markdown if m.value.startswith("####")]
+    assert cards == ["#### `ord-153` &nbsp; :red-badge[Dropped as late · left side]"]
+    assert at.query_params["event_time"] == "2026-01-01T00:07:15"
+    at.text_input(key="wm_event_time").set_value("not a time").run()
+    at.button(key="wm_run").click().run()
+    assert len(at.error) == 1 and "is not an event time" in at.error[0].value
 
 
 def test_overview_without_watermark_says_so() -> None:

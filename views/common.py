@@ -24,8 +24,11 @@ from analysis.errors import SparkUnavailable, StateLensError
 from analysis.export import figure_bytes, to_csv_bytes
 from analysis.health import SkewReport
 from analysis.model import CheckpointInfo, StateSource
+from analysis.progress import ProgressLog
+from analysis.sources import SourceBatch
 from analysis.state_access import StateAccess
 from spark_io import checkpoint, diagnosis, health, jobs, session, state_reader
+from spark_io.progress import read_progress
 from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
 
@@ -33,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))
 CHECKPOINT_KEY = "checkpoint"
 INPUT_KEY = "checkpoint_input"
+EVENT_LOG_KEY = "event_log"
 log = logging.getLogger("statelens")
 T = TypeVar("T")
 
@@ -42,6 +46,17 @@ def sample_checkpoints() -> dict[str, str]:
     if not SAMPLES_DIR.is_dir():
         return {}
     return {p.name: str(p) for p in sorted(SAMPLES_DIR.iterdir()) if (p / "offsets").is_dir()}
+
+
+def sample_event_log(checkpoint_path: str) -> str:
+    """The event log the generator wrote beside a bundled sample (event_logs/<name>), or ''."""
+    p = Path(checkpoint_path)
+    log = SAMPLES_DIR / "event_logs" / p.name
+    return str(log) if p.parent == SAMPLES_DIR and log.exists() else ""
+
+
+def current_event_log() -> str | None:
+    return str(st.session_state.get(EVENT_LOG_KEY) or "").strip() or None
 
 
 def default_checkpoint() -> str:
@@ -151,10 +166,16 @@ def _diagnose(
     key_field: str | None,
     keys: tuple[str, ...],
     join_type: str | None,
+    event_time_ms: int | None,
+    event_log: str | None,
     fp: tuple[int, int],
+    log_fp: tuple[int, int],
 ) -> diagnosis.WhyMissingReport:
     access = _loaded_state(path, operator_id, batch, fp)
-    return diagnose.why_missing(access, _info(path, fp), list(keys), operator_id, batch, key_field, join_type)
+    progress = _progress(path, event_log, fp, log_fp) if event_log and event_time_ms is not None else None
+    return diagnose.why_missing(
+        access, _info(path, fp), list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -165,9 +186,17 @@ def _loaded_state(path: str, operator_id: int, batch: int, fp: tuple[int, int]) 
 
 
 def diagnose_cached(
-    path: str, operator_id: int, batch: int, key_field: str | None, keys: tuple[str, ...], join_type: str | None = None
+    path: str,
+    operator_id: int,
+    batch: int,
+    key_field: str | None,
+    keys: tuple[str, ...],
+    join_type: str | None = None,
+    event_time_ms: int | None = None,
+    event_log: str | None = None,
 ) -> diagnosis.WhyMissingReport:
-    return _diagnose(path, operator_id, batch, key_field, keys, join_type, fingerprint(path))
+    fp, log_fp = fingerprint(path), log_fingerprint(event_log)
+    return _diagnose(path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -182,13 +211,47 @@ def doctor_cached(path: str) -> DoctorReport:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _checkup(path: str, fp: tuple[int, int]) -> health.Checkup:
-    return health.checkup(path)
+def _checkup(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int]) -> health.Checkup:
+    return health.checkup(path, event_log=event_log)
 
 
-def checkup_cached(path: str) -> health.Checkup:
+def checkup_cached(path: str, event_log: str | None = None) -> health.Checkup:
     """The whole health check of a checkpoint, shared by every browser session until it commits again."""
-    return _checkup(path, fingerprint(path))
+    return _checkup(path, event_log, fingerprint(path), log_fingerprint(event_log))
+
+
+def log_fingerprint(event_log: str | None) -> tuple[int, int]:
+    """Changes when an event log grows (a running application): (newest mtime, total size) of
+    the file or the files directly in the folder and its eventlog_v2_* folders."""
+    if not event_log or not checkpoint.is_local(event_log):
+        return (0, 0)
+    root = Path(checkpoint.local_path(event_log))
+    try:
+        paths = [root] if root.is_file() else [p for d in (root, *root.glob("eventlog_v2_*")) for p in d.iterdir()]
+        stats = [p.stat() for p in paths if p.is_file()]
+    except OSError:
+        return (0, 0)
+    return max((s.st_mtime_ns for s in stats), default=0), sum(s.st_size for s in stats)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _progress(path: str, event_log: str, fp: tuple[int, int], log_fp: tuple[int, int]) -> ProgressLog:
+    return read_progress(event_log, _info(path, fp))
+
+
+def progress_cached(path: str, event_log: str) -> ProgressLog:
+    """The query's progress from its event log, until the checkpoint or the log changes."""
+    return _progress(path, event_log, fingerprint(path), log_fingerprint(event_log))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _sources(path: str, fp: tuple[int, int]) -> dict[int, list[SourceBatch]]:
+    return checkpoint.read_source_offsets(path)
+
+
+def sources_cached(path: str) -> dict[int, list[SourceBatch]]:
+    """What each batch read from each source, from offsets/ and sources/ (no JVM)."""
+    return _sources(path, fingerprint(path))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -9,7 +9,16 @@ from analysis.health import counted_stores_text, key_json, rows_in_state
 from analysis.model import sources_of
 from analysis.report import checkup_report
 from spark_io.health import default_store
-from views.common import chart_downloads, checkpoint_info, checkup_cached, guard, operator_label, skew_cached, with_progress
+from views.common import (
+    chart_downloads,
+    checkpoint_info,
+    checkup_cached,
+    current_event_log,
+    guard,
+    operator_label,
+    skew_cached,
+    with_progress,
+)
 
 st.header("State health")
 info = checkpoint_info()
@@ -19,7 +28,7 @@ elif info is not None:
     with guard():
         c = with_progress(
             "Checking skew, growth (from the change feed), watermarks and configuration",
-            lambda: checkup_cached(info.path),
+            lambda: checkup_cached(info.path, current_event_log()),
             "health",
         )
         warnings = [f for f in c.findings if f.severity == "warning"]
@@ -36,7 +45,7 @@ elif info is not None:
             (st.warning if f.severity == "warning" else st.info)(text)
         st.download_button(
             "Download the health report (one HTML file)",
-            lambda: checkup_report(c.info, c.skews, c.growth.stores, c.findings).encode(),
+            lambda: checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress).encode(),
             "statelens-health-report.html",
             "text/html",
             key="report",
@@ -44,7 +53,9 @@ elif info is not None:
             type="primary",
         )
 
-        t_skew, t_growth, t_wm = st.tabs(["Skew", "Growth", "Watermark"])
+        if c.progress is None:
+            st.caption("Give the query's event log in the sidebar to check for rows dropped by the watermark.")
+        t_skew, t_growth, t_wm, t_mem = st.tabs(["Skew", "Growth", "Watermark", "Memory"])
         with t_skew:
             c1, c2, c3 = st.columns([2, 3, 1])
             op_id = c1.selectbox(
@@ -91,3 +102,10 @@ elif info is not None:
             fig = charts.watermark_figure(info.batches)
             st.plotly_chart(fig, width="stretch", key="wm-chart")
             chart_downloads("watermark", fig, charts.watermark_table(info.batches), "dl-wm")
+        with t_mem:
+            if c.progress is None:
+                st.info("Memory per operator is in the query's progress: give its event log in the sidebar.")
+            else:
+                fig = charts.memory_figure(c.progress)
+                st.plotly_chart(fig, width="stretch", key="mem-chart")
+                chart_downloads("memory", fig, charts.memory_table(c.progress), "dl-mem")

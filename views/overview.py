@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import streamlit as st
 
 from analysis import charts
 from analysis.overview import batches_table, conf_table, summary
-from views.common import chart_downloads, checkpoint_info, doctor_cached, guard
+from analysis.progress import batch_rows, late_drops, operator_mismatch
+from views.common import (
+    chart_downloads,
+    checkpoint_info,
+    current_event_log,
+    doctor_cached,
+    guard,
+    progress_cached,
+    sources_cached,
+)
 
 st.header("Overview")
 info = checkpoint_info()
@@ -46,6 +56,65 @@ if info is not None:
     with right:
         st.subheader("Batches")
         st.dataframe(batches, hide_index=True, width="stretch", height=340)
+    st.subheader("What each batch read and did")
+    with guard():
+        event_log = current_event_log()
+        log = progress_cached(info.path, event_log) if event_log else None
+        if log is None:
+            st.info(
+                "Rows, rates, durations and the rows dropped by the watermark are in the query's progress: give its "
+                "Spark event log (or progress JSON lines) in the sidebar. The sources below come from the checkpoint."
+            )
+        else:
+            drops = late_drops(log)
+            durations = sorted(b.duration_ms for b in log.batches if b.duration_ms is not None)
+            k = st.columns(4)
+            k[0].metric(
+                "Batches with progress", f"{len(log.batches)} / {len(info.batches)}", help=f"{log.format}: {log.location}"
+            )
+            k[1].metric("Rows read", f"{sum(b.input_rows for b in log.batches):,}", help="numInputRows summed over those batches")
+            k[2].metric(
+                "Median batch duration",
+                f"{durations[len(durations) // 2] / 1000:.2f} s" if durations else "-",
+                help="batchDuration (triggerExecution where absent)",
+            )
+            k[3].metric(
+                "Late rows dropped",
+                f"{sum(d.total for d in drops):,}",
+                help="numRowsDroppedByWatermark summed over every stateful operator and batch",
+            )
+            mismatch = operator_mismatch(log, info)
+            for note in log.notes + (
+                [f"The progress's operators do not match the checkpoint's: {mismatch}."] if mismatch else []
+            ):
+                st.warning(note)
+            t_late, t_rates, t_dur = st.tabs(["Late rows", "Input and rates", "Durations"])
+            table = charts.progress_table(log)
+            for tab, name, fig in (
+                (t_late, "late-rows", charts.late_rows_figure(log)),
+                (t_rates, "input-rates", charts.rates_figure(log)),
+                (t_dur, "durations", charts.durations_figure(log)),
+            ):
+                with tab:
+                    st.plotly_chart(fig, width="stretch", key=f"ov-{name}")
+                    chart_downloads(name, fig, table, f"dl-ov-{name}")
+        rows = batch_rows(info, sources_cached(info.path), log)
+        st.dataframe(
+            [
+                {
+                    "batch": r["batch_id"],
+                    "source": s["description"],
+                    "read": s.get("summary", ""),
+                    "start offset": json.dumps(s.get("start_offset")),
+                    "end offset": json.dumps(s.get("end_offset")),
+                }
+                for r in rows
+                for s in r["sources"]
+            ],
+            hide_index=True,
+            width="stretch",
+            height=300,
+        )
     st.subheader("Checkpoint doctor")
     with guard():
         doc = doctor_cached(info.path)

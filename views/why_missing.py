@@ -10,7 +10,16 @@ import streamlit as st
 
 from analysis.charts import key_timeline_figure
 from analysis.model import default_operator
-from views.common import checkpoint_info, diagnose_cached, guard, key_fields_cached, operator_label, with_progress
+from analysis.progress import parse_event_time
+from views.common import (
+    checkpoint_info,
+    current_event_log,
+    diagnose_cached,
+    guard,
+    key_fields_cached,
+    operator_label,
+    with_progress,
+)
 
 VERDICT_STYLE = {
     "matched": ("green", "Matched"),
@@ -24,6 +33,7 @@ VERDICT_STYLE = {
     "session_open": ("orange", "Session open"),
     "emitted_unmatched": ("violet", "Emitted unmatched (null-padded)"),
     "unknown": ("gray", "Unknown: a read failed"),
+    "dropped_as_late": ("red", "Dropped as late"),
 }
 JOIN_TYPES = {
     None: "Not recorded (explain both)",
@@ -40,6 +50,7 @@ if info is not None and info.operators and info.committed_batches:
     params = st.query_params
     if "wm_keys" not in st.session_state and params.get_all("key"):
         st.session_state["wm_keys"] = "\n".join(params.get_all("key"))
+        st.session_state["wm_event_time"] = params.get("event_time", "")
         st.session_state["wm_autorun"] = True  # a linked diagnosis opens with its answer
     ops = [o.operator_id for o in info.operators]
     default_op = default_operator(info).operator_id
@@ -73,14 +84,28 @@ if info is not None and info.operators and info.committed_batches:
         "Keys that never showed up in the output (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43"
     )
     keys = [k for k in (line.strip() for line in keys_text.splitlines()) if k]
+    event_log = current_event_log()
+    event_time_text = st.text_input(
+        "Event time of the missing record (optional)",
+        key="wm_event_time",
+        placeholder="2026-01-01T00:07:15 (UTC), or epoch milliseconds",
+        help="When the record that never showed up happened. State Lens finds the first batch whose watermark makes "
+        "such a record late and, with the query's event log (sidebar), whether the operator dropped late rows then: "
+        "only that evidence gives the verdict Dropped as late." + ("" if event_log else " No event log is given in the sidebar."),
+    ).strip()
     run = st.button("Diagnose", type="primary", key="wm_run", disabled=not keys) or st.session_state.pop("wm_autorun", False)
-    if run or (keys and st.session_state.get("wm_last") == (info.path, op_id, batch, key_field, tuple(keys), join_type)):
-        st.session_state["wm_last"] = (info.path, op_id, batch, key_field, tuple(keys), join_type)
-        st.query_params.update({"checkpoint": info.path, "operator": str(op_id), "key": keys})
+    asked = (info.path, op_id, batch, key_field, tuple(keys), join_type, event_time_text, event_log)
+    if run or (keys and st.session_state.get("wm_last") == asked):
+        st.session_state["wm_last"] = asked
+        link = {"checkpoint": info.path, "operator": str(op_id), "key": keys}
+        st.query_params.update(link | ({"event_time": event_time_text} if event_time_text else {}))
+        if not event_time_text:
+            st.query_params.pop("event_time", None)
         with guard():
+            event_time = parse_event_time(event_time_text) if event_time_text else None
             report = with_progress(
                 "Reading the state and its history with Spark",
-                lambda: diagnose_cached(info.path, op_id, batch, key_field, tuple(keys), join_type),
+                lambda: diagnose_cached(info.path, op_id, batch, key_field, tuple(keys), join_type, event_time, event_log),
                 "why-missing",
             )
             st.caption(
@@ -93,6 +118,16 @@ if info is not None and info.operators and info.committed_batches:
                 )
                 + " · this page's URL links to this diagnosis"
             )
+            if report.lateness is not None and report.lateness.late_from_batch is not None:
+                late = report.lateness
+                st.caption(
+                    f"A record with that event time is late from batch {late.late_from_batch} on"
+                    + (
+                        f"; rows dropped by the watermark from then on: {sum(late.drops.values()):,}"
+                        if late.progress_read
+                        else " (no event log given: whether rows were dropped is unknown)"
+                    )
+                )
             if report.history_error:
                 st.warning(
                     f"The key's history could not be read, so keys not in state get the verdict Unknown. {report.history_error}"

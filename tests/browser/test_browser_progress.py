@@ -1,0 +1,56 @@
+"""In a real Chromium: the Overview's late-rows, input-rate and duration charts from the bundled
+windowed_agg sample's real (rolling) event log, read from the drawn Plotly figures."""
+
+from __future__ import annotations
+
+import json
+
+from playwright.sync_api import expect
+
+from support import ARTIFACTS, SAMPLES
+
+# Streamlit draws titles in bold (<b>...</b>): compare the text without tags
+HAS_PLOT = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(p => ((p.layout.title && p.layout.title.text) || '').includes(%r))"
+PLOTS = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(p => ({
+    title: ((p.layout.title && p.layout.title.text) || '').replace(/<[^>]+>/g, ''),
+    traces: p.data.map(t => ({name: t.name, type: t.type, x: Array.from(t.x || []), y: Array.from(t.y || [])})),
+    width: p.getBoundingClientRect().width,
+}))
+"""
+
+
+def _plots(page):  # type: ignore[no-untyped-def]
+    return {p["title"]: p for p in page.evaluate(PLOTS)}
+
+
+def test_overview_progress_charts(app_url: str, page) -> None:  # type: ignore[no-untyped-def]
+    truth = json.loads((SAMPLES / "outputs" / "windowed_agg.progress.json").read_text())
+    page.goto(app_url)
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
+    page.get_by_role("radio", name="windowed_agg").click()
+    expect(page.get_by_text("Late rows dropped", exact=True)).to_be_visible(timeout=60_000)
+    title = "Late rows dropped by the watermark"
+    page.wait_for_function(HAS_PLOT % title, timeout=60_000)
+    late = _plots(page)[title]
+    assert late["width"] > 300  # drawn, not a collapsed box
+    (trace,) = late["traces"]
+    assert trace["name"] == "operator 0 (stateStoreSave)" and trace["type"] == "bar"
+    dropped = {p["batchId"]: p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in truth}
+    assert dict(zip(trace["x"], trace["y"], strict=True)) == dropped
+    assert {b: n for b, n in dropped.items() if n} == {4: 1, 7: 2, 10: 3}
+
+    page.get_by_role("tab", name="Input and rates").click()
+    page.wait_for_function(HAS_PLOT % "Input per batch", timeout=60_000)
+    rates = next(p for t, p in _plots(page).items() if t.startswith("Input per batch"))
+    bars = next(t for t in rates["traces"] if t["name"] == "input rows")
+    assert bars["y"] == [sum(s["numInputRows"] for s in p["sources"]) for p in truth]
+    assert {t["name"] for t in rates["traces"]} == {"input rows", "input rows/s", "processed rows/s"}
+
+    page.get_by_role("tab", name="Durations").click()
+    page.wait_for_function(HAS_PLOT % "Batch duration by phase", timeout=60_000)
+    durations = _plots(page)["Batch duration by phase"]
+    add_batch = next(t for t in durations["traces"] if t["name"] == "addBatch")
+    scale = 1000 if max(p["batchDuration"] for p in truth) >= 10_000 else 1
+    assert add_batch["y"] == [p["durationMs"]["addBatch"] / scale for p in truth]
+    page.screenshot(path=str(ARTIFACTS / "overview-progress.png"), full_page=True)

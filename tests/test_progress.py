@@ -1,0 +1,281 @@
+"""Progress from real event logs and progress JSON lines, source offsets from real checkpoints,
+late rows and the dropped_as_late verdict.
+
+The truth: ``outputs/<name>.progress.json`` is what Spark reported in-process
+(``query.recentProgress``) in the run that wrote the sample and its event log; the dropped-row
+counts are also derived from the generator's input data and the watermarks that data implies.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import ROOT, SAMPLES, ms, sample, scenario
+from test_checkpoint import expected_watermarks
+
+from analysis import why_missing as wm
+from analysis.errors import ProgressNotFound, ProgressReadError
+from analysis.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
+from spark_io.checkpoint import read_checkpoint, read_source_offsets
+from spark_io.progress import read_progress
+
+EVENT_LOGS = SAMPLES / "event_logs"
+RATE = SAMPLES / "sources" / "rate_union"
+# the codec each sample's event log was written with (generate.py: Scenario.event_log)
+CODECS = {"join_hdfs": "zstd", "join_rocksdb": "lz4", "chained_join_agg": "snappy", "dedup": "none", "windowed_agg": "none"}
+
+
+def truth(name: str) -> list[dict]:
+    return json.loads((SAMPLES / "outputs" / f"{name}.progress.json").read_text())
+
+
+def _offset(v):  # type: ignore[no-untyped-def]
+    return json.loads(v) if isinstance(v, str) else v
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+def test_event_log_gives_what_spark_reported(name: str) -> None:
+    info = read_checkpoint(sample(name))
+    log = read_progress(str(EVENT_LOGS / name), info)
+    assert scenario(name).event_log in ("rolling", "plain", CODECS[name])
+    if CODECS[name] != "none":
+        assert all(f.endswith(f"({CODECS[name]})") for f in log.files), log.files
+    if name == "windowed_agg":
+        assert log.files[0].startswith("eventlog_v2_") and "/events_1_" in log.files[0]
+    expected = truth(name)
+    assert log.query_id == info.query_id == expected[0]["id"]
+    assert [b.batch_id for b in log.batches] == [p["batchId"] for p in expected]
+    assert len(log.batches) == len(info.batches)  # every batch of the checkpoint has its progress
+    assert operator_mismatch(log, info) is None
+    for b, p in zip(log.batches, expected, strict=True):
+        assert b.input_rows == p["numInputRows"]
+        assert b.duration_ms == p["batchDuration"]
+        assert b.durations == p["durationMs"]
+        assert [(o.operator_name, o.rows_total, o.rows_updated, o.rows_removed) for o in b.operators] == [
+            (o["operatorName"], o["numRowsTotal"], o["numRowsUpdated"], o["numRowsRemoved"]) for o in p["stateOperators"]
+        ]
+        assert [o.rows_dropped_by_watermark for o in b.operators] == [o["numRowsDroppedByWatermark"] for o in p["stateOperators"]]
+        assert [o.memory_used_bytes for o in b.operators] == [o["memoryUsedBytes"] for o in p["stateOperators"]]
+        assert [(s.start_offset, s.end_offset, s.input_rows) for s in b.sources] == [
+            (_offset(s["startOffset"]), _offset(s["endOffset"]), s["numInputRows"]) for s in p["sources"]
+        ]
+
+
+def _join_drops_from_data(name: str) -> dict[int, int]:
+    """Rows of each batch whose event time is at or before the previous batch's watermark (the
+    late-row filter since Spark 3.4), from the generator's input data."""
+    wms = expected_watermarks(name, 2, {"orders": "order_time", "payments": "payment_time"})
+    out: dict[int, int] = {}
+    for b, batch in enumerate(scenario(name).batches):
+        limit = wms[b - 1] if b > 0 else wms[0]
+        late = [r for r in batch["payments"] if limit and ms(r["payment_time"]) <= limit]
+        late += [r for r in batch["orders"] if r["status"] != "cancelled" and limit and ms(r["order_time"]) <= limit]
+        if late:
+            out[b] = len(late)
+    return out
+
+
+@pytest.mark.parametrize("name,operator", [("join_hdfs", 0), ("join_rocksdb", 0), ("chained_join_agg", 1)])
+def test_join_drops_per_batch_are_the_late_payments(name: str, operator: int) -> None:
+    expected = _join_drops_from_data(name)
+    assert expected and len(expected) >= 10  # the samples drop late payments in most batches
+    (d,) = late_drops(read_progress(str(EVENT_LOGS / name), read_checkpoint(sample(name))))
+    assert (d.operator_id, d.by_batch) == (operator, expected)
+
+
+def test_windowed_agg_drops_the_late_events_per_batch() -> None:
+    s = scenario("windowed_agg")
+    wms = expected_watermarks("windowed_agg", 10, {"events": "event_time"})
+    expected = {}
+    for b, batch in enumerate(s.batches):
+        # aggregation counts dropped rows after its partial aggregation: one per (window, user)
+        late = {
+            (ms(r["event_time"]) // 300_000, r["user_id"]) for r in batch["events"] if b and ms(r["event_time"]) <= wms[b - 1]
+        }
+        if late:
+            expected[b] = len(late)
+    assert expected == {4: 1, 7: 2, 10: 3}
+    info = read_checkpoint(sample("windowed_agg"))
+    log = read_progress(str(EVENT_LOGS / "windowed_agg"), info)
+    (d,) = late_drops(log)
+    assert (d.operator_id, d.operator_name, d.by_batch) == (0, "stateStoreSave", expected)
+    (f,) = [f for f in progress_findings(log, info) if f.code == "late_rows_dropped"]
+    assert f.evidence["rows_dropped_by_batch"] == {str(k): v for k, v in expected.items()}
+    assert f.evidence["watermark_lag_ms"] == 10 * 60_000  # withWatermark("event_time", "10 minutes")
+    assert "6 row(s)" in f.message and "(4, 7, 10;" in f.message
+
+
+def test_healthy_sample_without_drops_has_no_late_finding() -> None:
+    info = read_checkpoint(sample("dedup"))
+    log = read_progress(str(EVENT_LOGS / "dedup"), info)
+    assert late_drops(log) == [] and progress_findings(log, info) == []
+
+
+def test_event_log_folder_is_searched_by_query_id(tmp_path: Path) -> None:
+    """A spark.eventLog.dir with several applications: the checkpoint's query is picked out."""
+    for name in CODECS:
+        for p in (EVENT_LOGS / name).iterdir():
+            (shutil.copytree if p.is_dir() else shutil.copy)(p, tmp_path / p.name)
+    for name in ("windowed_agg", "join_rocksdb"):
+        log = read_progress(str(tmp_path), read_checkpoint(sample(name)))
+        assert [b.batch_id for b in log.batches] == [p["batchId"] for p in truth(name)]
+        assert len(log.files) == 1
+
+
+def test_event_log_of_another_query_is_refused_with_its_ids() -> None:
+    with pytest.raises(ProgressNotFound) as e:
+        read_progress(str(EVENT_LOGS / "dedup"), read_checkpoint(sample("join_hdfs")))
+    assert truth("dedup")[0]["id"] in e.value.message and read_checkpoint(sample("join_hdfs")).query_id in e.value.message
+
+
+def test_cut_compressed_log_is_an_error_not_an_empty_answer(tmp_path: Path) -> None:
+    src = next((EVENT_LOGS / "join_rocksdb").iterdir())
+    cut = tmp_path / src.name
+    cut.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+    with pytest.raises(ProgressReadError, match="lz4"):
+        read_progress(str(cut), read_checkpoint(sample("join_rocksdb")))
+
+
+def test_progress_json_lines_and_rate_source_offsets() -> None:
+    cp = str(RATE / "checkpoint")
+    info = read_checkpoint(cp)
+    lines = [json.loads(x) for x in (RATE / "progress.jsonl").read_text().splitlines()]
+    log = read_progress(str(RATE / "progress.jsonl"), info)
+    assert log.format == "json lines"
+    assert [b.batch_id for b in log.batches] == [p["batchId"] for p in lines] == [b.batch_id for b in info.batches]
+    offsets = read_source_offsets(cp)
+    for p in lines:
+        rate, per_batch = offsets[p["batchId"]]
+        assert (rate.kind, per_batch.kind) == ("rate", "rate-micro-batch")
+        assert per_batch.rows == p["sources"][1]["numInputRows"] == 10
+        assert per_batch.end_offset == p["sources"][1]["endOffset"]
+        assert rate.end_offset == p["sources"][0]["endOffset"]
+        # the checkpoint says how many seconds of rows; the progress how many rows (rowsPerSecond=20)
+        secs = rate.end_offset - (rate.start_offset or 0)
+        assert secs * 20 == p["sources"][0]["numInputRows"]
+
+
+@pytest.mark.parametrize("name", ["join_hdfs", "windowed_agg", "chained_join_agg"])
+def test_file_sources_list_the_file_each_batch_read(name: str) -> None:
+    """The generator writes input file i for batch i (maxFilesPerTrigger=1) for every source."""
+    s = scenario(name)
+    offsets = read_source_offsets(sample(name))
+    for b, per_source in offsets.items():
+        assert [x.kind for x in per_source] == ["file"] * len(s.schemas)
+        want = [f"part-{b:05d}.json"] if b < len(s.batches) else []  # the last batch runs without data
+        assert [[f.rsplit("/", 1)[-1] for f in x.files] for x in per_source] == [want] * len(s.schemas), b
+
+
+def test_event_time_parsing() -> None:
+    assert parse_event_time("2026-01-01T00:07:15") == ms("2026-01-01T00:07:15+00:00")
+    assert parse_event_time("2026-01-01 02:07:15+02:00") == ms("2026-01-01T00:07:15+00:00")
+    assert parse_event_time("1767226035000") == 1767226035000
+
+
+def _payment_time(n: int) -> str:
+    (p,) = [r for b in scenario("join_hdfs").batches for r in b["payments"] if r["payment_id"] == f"pmt-{n}"]
+    return p["payment_time"]
+
+
+def _first_late_batch(name: str, t: int) -> int:
+    wms = expected_watermarks(name, 2, {"orders": "order_time", "payments": "payment_time"})
+    return next(b for b in range(1, len(wms)) if wms[b - 1] and t <= wms[b - 1])
+
+
+def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
+    """ord-153's payment (case 3: 8 minutes before the order) never joined: it came late."""
+    from spark_io.diagnosis import why_missing
+
+    t = ms(_payment_time(153))
+    arrived = next(
+        b for b, batch in enumerate(scenario("join_hdfs").batches) for r in batch["payments"] if r["payment_id"] == "pmt-153"
+    )
+    output = json.loads((SAMPLES / "outputs" / "join_hdfs.json").read_text())
+    assert not [r for r in output if r["order_id"] == "ord-153"]  # truth: it never joined
+    report = why_missing(sample("join_hdfs"), ["ord-153"], event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs"))
+    (r,) = report.results
+    assert r.verdict == wm.DROPPED_AS_LATE and r.side == "left"
+    late = report.lateness
+    assert late is not None and late.late_from_batch == _first_late_batch("join_hdfs", t)
+    assert arrived in late.drops and late.drops == {b: 1 for b in range(late.late_from_batch, 16)}
+    assert f"late from batch {late.late_from_batch}" in r.explanation
+    # without the event log the verdict stays, and says from when it would have been late
+    (plain,) = why_missing(sample("join_hdfs"), ["ord-153"], event_time_ms=t).results
+    assert plain.verdict == wm.WAITING_OTHER_SIDE
+    assert f"would have been late from batch {late.late_from_batch}" in plain.explanation
+
+
+def test_event_time_never_behind_the_watermark_is_not_late() -> None:
+    from spark_io.diagnosis import why_missing
+
+    info = read_checkpoint(sample("join_hdfs"))
+    t = info.batches[-1].watermark_ms + 3_600_000
+    (r,) = why_missing(sample("join_hdfs"), ["ord-153"], event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs")).results
+    assert r.verdict == wm.WAITING_OTHER_SIDE and "it was not dropped as late" in r.explanation
+
+
+def test_matched_key_keeps_its_verdict_with_an_event_time() -> None:
+    from spark_io.diagnosis import why_missing
+
+    output = json.loads((SAMPLES / "outputs" / "join_hdfs.json").read_text())
+    assert [r for r in output if r["order_id"] == "ord-156"]  # it joined
+    t = ms(_payment_time(153))
+    (r,) = why_missing(sample("join_hdfs"), ["ord-156"], event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs")).results
+    assert r.verdict == wm.MATCHED
+
+
+def test_windowed_agg_late_event_in_a_window_never_in_state() -> None:
+    """The batch-4 late event (user-0, 20 minutes old) fell in a window the state never held."""
+    from spark_io.diagnosis import why_missing
+
+    (late_ev,) = [r for r in scenario("windowed_agg").batches[4]["events"] if r["event_id"].startswith("late-")]
+    t = ms(late_ev["event_time"])
+    report = why_missing(
+        sample("windowed_agg"), [late_ev["user_id"]], event_time_ms=t, event_log=str(EVENT_LOGS / "windowed_agg")
+    )
+    (r,) = report.results
+    assert r.verdict == wm.DROPPED_AS_LATE
+    assert report.lateness is not None and 4 in report.lateness.drops
+
+
+def test_lateness_without_progress_has_no_drops() -> None:
+    info = read_checkpoint(sample("join_hdfs"))
+    late = lateness(ms(_payment_time(153)), info, 0, None)
+    assert late.late_from_batch == _first_late_batch("join_hdfs", late.event_time_ms)
+    assert late.drops == {} and not late.progress_read
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_progress_json_contract() -> None:
+    p = _cli("progress", sample("windowed_agg"), "--event-log", str(EVENT_LOGS / "windowed_agg"), "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    expected = truth("windowed_agg")
+    assert out["query_id"] == expected[0]["id"]
+    for b, t in zip(out["batches"], expected, strict=True):
+        assert b["batch_id"] == t["batchId"] and b["input_rows"] == t["numInputRows"] and b["duration_ms"] == t["batchDuration"]
+        assert [(s["description"], s["start_offset"], s["end_offset"], s["input_rows"]) for s in b["sources"]] == [
+            (s["description"], _offset(s["startOffset"]), _offset(s["endOffset"]), s["numInputRows"]) for s in t["sources"]
+        ]
+        assert [
+            (o["operator_id"], o["rows_total"], o["rows_dropped_by_watermark"], o["memory_used_bytes"]) for o in b["operators"]
+        ] == [
+            (i, o["numRowsTotal"], o["numRowsDroppedByWatermark"], o["memoryUsedBytes"])
+            for i, o in enumerate(t["stateOperators"])
+        ]
+
+
+def test_cli_progress_bad_event_log_is_one_line() -> None:
+    p = _cli("progress", sample("join_hdfs"), "--event-log", str(EVENT_LOGS / "dedup"))
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and "No progress for this query" in p.stderr
+    p = _cli("why-missing", sample("join_hdfs"), "ord-1", "--event-time", "yesterday")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "not an event time" in p.stderr
