@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, SAMPLES, ms, sample, scenario
 from test_checkpoint import expected_watermarks
 
 from analysis import why_missing as wm
@@ -23,6 +22,7 @@ from analysis.errors import ProgressNotFound, ProgressReadError
 from analysis.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
 from spark_io.checkpoint import read_checkpoint, read_source_offsets
 from spark_io.progress import read_progress
+from support import ROOT, SAMPLES, ms, sample, scenario
 
 EVENT_LOGS = SAMPLES / "event_logs"
 RATE = SAMPLES / "sources" / "rate_union"
