@@ -484,8 +484,9 @@ def scenarios() -> list[Scenario]:
         ),
         Scenario(
             "chained_join_agg",
-            "Two stateful operators in one query: the orders ⋈ payments join (operator 0) followed "
-            "by paid orders per customer in 5-minute windows (operator 1).",
+            "Two stateful operators in one query: the orders ⋈ payments join (operator 1) followed "
+            "by paid orders per customer in 5-minute windows (operator 0: Spark numbers stateful operators "
+            "from the top of the plan, so the last one gets 0).",
             join_schemas,
             op,
             chained_join_agg,
@@ -594,10 +595,22 @@ def write_readme(all_scenarios: list[Scenario]) -> None:
         "emitted (the ground truth tests compare diagnoses with). Regenerate with "
         "`python sample_checkpoints/generate.py [name ...]`; State Lens only ever reads these folders.",
         "",
-        "| checkpoint | what it shows |",
-        "|---|---|",
+        "| checkpoint | what it shows | event log |",
+        "|---|---|---|",
     ]
-    lines += [f"| `{s.name}` | {s.description} |" for s in all_scenarios]
+    lines += [f"| `{s.name}` | {s.description} | {s.event_log or ''} |" for s in all_scenarios]
+    lines += [
+        "",
+        "## Event logs and progress",
+        "",
+        "Samples with an event log ran in their own Spark application with `spark.eventLog.enabled`; "
+        "`event_logs/<name>/` holds that application's log as Spark wrote it (compressed with the codec named "
+        "above, or a rolling `eventlog_v2_*` folder), and `outputs/<name>.progress.json` what the query reported "
+        "in-process (`query.recentProgress`) in the same run. "
+        f"`sources/{RATE_SAMPLE}/checkpoint` unions the `rate` (20 rows/s) and `rate-micro-batch` (10 rows per "
+        "batch) sources into a windowed count, one batch per Trigger.Once run; `progress.jsonl` holds each "
+        "run's StreamingQueryProgress as one JSON line.",
+    ]
     import compat
 
     lines += [
