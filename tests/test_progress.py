@@ -279,3 +279,13 @@ def test_cli_progress_bad_event_log_is_one_line() -> None:
     assert len(p.stderr.strip().splitlines()) == 1 and "No progress for this query" in p.stderr
     p = _cli("why-missing", sample("join_hdfs"), "ord-1", "--event-time", "yesterday")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "not an event time" in p.stderr
+
+
+@pytest.mark.parametrize("name", ["join_rocksdb", "windowed_agg"])
+def test_event_log_through_spark_equals_local(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URI read through Spark's binaryFile reader (as s3a:// would be) gives the same progress."""
+    info = read_checkpoint(sample(name))
+    local = read_progress(str(EVENT_LOGS / name), info)
+    monkeypatch.setenv("STATELENS_LOGS_VIA_SPARK", "1")
+    remote = read_progress((EVENT_LOGS / name).as_uri(), info)
+    assert remote.batches == local.batches and remote.files == local.files
