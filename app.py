@@ -41,7 +41,10 @@ def _pick() -> None:
 
 
 def _typed() -> None:
-    st.session_state[CHECKPOINT_KEY] = st.session_state[INPUT_KEY].strip()
+    old, new = st.session_state[CHECKPOINT_KEY], st.session_state[INPUT_KEY].strip()
+    st.session_state[CHECKPOINT_KEY] = new
+    if st.session_state.get(EVENT_LOG_KEY, "") == sample_event_log(old):  # filled in for a sample, not by the user
+        st.session_state[EVENT_LOG_KEY] = sample_event_log(new)
 
 
 with st.sidebar:

@@ -42,14 +42,22 @@ MAX_BYTES = 2 * 1024**3  # a decoded event log larger than this is refused (say 
 # --------------------------------------------------------------------------- codecs
 
 
-def _lz4_blocks(data: bytes, name: str) -> bytes:
+class _Cut(Exception):
+    """A compressed stream ends early: ``decoded`` holds everything before the cut."""
+
+    def __init__(self, decoded: bytes, why: str) -> None:
+        super().__init__(why)
+        self.decoded = decoded
+
+
+def _lz4_blocks(data: bytes) -> bytes:
     """lz4-java's LZ4BlockOutputStream: per block 'LZ4Block', a token (method | level), the
     compressed and decompressed lengths and a checksum (little endian), then the block."""
     out = bytearray()
     pos = 0
     while pos < len(data):
         if data[pos : pos + 8] != LZ4_MAGIC or pos + 21 > len(data):
-            raise ProgressReadError(f"{name}: the lz4 stream is damaged or cut at byte {pos}.")
+            raise _Cut(bytes(out), f"the lz4 stream is damaged or cut at byte {pos}")
         token = data[pos + 8]
         clen, dlen, _checksum = struct.unpack_from("<iii", data, pos + 9)
         pos += 21
@@ -57,7 +65,7 @@ def _lz4_blocks(data: bytes, name: str) -> bytes:
             break
         block = data[pos : pos + clen]
         if len(block) < clen:
-            raise ProgressReadError(f"{name}: the lz4 stream is cut inside a block at byte {pos}.")
+            raise _Cut(bytes(out), f"the lz4 stream is cut inside a block at byte {pos}")
         out += block if token & 0xF0 == 0x10 else pa.decompress(block, decompressed_size=dlen, codec="lz4_raw").to_pybytes()
         pos += clen
     return bytes(out)
@@ -73,18 +81,18 @@ def _varint(data: bytes) -> int:
     raise ValueError("bad varint")
 
 
-def _snappy_chunks(data: bytes, name: str) -> bytes:
+def _snappy_chunks(data: bytes) -> bytes:
     """snappy-java's SnappyOutputStream: a 16-byte header, then chunks of a big-endian length
     and raw snappy data (whose own first bytes give the decompressed length)."""
     out = bytearray()
     pos = 16
     while pos < len(data):
         if pos + 4 > len(data):
-            raise ProgressReadError(f"{name}: the snappy stream is cut at byte {pos}.")
+            raise _Cut(bytes(out), f"the snappy stream is cut at byte {pos}")
         (clen,) = struct.unpack_from(">i", data, pos)
         chunk = data[pos + 4 : pos + 4 + clen]
         if len(chunk) < clen:
-            raise ProgressReadError(f"{name}: the snappy stream is cut inside a chunk at byte {pos}.")
+            raise _Cut(bytes(out), f"the snappy stream is cut inside a chunk at byte {pos}")
         out += pa.decompress(chunk, decompressed_size=_varint(chunk), codec="snappy").to_pybytes()
         pos += 4 + clen
     return bytes(out)
@@ -100,20 +108,39 @@ def codec_of(data: bytes) -> str:
     return "none"
 
 
-def decode(data: bytes, name: str) -> tuple[str, str]:
-    """(text, codec) of one event log file."""
+def _zstd_frames(data: bytes) -> bytes:
+    out = bytearray()
+    stream = pa.input_stream(pa.py_buffer(data), compression="zstd")
+    try:
+        while chunk := stream.read(1 << 20):
+            out += chunk
+    except (OSError, pa.ArrowException) as e:
+        raise _Cut(bytes(out), f"the zstd stream is damaged or cut ({e})") from e
+    return bytes(out)
+
+
+def decode(data: bytes, name: str, notes: list[str]) -> tuple[str, str]:
+    """(text, codec) of one event log file. A log still being written (``.inprogress``) may end
+    inside a compressed block: what comes before is used and ``notes`` says so; any other file
+    cut short is an error."""
     codec = codec_of(data)
     try:
         if codec == "zstd":
-            raw = pa.input_stream(pa.py_buffer(data), compression="zstd").read()
+            raw = _zstd_frames(data)
         elif codec == "lz4":
-            raw = _lz4_blocks(data, name)
+            raw = _lz4_blocks(data)
         elif codec == "snappy":
-            raw = _snappy_chunks(data, name)
+            raw = _snappy_chunks(data)
         else:
             raw = data
-    except ProgressReadError:
-        raise
+    except _Cut as cut:
+        if not name.endswith(".inprogress"):
+            raise ProgressReadError(f"{name}: {cut}. The file is damaged or was cut while copying.") from cut
+        raw = cut.decoded
+        notes.append(
+            f"{name} is still being written: its last compressed block is incomplete ({cut}), so progress "
+            "reported after it is missing until Spark flushes it."
+        )
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ProgressReadError(f"{name} could not be decompressed as {codec} ({e}): the file is damaged or cut.") from e
     return raw.decode("utf-8", errors="replace"), codec
@@ -225,7 +252,7 @@ def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:
     total = 0
     for label, parts in groups:
         for name, data in parts:
-            text, codec = decode(data, name)
+            text, codec = decode(data, name, notes)
             total += len(text)
             if total > MAX_BYTES:
                 raise ProgressReadError(

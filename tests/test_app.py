@@ -85,6 +85,19 @@ def test_overview_event_log_of_another_query_is_one_error() -> None:
     (err,) = at.error
     assert "No progress for this query" in err.value and "checkpoint's id" in err.value
     assert metrics(at)["Batches"] == "17"  # the rest of the page still renders
+    assert len(at.dataframe) == 3  # batches, what each source read (from the checkpoint), configuration
+
+
+def test_typing_a_checkpoint_drops_the_samples_event_log() -> None:
+    at = open_app()
+    assert at.session_state["event_log"].endswith("event_logs/join_hdfs")
+    at.sidebar.text_input(key="checkpoint_input").set_value(sample("unbounded_agg")).run()
+    assert at.session_state["event_log"] == "" and not at.error
+    at.sidebar.text_input(key="event_log").set_value(str(ROOT / "nowhere")).run()
+    at.sidebar.text_input(key="checkpoint_input").set_value(sample("windowed_agg")).run()
+    assert at.session_state["event_log"] == str(ROOT / "nowhere")  # typed by the user: kept
+    (err,) = at.error
+    assert "does not exist" in err.value
 
 
 def test_health_page_with_an_event_log_flags_late_rows() -> None:

@@ -289,3 +289,18 @@ def test_event_log_through_spark_equals_local(name: str, monkeypatch: pytest.Mon
     monkeypatch.setenv("STATELENS_LOGS_VIA_SPARK", "1")
     remote = read_progress((EVENT_LOGS / name).as_uri(), info)
     assert remote.batches == local.batches and remote.files == local.files
+
+
+@pytest.mark.parametrize("name", ["join_hdfs", "join_rocksdb", "chained_join_agg"])
+def test_log_still_being_written_gives_its_complete_part_and_says_so(name: str, tmp_path: Path) -> None:
+    """A running application's compressed .inprogress log may end inside a block."""
+    src = next((EVENT_LOGS / name).iterdir())
+    data = src.read_bytes()
+    cut = tmp_path / f"{src.name}.inprogress"
+    cut.write_bytes(data[: int(len(data) * 0.7)])
+    info = read_checkpoint(sample(name))
+    log = read_progress(str(cut), info)
+    full = read_progress(str(src), info)
+    assert 0 < len(log.batches) < len(full.batches)
+    assert log.batches == full.batches[: len(log.batches)]
+    assert any("still being written" in n for n in log.notes)

@@ -57,6 +57,7 @@ if info is not None:
         st.subheader("Batches")
         st.dataframe(batches, hide_index=True, width="stretch", height=340)
     st.subheader("What each batch read and did")
+    log = None
     with guard():
         event_log = current_event_log()
         log = progress_cached(info.path, event_log) if event_log else None
@@ -98,6 +99,7 @@ if info is not None:
                 with tab:
                     st.plotly_chart(fig, width="stretch", key=f"ov-{name}")
                     chart_downloads(name, fig, table, f"dl-ov-{name}")
+    with guard():
         rows = batch_rows(info, sources_cached(info.path), log)
         st.dataframe(
             [
