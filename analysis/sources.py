@@ -130,7 +130,7 @@ def batch_sources(
             elif kind == "kafka":
                 parts = _kafka_rows(start, end)
                 if parts is None:
-                    note = "the start offsets are not in the checkpoint (purged or not written)"
+                    note = "a start offset is not in the checkpoint (the previous batch is purged, or a partition is new)"
                 else:
                     partitions, rows = parts, sum(parts.values())
             elif kind == "file":

@@ -304,3 +304,23 @@ def test_log_still_being_written_gives_its_complete_part_and_says_so(name: str, 
     assert 0 < len(log.batches) < len(full.batches)
     assert log.batches == full.batches[: len(log.batches)]
     assert any("still being written" in n for n in log.notes)
+
+
+def test_kafka_offsets_give_rows_per_partition() -> None:
+    """Kafka cannot run here (its connector is not on PyPI); its offsets are the documented JSON
+    {"topic": {"partition": offset}} in offsets/<batch>, the initial ones in sources/<n>/0."""
+    from analysis.sources import batch_sources, kind_of
+
+    offsets = {
+        0: [{"orders": {"0": 10, "1": 7}}],
+        1: [{"orders": {"0": 25, "1": 7}}],
+        3: [{"orders": {"0": 30, "1": 9}}],  # batch 2's offsets were purged
+        4: [{"orders": {"0": 31, "1": 9, "2": 4}}],  # a partition was added
+    }
+    out = batch_sources(offsets, {}, {0: {"orders": {"0": 0, "1": 5}}})
+    assert kind_of(offsets[0][0]) == "kafka"
+    assert (out[0][0].rows, out[0][0].partitions) == (12, {"orders/0": 10, "orders/1": 2})
+    assert (out[1][0].rows, out[1][0].partitions) == (15, {"orders/0": 15, "orders/1": 0})
+    assert out[1][0].summary == "15 rows (orders/0 +15)"
+    assert out[3][0].rows is None and "not in the checkpoint" in out[3][0].note
+    assert out[4][0].rows is None  # the new partition's start is unknown: no guess
