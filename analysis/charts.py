@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import plotly.graph_objects as go
@@ -415,5 +416,7 @@ def memory_table(log: ProgressLog) -> pa.Table:
             "rows_updated": [o.rows_updated for _, o in recs],
             "rows_removed": [o.rows_removed for _, o in recs],
             "rows_dropped_by_watermark": [o.rows_dropped_by_watermark for _, o in recs],
+            "commit_time_ms": [o.commit_time_ms for _, o in recs],
+            "custom_metrics": [json.dumps(o.custom_metrics, sort_keys=True) for _, o in recs],
         }
     )

@@ -108,4 +108,7 @@ elif info is not None:
             else:
                 fig = charts.memory_figure(c.progress)
                 st.plotly_chart(fig, width="stretch", key="mem-chart")
-                chart_downloads("memory", fig, charts.memory_table(c.progress), "dl-mem")
+                table = charts.memory_table(c.progress)
+                chart_downloads("memory", fig, table, "dl-mem")
+                st.caption("Per batch and operator, from the query's progress (custom metrics as JSON):")
+                st.dataframe(table, hide_index=True, width="stretch", height=300)
