@@ -22,6 +22,7 @@ from typing import Any
 from analysis.errors import InvalidInput, ProgressNotFound
 from analysis.health import Finding
 from analysis.model import Batch, CheckpointInfo
+from analysis.why_missing import fmt_duration
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 # durationMs phases in the order a micro-batch runs them
@@ -357,15 +358,6 @@ def watermark_lag_ms(log: ProgressLog) -> int | None:
             newest = max(newest or b.event_time_max_ms, b.event_time_max_ms)
     lags = [x for x in lags if x >= 0]
     return min(lags) if lags else None
-
-
-def fmt_duration(ms: int) -> str:
-    s = ms / 1000
-    if s < 120:
-        return f"{s:g} s"
-    if s < 7200:
-        return f"{s / 60:g} min"
-    return f"{s / 3600:g} h"
 
 
 # --------------------------------------------------------------------------- a record's event time
