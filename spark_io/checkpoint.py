@@ -144,7 +144,7 @@ class SparkFiles(Files):
         return p[len(self._root) :].lstrip("/") if p.startswith(self._root) else p
 
     def _load(self, pattern: str, content: bool, recursive: bool = False) -> list[tuple[str, int, bytes]]:
-        from spark_io.session import get_spark
+        from spark_io.session import get_spark, spark_message
 
         reader = get_spark().read.format("binaryFile")
         if recursive:
@@ -156,7 +156,7 @@ class SparkFiles(Files):
             if "PATH_NOT_FOUND" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
                 return []
             raise CheckpointNotFound(
-                f"Spark could not list {self.location}/{pattern}: {str(e).strip().splitlines()[0][:300]}"
+                f"Spark could not list {self.location}/{pattern}: {spark_message(e, self.location)}"
             ) from e
         return [(self._rel(r["path"]), int(r["length"]), r.get("content") or b"") for r in rows]
 

@@ -186,7 +186,7 @@ def _read_local(path: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
 
 def _read_spark(uri: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
     """Any URI Spark can read, fetched with its binaryFile reader (works over Spark Connect)."""
-    from spark_io.session import get_spark
+    from spark_io.session import get_spark, spark_message
 
     try:
         rows = (
@@ -199,8 +199,7 @@ def _read_spark(uri: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
             .to_pylist()
         )
     except Exception as e:
-        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        raise ProgressNotFound(f"Spark could not read {uri}: {first}") from e
+        raise ProgressNotFound(f"Spark could not read {uri}: {spark_message(e, uri)}") from e
     groups: dict[str, list[tuple[str, bytes]]] = {}
     for r in rows:
         parts = urllib.parse.unquote(urllib.parse.urlparse(r["path"]).path).rstrip("/").split("/")

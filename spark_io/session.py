@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -166,9 +167,8 @@ def get_spark() -> Any:
             except SparkUnavailable:
                 raise
             except Exception as e:  # JVM failed to start, Connect server unreachable ...
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise SparkUnavailable(
-                    f"{_target.describe()} could not be started: {first[:300]}. "
+                    f"{_target.describe()} could not be started: {spark_message(e)[:300]}. "
                     "Check Java 17 (java -version) and, for a cluster, the master or remote URL."
                 ) from e
         return _session
@@ -224,3 +224,43 @@ def stop() -> None:
             _session.stop()
             _session = None
             _children.clear()
+
+
+# --------------------------------------------------------------------------- Spark's errors, made readable
+
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
+_PY4J_CALL = re.compile(r"^An error occurred while calling [\w.$]+\.?$")
+_MISSING_FS = re.compile(r"No FileSystem for scheme \"?(\w+)|Class (org\.apache\.hadoop\.fs\.[\w.]+|[\w.]+FileSystem) not found")
+FS_PACKAGES = {  # the connector each storage needs on Spark's classpath
+    "s3a": "org.apache.hadoop:hadoop-aws",
+    "abfs": "org.apache.hadoop:hadoop-azure",
+    "abfss": "org.apache.hadoop:hadoop-azure",
+    "wasbs": "org.apache.hadoop:hadoop-azure",
+    "gs": "com.google.cloud.bigdataoss:gcs-connector",
+}
+
+
+def spark_message(e: BaseException, uri: str | None = None) -> str:
+    """The informative line of a Spark error: its ``[ERROR_CLASS] ...`` line, else the Java
+    exception behind py4j's "An error occurred while calling o47.load" (never that line), and
+    for a storage without its filesystem jars, what to add."""
+    text = str(e).strip()
+    m = _ERROR_CLASS.search(text)
+    if m:
+        line = m.group(0).strip()
+    else:
+        lines = [x.strip().lstrip(":").strip() for x in text.splitlines() if x.strip() and not x.startswith(("\tat ", "\t... "))]
+        lines = [x for x in lines if x and not _PY4J_CALL.match(x)]
+        line = lines[0] if lines else type(e).__name__
+        line = re.sub(r"^(java\.lang\.RuntimeException: )+", "", line)
+    fs = _MISSING_FS.search(text)
+    if fs:
+        scheme = fs.group(1) or (urllib.parse.urlparse(uri).scheme if uri else "")
+        package = FS_PACKAGES.get(scheme, "<the filesystem connector's Maven coordinates>")
+        where = f"{scheme}://" if scheme else "this storage"
+        return (
+            f"Spark has no filesystem for {where} ({line[:200]}). Give it the connector: start State Lens with "
+            f'PYSPARK_SUBMIT_ARGS="--packages {package}:<your Hadoop version> pyspark-shell", '
+            "or point --master/--remote at a cluster that has it."
+        )
+    return line[:500]

@@ -26,6 +26,7 @@ from analysis.model import (
 from spark_io import session
 from spark_io.checkpoint import read_checkpoint, reader_conf
 from spark_io.overlay import read_location
+from spark_io.session import spark_message
 
 _FEEDS: dict[tuple[str, int], bool] = {}
 
@@ -43,17 +44,6 @@ def has_change_feed(info: CheckpointInfo, operator_id: int) -> bool:
     return _FEEDS[cache_key]
 
 
-_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
-
-
-def spark_message(e: Exception) -> str:
-    """The informative line of a Spark error: its ``[ERROR_CLASS] ...`` line if any, else the first."""
-    text = str(e).strip()
-    m = _ERROR_CLASS.search(text)
-    if m:
-        return m.group(0).strip()[:500]
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
-    return first[:500]
 
 
 @dataclass(frozen=True)

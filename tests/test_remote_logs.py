@@ -4,6 +4,8 @@ same batches, watermarks, commits, operators, state files and sizes as the local
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from analysis.errors import CheckpointNotFound, NotACheckpoint
@@ -51,3 +53,23 @@ def test_bad_uris(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: i
     (tmp_path / "x.txt").write_text("x")
     with pytest.raises(NotACheckpoint):
         read_checkpoint(f"file://{tmp_path}")
+
+
+def test_storage_without_its_connector_names_the_cause_and_the_fix() -> None:
+    """s3a:// without hadoop-aws: Spark's real cause (a missing filesystem class) and what to
+    add, in one line; never py4j's 'An error occurred while calling o47.load'."""
+    import subprocess
+    import sys
+
+    from support import ROOT
+
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "sql", "s3a://bucket/checkpoints/orders", "SELECT 1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    err = p.stderr
+    assert "S3AFileSystem not found" in err and "--packages org.apache.hadoop:hadoop-aws:" in err
+    assert "error occurred while calling" not in err and not re.search(r"\bo\d+\.load\b", err)
