@@ -5,6 +5,8 @@ streamlit run app.py
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from views.common import (
@@ -47,8 +49,9 @@ def _typed() -> None:
         st.session_state[EVENT_LOG_KEY] = sample_event_log(new)
 
 
+# the name above the navigation (st.logo sits at the sidebar's top; a title in the sidebar would land below the pages)
+st.logo(str(Path(__file__).parent / "assets" / "logo.svg"), size="large")
 with st.sidebar:
-    st.title(":material/frame_inspect: State Lens")
     st.text_input(
         "Checkpoint path",
         key=INPUT_KEY,

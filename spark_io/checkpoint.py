@@ -155,9 +155,7 @@ class SparkFiles(Files):
         except Exception as e:
             if "PATH_NOT_FOUND" in str(e) or "does not exist" in str(e) or "Path does not exist" in str(e):
                 return []
-            raise CheckpointNotFound(
-                f"Spark could not list {self.location}/{pattern}: {spark_message(e, self.location)}"
-            ) from e
+            raise CheckpointNotFound(f"Spark could not list {self.location}/{pattern}: {spark_message(e, self.location)}") from e
         return [(self._rel(r["path"]), int(r["length"]), r.get("content") or b"") for r in rows]
 
     def _exists(self) -> bool:

@@ -44,8 +44,6 @@ def has_change_feed(info: CheckpointInfo, operator_id: int) -> bool:
     return _FEEDS[cache_key]
 
 
-
-
 @dataclass(frozen=True)
 class RowFilter:
     """Rows to keep, applied inside Spark before anything is collected."""

@@ -237,6 +237,18 @@ def test_why_missing_page_opens_from_a_link() -> None:
     assert "#### `user-3` &nbsp; :violet-badge[Evicted]" in [m.value for m in at.markdown]
 
 
+def test_why_missing_link_to_a_missing_operator_says_so() -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params["checkpoint"] = sample("join_hdfs")
+    at.query_params["operator"] = "7"
+    at.query_params["key"] = ["ord-154"]
+    at.run()
+    at.switch_page("views/why_missing.py").run()
+    (w,) = [w for w in at.warning if "operator 7" in w.value]
+    assert "does not have" in w.value and "0: symmetricHashJoin" in w.value
+    assert at.selectbox(key="wm_op").value == 0
+
+
 def test_health_page_flags_the_hot_key_and_offers_exports() -> None:
     at = open_app(sample("hot_key_join"), "views/health.py")
     m = metrics(at)

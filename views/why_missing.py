@@ -44,7 +44,7 @@ JOIN_TYPES = {
     "left_semi": "Left semi",
 }
 
-st.header("Why is this key missing?")
+st.header("Why is my key missing?")  # the same words as its navigation entry
 info = checkpoint_info()
 if info is not None and info.operators and info.committed_batches:
     params = st.query_params
@@ -54,8 +54,14 @@ if info is not None and info.operators and info.committed_batches:
         st.session_state["wm_autorun"] = True  # a linked diagnosis opens with its answer
     ops = [o.operator_id for o in info.operators]
     default_op = default_operator(info).operator_id
-    if params.get("operator", "").isdigit() and int(params["operator"]) in ops:
-        default_op = int(params["operator"])
+    linked = params.get("operator")
+    if linked is not None and linked.isdigit() and int(linked) in ops:
+        default_op = int(linked)
+    elif linked is not None and "wm_op" not in st.session_state:  # said once, when the link opens
+        st.warning(
+            f"The link asks for operator {linked}, which this checkpoint does not have (its operators: "
+            f"{', '.join(operator_label(info, o) for o in ops)}): showing {operator_label(info, default_op)}."
+        )
     committed = [b.batch_id for b in info.committed_batches][::-1]
 
     c1, c2, c3 = st.columns([3, 2, 1])

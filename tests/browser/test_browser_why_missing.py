@@ -14,7 +14,7 @@ def test_linked_diagnosis(app_url: str, page) -> None:  # type: ignore[no-untype
         [("checkpoint", sample("join_rocksdb")), ("operator", "0"), ("key", "ord-155"), ("key", "ord-6")]
     )
     page.goto(f"{app_url}/why_missing?{query}")
-    expect(page.get_by_role("heading", name="Why is this key missing?")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="Why is my key missing?")).to_be_visible(timeout=60_000)
     # the link, not the sidebar default, chose the checkpoint and the keys
     expect(page.get_by_role("textbox", name="Checkpoint path")).to_have_value(sample("join_rocksdb"))
     keys_box = page.get_by_role("textbox", name="Keys that never showed up in the output (one per line)")
