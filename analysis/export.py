@@ -58,3 +58,40 @@ def to_parquet_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf)
     return buf.getvalue()
+
+
+# epoch milliseconds between 2000-01-01 and 2200-01-01: a time, not a count
+_MS_RANGE = (946_684_800_000, 7_258_118_400_000)
+
+
+def _is_ms_name(name: str) -> bool:
+    n = name.lower().rsplit(".", 1)[-1]
+    return n.endswith(("_ms", "timestampms", "timestamp"))  # last_event_ms, expiration_timestamp_ms, timeoutTimestamp
+
+
+def with_readable_times(table: pa.Table, tz: str = "UTC") -> pa.Table:
+    """The table with a readable time column after each epoch-millisecond column (timers'
+    ``expiration_timestamp_ms``, TTL expiries, ``last_event_ms`` in a state value ...), nested
+    fields included: ``value.last_event_ms`` gets ``value.last_event_ms (time)``. Only integer
+    columns named like milliseconds whose values are plausible dates get one."""
+    flat = table
+    while any(pa.types.is_struct(t) for t in flat.schema.types):
+        flat = flat.flatten()
+    extra: dict[str, pa.Array] = {}
+    for name, col in zip(flat.column_names, flat.columns, strict=True):
+        if not (pa.types.is_integer(col.type) and _is_ms_name(name)):
+            continue
+        valid = pc.drop_null(col)
+        if len(valid) == 0:
+            continue
+        lo, hi = pc.min(valid).as_py(), pc.max(valid).as_py()
+        if lo < _MS_RANGE[0] or hi > _MS_RANGE[1]:
+            continue
+        extra[name] = pc.cast(pc.cast(col, pa.int64()), pa.timestamp("ms", tz=tz))
+    if not extra:
+        return table
+    out = table
+    for name, times in reversed(extra.items()):  # inserted right after their column, in field order
+        top = name.split(".", 1)[0]
+        out = out.add_column(out.column_names.index(top) + 1, f"{name} (time)", times)
+    return out

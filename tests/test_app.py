@@ -159,6 +159,18 @@ def test_browser_reads_join_side_at_a_chosen_batch() -> None:
     assert f"**{expected} changes** · batches 0–0" in at.caption[0].value
 
 
+def test_browser_labels_timers_and_shows_epoch_ms_as_times() -> None:
+    at = open_app(sample("transform_with_state"), "views/browser.py")
+    options = at.selectbox[1].options
+    assert "registered timers (transformWithState)" in options and not any("None" in o for o in options)
+    at.selectbox[1].set_value("registered timers (transformWithState)").run()
+    df = at.dataframe[0].value
+    assert list(df.columns[:3]) == ["key", "expiration_timestamp_ms", "expiration_timestamp_ms (time)"]
+    first = df.iloc[0]
+    assert first["expiration_timestamp_ms (time)"].value // 1_000_000 == first["expiration_timestamp_ms"]
+    assert any("readable time column" in c.value for c in at.caption)
+
+
 def test_sql_page_runs_an_example_and_offers_downloads() -> None:
     at = open_app(sample("join_hdfs"), "views/sql.py")
     at.toggle(key="sql_plain").set_value(True).run()

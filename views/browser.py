@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.export import with_readable_times
 from analysis.model import sources_of, table_name
 from spark_io.state_reader import arrow_schema_rows
 from views.common import (
@@ -54,7 +55,10 @@ if info is not None:
                     )
                 tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
                 with tab_rows:
-                    st.dataframe(table, hide_index=True, width="stretch", height=520)
+                    shown = with_readable_times(table)
+                    if shown is not table:
+                        st.caption("Epoch-millisecond fields have a readable time column beside them (UTC).")
+                    st.dataframe(shown, hide_index=True, width="stretch", height=520)
                 with tab_schema:
                     st.dataframe(arrow_schema_rows(table), hide_index=True, width="stretch")
                 with tab_parts:

@@ -309,6 +309,8 @@ def workspace(
 
 
 def source_label(source: StateSource) -> str:
+    if source.timers:
+        return "registered timers (transformWithState)"
     if source.join_side:
         return f"join side: {source.join_side}"
     if source.state_var:
