@@ -29,7 +29,10 @@ def _dt(ms: int) -> dt.datetime:
 
 
 def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int]) -> go.Figure:
-    """The key's life across batches (entered, matched, evicted ...) drawn on the watermark line."""
+    """The key's life across batches (entered, matched, evicted ...): each marker at the row's own
+    event time (a window's start for windowed keys), against the watermark line of every batch.
+    A row without an event time sits on the watermark of its batch (the lowest one drawn while
+    there is none yet), and its hover says so."""
     fig = go.Figure()
     batches = sorted(b for b, w in watermarks.items() if w)
     fig.add_trace(
@@ -41,26 +44,41 @@ def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int]) -> go.Figur
             line={"color": "#bbbbbb", "width": 2},
         )
     )
+    # where a marker without any time goes: the lowest time drawn
+    floor = min(
+        [*(watermarks[b] for b in batches), *(int(e["event_time_ms"]) for e in d.timeline if e.get("event_time_ms"))],
+        default=None,
+    )
     for event in sorted({e["event"] for e in d.timeline}):
         pts = [e for e in d.timeline if e["event"] == event]
         color = next((c for k, c in EVENT_COLORS.items() if event.startswith(k)), "#9467bd")
+        ys, notes = [], []
+        for e in pts:
+            t = e.get("event_time_ms") or e["watermark_ms"] or floor
+            ys.append(_dt(t) if t else None)
+            notes.append(
+                "event time"
+                if e.get("event_time_ms")
+                else ("watermark (the row has no event time)" if e["watermark_ms"] else "no watermark yet")
+            )
         fig.add_trace(
             go.Scatter(
                 x=[e["batch_id"] for e in pts],
-                y=[_dt(e["watermark_ms"]) if e["watermark_ms"] else None for e in pts],
+                y=ys,
                 mode="markers",
                 name=event,
                 marker={"size": 12, "color": color, "symbol": "x" if event in ("evicted", "removed") else "circle"},
-                text=[e["store"] for e in pts],
-                hovertemplate="batch %{x}<br>%{text}: " + event + "<extra></extra>",
+                text=[f"{e['store']}: {n}" for e, n in zip(pts, notes, strict=True)],
+                hovertemplate="batch %{x}<br>%{y}<br>%{text}: " + event + "<extra></extra>",
             )
         )
     fig.update_layout(
         height=300,
         margin={"t": 30, "b": 10, "l": 10, "r": 10},
         xaxis_title="batch",
-        yaxis_title="watermark (UTC)",
-        title={"text": f"Life of {d.key!r} in state", "font": {"size": 14}},
+        xaxis_tickformat="d",
+        yaxis_title="event time / watermark (UTC)",
+        title={"text": f"Life of {d.key!r} in state: its event times against the watermark", "font": {"size": 14}},
         legend={"orientation": "h", "y": -0.3},
     )
     return fig

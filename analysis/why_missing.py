@@ -188,6 +188,21 @@ def event_time_ms(value: dict[str, Any] | None) -> tuple[str | None, int | None]
     return None, None
 
 
+def row_time_ms(row: dict[str, Any]) -> int | None:
+    """A state row's event time: its value's first timestamp, else its key's window start or
+    timestamp field; None when the row carries no time (group state without one, say)."""
+    _, ms = event_time_ms(row.get("value") if isinstance(row.get("value"), dict) else None)
+    if ms is not None:
+        return ms
+    key = row.get("key")
+    for v in (key or {}).values() if isinstance(key, dict) else []:
+        if isinstance(v, dict) and to_ms(v.get("start")) is not None:
+            return to_ms(v.get("start"))
+        if to_ms(v) is not None:
+            return to_ms(v)
+    return None
+
+
 def sql_literal(s: str) -> str:
     """A DuckDB string literal: quotes doubled, nothing else is special."""
     return "'" + s.replace("'", "''") + "'"
@@ -255,9 +270,13 @@ def _timeline(lookups: list[StoreLookup], ctx: Context) -> list[dict[str, Any]]:
     for lk in lookups:
         present: set[str] = set()
         was_matched: set[str] = set()
+        last_time: dict[str, int | None] = {}  # a delete carries no value: the row's time as last seen
         for r in _history(lk):
             k = json.dumps(jsonable(r.get("key")), sort_keys=True)
             b = r["batch_id"]
+            t = row_time_ms(r)
+            t = last_time.get(k) if t is None else t
+            last_time[k] = t
             if r["change_type"] == "delete":
                 event = "evicted" if k in present else "removed"
                 present.discard(k)
@@ -272,14 +291,24 @@ def _timeline(lookups: list[StoreLookup], ctx: Context) -> list[dict[str, Any]]:
                 if matched:
                     was_matched.add(k)
                 present.add(k)
-            events.append({"batch_id": b, "store": lk.name, "event": event, "watermark_ms": ctx.watermarks.get(b, 0)})
+            events.append(
+                {
+                    "batch_id": b,
+                    "store": lk.name,
+                    "event": event,
+                    "watermark_ms": ctx.watermarks.get(b, 0),
+                    "event_time_ms": t,
+                }
+            )
         if lk.rows:
+            times = [t for t in (row_time_ms(r) for r in lk.rows) if t is not None]
             events.append(
                 {
                     "batch_id": ctx.batch,
                     "store": lk.name,
                     "event": f"in state ({len(lk.rows)} row{'s' if len(lk.rows) != 1 else ''})",
                     "watermark_ms": ctx.watermark,
+                    "event_time_ms": max(times) if times else None,
                 }
             )
     # one row per (batch, store, event), in batch order

@@ -231,3 +231,21 @@ def test_diagnosis_at_an_earlier_batch() -> None:
     # at batch 3 ord-1 was still waiting in state; by batch 16 it was evicted
     (r,) = why_missing(sample("join_hdfs"), ["ord-1"], batch_id=3).results
     assert r.verdict == wm.WAITING_OTHER_SIDE and r.side == "left"
+
+
+def test_timeline_draws_the_keys_own_event_times_from_batch_0() -> None:
+    """ord-3 entered state in batch 0 (no watermark yet): its markers sit at its own order and
+    payment times, from the generator's data, not on the watermark line."""
+    import datetime as dt
+
+    from analysis.charts import key_timeline_figure
+
+    report = why_missing(sample("join_hdfs"), ["ord-3"])
+    (r,) = report.results
+    fig = key_timeline_figure(r, report.watermarks)
+    entered = next(t for t in fig.data if t.name == "entered state")
+    b0 = scenario("join_hdfs").batches[0]
+    order = next(o for o in b0["orders"] if o["order_id"] == "ord-3")
+    payment = next(p for p in b0["payments"] if p["order_id"] == "ord-3")
+    got = {(x, int(y.timestamp() * 1000)) for x, y in zip(entered.x, entered.y, strict=True) if isinstance(y, dt.datetime)}
+    assert {(0, ms(order["order_time"])), (0, ms(payment["payment_time"]))} <= got
