@@ -184,6 +184,26 @@ def test_sql_page_runs_an_example_and_offers_downloads() -> None:
     assert labels == ["CSV", "Parquet"]
 
 
+def test_sql_page_counts_loaded_tables_shows_and_links_the_query() -> None:
+    at = open_app(sample("unbounded_agg"), "views/sql.py")
+    at.toggle(key="sql_plain").set_value(True).run()
+    sql = "SELECT count(*) AS n FROM op0"
+    at.text_area(key="sql_text").set_value(sql).run()
+    assert any(e.label.endswith("(0 loaded)") for e in at.expander)
+    at.button(key="sql_run").click().run()
+    assert any(e.label == "Tables at batch 11 (1 loaded)" for e in at.expander)  # the run loaded op0
+    assert any(c.value == sql for c in at.code)  # the result says which SQL produced it
+    assert at.query_params["sql"] == sql and at.query_params["batch"] == "11"
+    # the link opens the page with the query and runs it
+    link = AppTest.from_file(APP, default_timeout=300)
+    link.query_params.update({"checkpoint": sample("unbounded_agg"), "batch": "5", "sql": sql})
+    link.run()
+    link.switch_page("views/sql.py").run()
+    assert link.selectbox(key="sql_batch").value == 5
+    n = sum(len(b["events"]) for b in scenario("unbounded_agg").batches[:6])  # distinct ids in batches 0-5
+    assert link.dataframe[-1].value["n"].tolist() == [n]
+
+
 def test_sql_errors_show_once_and_the_page_keeps_working() -> None:
     at = open_app(sample("unbounded_agg"), "views/sql.py")
     at.toggle(key="sql_plain").set_value(True).run()

@@ -28,9 +28,16 @@ if info is not None:
         examples = example_queries(info)
         c1, c2, c3 = st.columns([4, 1, 1])
         choice = c1.selectbox("Example queries", ["(choose an example)", *examples], key="sql_example")
+        linked = st.query_params.get("batch", "")
+        if "sql_batch" not in st.session_state and linked.isdigit() and int(linked) in committed:
+            st.session_state["sql_batch"] = int(linked)
         batch = c2.selectbox("Batch", committed[::-1], key="sql_batch", help="State tables load at this batch.")
         plain = c3.toggle("Plain editor", value=code_editor is None, disabled=code_editor is None, key="sql_plain")
 
+        # a shared link carries the query (?sql=...&batch=N) and runs it once on open
+        if SQL_KEY not in st.session_state and st.query_params.get("sql"):
+            st.session_state[SQL_KEY] = st.query_params["sql"]
+            st.session_state["sql_autorun"] = True
         # picking an example replaces the editor's text (once per pick)
         if choice in examples and st.session_state.get("_sql_example_applied") != (info.path, choice):
             st.session_state[SQL_KEY] = examples[choice]
@@ -45,7 +52,7 @@ if info is not None:
                 st.session_state[SQL_KEY],
                 lang="sql",
                 height=[10, 24],
-                response_mode="debounce",
+                response_mode=["debounce", "blur"],  # leaving the editor (to click Run) sends its text
                 key=f"sql_editor_{st.session_state.get('_editor_version', 0)}",
             )
             if resp and resp.get("text") and resp.get("id"):
@@ -68,7 +75,18 @@ if info is not None:
             row_filter = RowFilter(partitions=tuple(parts)) if parts else None
             ws = workspace(info.path, batch, int(budget), row_filter, spill)
         if ws is not None:
-            with st.expander(f"Tables at batch {ws.batch} ({len(ws.loaded)} loaded)"):
+            tables_box = st.container()  # filled after the run, so its count includes what the run loaded
+            run_key = (info.path, ws.batch)
+            if st.button("Run", type="primary", key="sql_run") or st.session_state.pop("sql_autorun", False):
+                st.session_state.pop("sql_result", None)
+                with guard():
+                    sql = st.session_state[SQL_KEY]
+                    result = with_progress(
+                        "Loading the tables the query names, then running it", lambda: ws.execute(sql, max_rows=MAX_ROWS), "sql"
+                    )
+                    st.session_state["sql_result"] = (run_key, sql, result)
+                    st.query_params.update({"checkpoint": info.path, "batch": str(ws.batch), "sql": sql})
+            with tables_box.expander(f"Tables at batch {ws.batch} ({len(ws.loaded)} loaded)"):
                 st.caption("A table loads from Spark the first time a query names it. " + ws.tables_hint())
                 st.dataframe(
                     [
@@ -83,20 +101,13 @@ if info is not None:
                     hide_index=True,
                     width="stretch",
                 )
-            run_key = (info.path, ws.batch)
-            if st.button("Run", type="primary", key="sql_run"):
-                st.session_state.pop("sql_result", None)
-                with guard():
-                    sql = st.session_state[SQL_KEY]
-                    result = with_progress(
-                        "Loading the tables the query names, then running it", lambda: ws.execute(sql, max_rows=MAX_ROWS), "sql"
-                    )
-                    st.session_state["sql_result"] = (run_key, result)
             stored = st.session_state.get("sql_result")
             if stored is not None and stored[0] == run_key:
-                result = stored[1]
+                _, ran, result = stored
                 cut = f" (cut at {MAX_ROWS:,} rows)" if result.truncated else ""
                 st.caption(f"**{result.table.num_rows:,} rows**{cut} · {result.seconds * 1000:.0f} ms")
+                with st.expander("The query that produced this result (this page's URL links to it)"):
+                    st.code(ran, language="sql")
                 st.dataframe(result.table, hide_index=True, width="stretch", height=480)
                 d1, d2, _ = st.columns([1, 1, 4])
                 with guard():
