@@ -29,9 +29,15 @@ def test_overview_progress_charts(app_url: str, page) -> None:  # type: ignore[n
     page.goto(app_url)
     expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
     page.get_by_role("radio", name="windowed_agg").click()
-    expect(page.get_by_text("Late rows dropped", exact=True)).to_be_visible(timeout=60_000)
+    expect(page.locator("code").filter(has_text="sample_checkpoints/windowed_agg")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("13 / 13", exact=True).first).to_be_visible(timeout=60_000)  # windowed_agg's progress
     title = "Late rows dropped by the watermark"
-    page.wait_for_function(HAS_PLOT % title, timeout=60_000)
+    # wait for this sample's chart (a page shown before may still hold another sample's)
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
+        ".some(p => p.data.some(t => t.name === 'operator 0 (stateStoreSave)'))",
+        timeout=60_000,
+    )
     late = _plots(page)[title]
     assert late["width"] > 300  # drawn, not a collapsed box
     (trace,) = late["traces"]
