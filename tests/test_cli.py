@@ -141,3 +141,37 @@ def test_sql_without_java_says_how_to_fix_it() -> None:
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert "Spark is not available: Java was not found" in line and "openjdk-17" in line
+
+
+def _bad_input(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    """One bad invocation per command, and a word its one error line must hold. why-missing's
+    fails after Spark has started (the key field is checked against the state's schema), so
+    Spark's start-up chatter would show there."""
+    cp = sample("join_hdfs")
+    return {
+        "overview": (["overview", "/no/such/checkpoint"], "Checkpoint not found"),
+        "doctor": (["doctor", str(tmp)], "empty folder"),
+        "serve": (["serve", "--port", "1"], "unrecognized arguments"),
+        "sql": (["sql", cp, "SELECT 1", "--batch", "999"], "Batch not available"),
+        "why-missing": (["why-missing", cp, "ord-1", "--key-field", "nope"], "no field 'nope'"),
+        "progress": (["progress", cp, "--event-log", str(tmp / "none.log")], "does not exist"),
+        "skew": (["skew", cp, "--store", "nope"], "no store 'nope'"),
+        "growth": (["growth", cp, "--operator", "9"], "Operator 9"),
+        "export": (["export", cp, "--chart", "skew", "--out", str(tmp / "chart.txt")], "Cannot tell the format"),
+        "report": (["report", cp, "--out", str(tmp / "report.pdf")], "HTML file"),
+    }
+
+
+def test_every_command_on_bad_input_prints_exactly_one_line(tmp_path: Path) -> None:
+    from cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    cases = _bad_input(tmp_path)
+    assert set(cases) == set(sub.choices), "a command without a bad-input case"
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    env["STATELENS_SERVE_DIR"] = str(tmp_path / "no-serve")  # no served engine: each command starts its own
+    for name, (args, word) in cases.items():
+        r = run_cli(*args, env=env)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, (name, r.stderr)
+        assert lines[0].startswith("statelens: ") and word in lines[0], (name, lines[0])
