@@ -275,10 +275,19 @@ def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:
 
         return make
 
-    cols = st.columns([1, 1, 1, 1, 6])
-    for col, fmt, mime in zip(cols, ("png", "svg", "html"), ("image/png", "image/svg+xml", "text/html"), strict=False):
-        col.download_button(fmt.upper(), render(fmt), f"{name}.{fmt}", mime, key=f"{key}-{fmt}", on_click="ignore")
-    cols[3].download_button("CSV", to_csv_bytes(table), f"{name}.csv", "text/csv", key=f"{key}-csv", on_click="ignore")
+    # one row of buttons as wide as their labels (columns cut them to "P..." on narrow screens)
+    row = st.container(horizontal=True, gap="small")
+    for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml"), ("html", "text/html")):
+        row.download_button(fmt.upper(), render(fmt), f"{name}.{fmt}", mime, key=f"{key}-{fmt}", on_click="ignore")
+    row.download_button("CSV", to_csv_bytes(table), f"{name}.csv", "text/csv", key=f"{key}-csv", on_click="ignore")
+
+
+def metric_row(items: list[tuple[str, Any, str | None]]) -> None:
+    """Metrics side by side as wide as their values, wrapping onto a new line when the screen is
+    narrow (equal columns cut long values to "c5c…")."""
+    row = st.container(horizontal=True, gap="large", wrap=True)
+    for label, value, help_text in items:
+        row.metric(label, value, help=help_text, width="content")
 
 
 def _cached_loader(

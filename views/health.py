@@ -15,6 +15,7 @@ from views.common import (
     checkup_cached,
     current_event_log,
     guard,
+    metric_row,
     operator_label,
     skew_cached,
     with_progress,
@@ -33,11 +34,14 @@ elif info is not None:
         )
         warnings = [f for f in c.findings if f.severity == "warning"]
         total_rows = rows_in_state(c.growth.stores)
-        m = st.columns(4)
-        m[0].metric("Warnings", len(warnings))
-        m[1].metric("Notes", len(c.findings) - len(warnings))
-        m[2].metric("Rows in state", f"{total_rows:,}", help=counted_stores_text(c.growth.stores))
-        m[3].metric("Stores", len(c.growth.stores))
+        metric_row(
+            [
+                ("Warnings", len(warnings), None),
+                ("Notes", len(c.findings) - len(warnings), None),
+                ("Rows in state", f"{total_rows:,}", counted_stores_text(c.growth.stores)),
+                ("Stores", len(c.growth.stores), None),
+            ]
+        )
         if not warnings:
             st.success("No warnings: the state looks healthy.")
         for f in c.findings:
@@ -71,10 +75,13 @@ elif info is not None:
             with guard():
                 r = skew_cached(info.path, op_id, str(store), batch)
                 ratio = "∞ (empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.1f}x"
-                k = st.columns(3)
-                k[0].metric("Skew max/min", ratio, help="The seed's measure: rows in the fullest partition over the emptiest.")
-                k[1].metric("max/median", f"{r.max_over_median:.1f}x")
-                k[2].metric("Rows", f"{sum(r.rows_by_partition.values()):,}")
+                metric_row(
+                    [
+                        ("Skew max/min", ratio, "The seed's measure: rows in the fullest partition over the emptiest."),
+                        ("max/median", f"{r.max_over_median:.1f}x", None),
+                        ("Rows", f"{sum(r.rows_by_partition.values()):,}", None),
+                    ]
+                )
                 for f in r.findings:
                     (st.warning if f.severity == "warning" else st.info)(f"**{f.code}**: {f.message}")
                 fig = charts.skew_figure(r)

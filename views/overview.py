@@ -16,6 +16,7 @@ from views.common import (
     current_event_log,
     doctor_cached,
     guard,
+    metric_row,
     progress_cached,
     sources_cached,
 )
@@ -25,37 +26,36 @@ info = checkpoint_info()
 if info is not None:
     s = summary(info)
     st.caption(f"`{info.path}`")
-    c = st.columns(5)
-    c[0].metric("Query id", (s["query_id"] or "?")[:8], help=s["query_id"])
-    c[1].metric("Batches", s["batches"])
-    c[2].metric("Last committed", "-" if s["last_committed"] is None else s["last_committed"])
     wm = s["watermark_ms"]
     wm_dt = dt.datetime.fromtimestamp(wm / 1000, dt.UTC) if wm else None
-    c[3].metric(
-        "Watermark (UTC)",
-        wm_dt.strftime("%H:%M:%S") if wm_dt else "none",
-        help=f"{wm_dt.isoformat()} ({wm} ms), batch {info.batches[-1].batch_id}" if wm_dt else "No watermark in any batch.",
+    metric_row(
+        [
+            ("Query id", (s["query_id"] or "?")[:8], s["query_id"]),
+            ("Batches", s["batches"], None),
+            ("Last committed", "-" if s["last_committed"] is None else s["last_committed"], None),
+            (
+                "Watermark (UTC)",
+                wm_dt.strftime("%H:%M:%S") if wm_dt else "none",
+                f"{wm_dt.isoformat()} ({wm} ms), batch {info.batches[-1].batch_id}" if wm_dt else "No watermark in any batch.",
+            ),
+            ("Stateful operators", s["operators"], None),
+        ]
     )
-    c[4].metric("Stateful operators", s["operators"])
     if s["uncommitted"]:
         st.warning(
             f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."
         )
 
-    batches = batches_table(info)
-    left, right = st.columns([3, 2])
-    with left:
-        st.subheader("Watermark timeline")
-        if any(b.watermark_ms for b in info.batches):
-            fig = charts.watermark_figure(info.batches)
-            fig.update_layout(title=None, height=340, margin={"t": 10, "b": 10})
-            st.plotly_chart(fig, width="stretch")
-            chart_downloads("watermark", charts.watermark_figure(info.batches), charts.watermark_table(info.batches), "dl-ov-wm")
-        else:
-            st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
-    with right:
-        st.subheader("Batches")
-        st.dataframe(batches, hide_index=True, width="stretch", height=340)
+    st.subheader("Watermark timeline")
+    if any(b.watermark_ms for b in info.batches):
+        fig = charts.watermark_figure(info.batches)
+        fig.update_layout(title=None, height=340, margin={"t": 10, "b": 10})
+        st.plotly_chart(fig, width="stretch")
+        chart_downloads("watermark", charts.watermark_figure(info.batches), charts.watermark_table(info.batches), "dl-ov-wm")
+    else:
+        st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
+    st.subheader("Batches")  # full width: every column, the timestamp included, stays on screen
+    st.dataframe(batches_table(info), hide_index=True, width="stretch", height=340)
     st.subheader("What each batch read and did")
     log = None
     with guard():
@@ -69,20 +69,21 @@ if info is not None:
         else:
             drops = late_drops(log)
             durations = sorted(b.duration_ms for b in log.batches if b.duration_ms is not None)
-            k = st.columns(4)
-            k[0].metric(
-                "Batches with progress", f"{len(log.batches)} / {len(info.batches)}", help=f"{log.format}: {log.location}"
-            )
-            k[1].metric("Rows read", f"{sum(b.input_rows for b in log.batches):,}", help="numInputRows summed over those batches")
-            k[2].metric(
-                "Median batch duration",
-                f"{durations[len(durations) // 2] / 1000:.2f} s" if durations else "-",
-                help="batchDuration (triggerExecution where absent)",
-            )
-            k[3].metric(
-                "Late rows dropped",
-                f"{sum(d.total for d in drops):,}",
-                help="numRowsDroppedByWatermark summed over every stateful operator and batch",
+            metric_row(
+                [
+                    ("Batches with progress", f"{len(log.batches)} / {len(info.batches)}", f"{log.format}: {log.location}"),
+                    ("Rows read", f"{sum(b.input_rows for b in log.batches):,}", "numInputRows summed over those batches"),
+                    (
+                        "Median batch duration",
+                        f"{durations[len(durations) // 2] / 1000:.2f} s" if durations else "-",
+                        "batchDuration (triggerExecution where absent)",
+                    ),
+                    (
+                        "Late rows dropped",
+                        f"{sum(d.total for d in drops):,}",
+                        "numRowsDroppedByWatermark summed over every stateful operator and batch",
+                    ),
+                ]
             )
             mismatch = operator_mismatch(log, info)
             for note in log.notes + (
@@ -120,14 +121,17 @@ if info is not None:
     st.subheader("Checkpoint doctor")
     with guard():
         doc = doctor_cached(info.path)
-        c = st.columns(3)
-        c[0].metric("Restart resumes at batch", "-" if doc.restart_batch is None else doc.restart_batch)
-        c[1].metric(
-            "Batches the state reader can load",
-            f"{len(doc.loadable_batches)} / {len(doc.committed)}",
-            help="Committed batches whose every store partition has its snapshot and deltas on disk.",
+        metric_row(
+            [
+                ("Restart resumes at batch", "-" if doc.restart_batch is None else doc.restart_batch, None),
+                (
+                    "Batches the state reader can load",
+                    f"{len(doc.loadable_batches)} / {len(doc.committed)}",
+                    "Committed batches whose every store partition has its snapshot and deltas on disk.",
+                ),
+                ("Checkpoint format", f"v{doc.checkpoint_format_version}", None),
+            ]
         )
-        c[2].metric("Checkpoint format", f"v{doc.checkpoint_format_version}")
         if not doc.problems:
             st.success("No problems found: every committed batch has its commit, offsets and state files.")
         for pr in doc.problems:
