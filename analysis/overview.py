@@ -73,3 +73,36 @@ def summary(info: CheckpointInfo) -> dict[str, Any]:
         "shuffle_partitions": info.conf.get("spark.sql.shuffle.partitions"),
         "operators": len(info.operators),
     }
+
+
+def _type_text(t: Any) -> str:
+    if isinstance(t, dict):
+        if t.get("type") == "struct":
+            return "struct<" + ", ".join(f"{f.get('name')}: {_type_text(f.get('type'))}" for f in t.get("fields", [])) + ">"
+        return str(t.get("type", "?"))
+    return str(t)
+
+
+def key_text(fields: list[dict[str, Any]]) -> str:
+    """A state key's fields as ``name: type``; a join's ``index`` (its row counter) left out, a
+    transformWithState ``key`` struct shown by its fields."""
+    if len(fields) >= 1 and fields[0].get("name") == "key" and isinstance(fields[0].get("type"), dict):
+        fields = fields[0]["type"].get("fields", [])
+    return ", ".join(f"{f.get('name')}: {_type_text(f.get('type'))}" for f in fields if f.get("name") != "index")
+
+
+def operators_table(info: CheckpointInfo, keys: dict[int, list[dict[str, Any]]]) -> pa.Table:
+    """Every operator at a glance: kind, key, stores, partitions, provider, state variables.
+
+    ``keys``: operator -> its key fields from the state schema files (``read_key_fields``)."""
+    return pa.table(
+        {
+            "operator": [o.operator_id for o in info.operators],
+            "kind": [o.operator_name + (" (inferred)" if o.inferred_from else "") for o in info.operators],
+            "key": [key_text(keys.get(o.operator_id, [])) or "?" for o in info.operators],
+            "stores": [", ".join(s.store_name for s in o.stores) for o in info.operators],
+            "partitions": [max((s.num_partitions for s in o.stores), default=0) for o in info.operators],
+            "provider": [info.provider for _ in info.operators],
+            "state variables": [", ".join(o.state_variables) for o in info.operators],
+        }
+    )

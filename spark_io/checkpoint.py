@@ -611,3 +611,28 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
         seen: dict[tuple[str, int], dict[str, Any]] = {(e["path"], e.get("batchId", -1)): e for e in es}
         entries[source] = sorted(seen.values(), key=lambda e: (e.get("batchId", -1), e["path"]))
     return batch_sources(offsets, entries, initial)
+
+
+def read_key_fields(path: str) -> dict[int, list[dict[str, Any]]]:
+    """Each operator's state key fields, from its state schema files (no JVM): the schema of its
+    main store (a join's keyWithIndexToValue), or transformWithState's first _stateSchema file.
+    An operator whose schema cannot be found or read is left out."""
+    files = open_files(path)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for op in read_operators(files):
+        op_rel = f"state/{op.operator_id}"
+        names = [s.store_name for s in op.stores]
+        store = next((n for n in names if n.endswith("keyWithIndexToValue")), names[0] if names else DEFAULT_STORE)
+        try:
+            schema = _schema_of(files, op_rel, store)
+        except CorruptCheckpoint:
+            continue
+        if schema is not None:
+            out[op.operator_id] = schema[0]
+            continue
+        tws = sorted(rel for rel, _ in files.walk(f"{op_rel}/_stateSchema"))
+        if tws:
+            structs = [o for o in parse_schema_file(files.read(tws[0])) if o.get("type") == "struct"]
+            if structs:
+                out[op.operator_id] = structs[0].get("fields", [])
+    return out

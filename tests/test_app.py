@@ -36,12 +36,14 @@ def test_overview_defaults_to_a_bundled_sample() -> None:
     assert m["Batches"] == "17" and m["Last committed"] == "16" and m["Stateful operators"] == "1"
     assert m["Query id"] == info.query_id[:8]  # type: ignore[index]
     assert m["Watermark (UTC)"] == "00:13:45"
-    assert len(at.dataframe) == 3  # batches, what each source read, configuration
-    assert at.dataframe[0].value["batch_id"].tolist() == list(range(17))
+    assert len(at.dataframe) == 4  # operators, batches, what each source read, configuration
+    ops = at.dataframe[0].value
+    assert ops[["operator", "kind", "key", "partitions"]].values.tolist() == [[0, "symmetricHashJoin", "field0: string", 4]]
+    assert at.dataframe[1].value["batch_id"].tolist() == list(range(17))
     # the bundled sample's own event log is picked with it: rates, durations and late rows
     assert at.session_state["event_log"].endswith("event_logs/join_hdfs")
     assert m["Batches with progress"] == "17 / 17" and m["Late rows dropped"] == "14"
-    reads = at.dataframe[1].value
+    reads = at.dataframe[2].value
     assert len(reads) == 17 * 2 and reads["read"].iloc[0] == "10 rows from 1 file(s): part-00000.json"
 
 
@@ -85,7 +87,7 @@ def test_overview_event_log_of_another_query_is_one_error() -> None:
     (err,) = at.error
     assert "No progress for this query" in err.value and "checkpoint's id" in err.value
     assert metrics(at)["Batches"] == "17"  # the rest of the page still renders
-    assert len(at.dataframe) == 3  # batches, what each source read (from the checkpoint), configuration
+    assert len(at.dataframe) == 4  # operators, batches, what each source read (from the checkpoint), configuration
 
 
 def test_typing_a_checkpoint_drops_the_samples_event_log() -> None:

@@ -203,3 +203,37 @@ def test_thousand_batch_log_reads_without_spark(tmp_path: Path) -> None:
     info = read_checkpoint(str(cp))
     assert len(info.batches) == 1000 and info.uncommitted == [999] and info.last_committed == 998
     assert info.batches[500].watermark_ms == 500_000 and info.batches[500].next_watermark_ms == 501_000
+
+
+def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
+    """The Overview's operators at a glance (no JVM) against the key Spark's State Data Source
+    reads, on every sample and operator: the same fields, nested fields included (a join's
+    ``index`` counter is not part of its key)."""
+    import pyarrow as pa
+
+    from analysis.overview import operators_table
+    from spark_io.checkpoint import read_key_fields
+    from spark_io.diagnosis import lookup_sources
+    from spark_io.state_reader import read_state
+
+    def ours(fields: list[dict]) -> list[tuple[str, list[str]]]:  # type: ignore[type-arg]
+        if fields and fields[0]["name"] == "key" and isinstance(fields[0]["type"], dict):
+            fields = fields[0]["type"]["fields"]  # transformWithState: the grouping key struct
+        return [
+            (f["name"], [c["name"] for c in f["type"]["fields"]] if isinstance(f["type"], dict) else [])
+            for f in fields
+            if f["name"] != "index"
+        ]
+
+    for name in SAMPLE_NAMES:
+        info = read_checkpoint(sample(name))
+        keys = read_key_fields(info.path)
+        table = operators_table(info, keys).to_pylist()
+        for op, row in zip(info.operators, table, strict=True):
+            _, src = lookup_sources(op)[0]
+            key_type = read_state(info.path, src, limit=1)[0].schema.field("key").type
+            spark = [
+                (f.name, [c.name for c in f.type] if pa.types.is_struct(f.type) else []) for f in key_type if f.name != "index"
+            ]
+            assert ours(keys[op.operator_id]) == spark, (name, op.operator_id)
+            assert row["kind"] == op.operator_name and row["partitions"] == op.stores[0].num_partitions

@@ -244,6 +244,16 @@ def progress_cached(path: str, event_log: str) -> ProgressLog:
     return _progress(path, event_log, fingerprint(path), log_fingerprint(event_log))
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _key_schemas(path: str, fp: tuple[int, int]) -> dict[int, list[dict[str, Any]]]:
+    return checkpoint.read_key_fields(path)
+
+
+def key_schemas_cached(path: str) -> dict[int, list[dict[str, Any]]]:
+    """Each operator's key fields from the state schema files (no JVM)."""
+    return _key_schemas(path, fingerprint(path))
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def _sources(path: str, fp: tuple[int, int]) -> dict[int, list[SourceBatch]]:
     return checkpoint.read_source_offsets(path)

@@ -8,7 +8,7 @@ import json
 import streamlit as st
 
 from analysis import charts
-from analysis.overview import batches_table, conf_table, summary
+from analysis.overview import batches_table, conf_table, operators_table, summary
 from analysis.progress import batch_rows, late_drops, operator_mismatch
 from views.common import (
     chart_downloads,
@@ -16,6 +16,7 @@ from views.common import (
     current_event_log,
     doctor_cached,
     guard,
+    key_schemas_cached,
     metric_row,
     progress_cached,
     sources_cached,
@@ -41,6 +42,10 @@ if info is not None:
             ("Stateful operators", s["operators"], None),
         ]
     )
+    if info.operators:
+        st.subheader("Operators at a glance")
+        with guard():
+            st.dataframe(operators_table(info, key_schemas_cached(info.path)), hide_index=True, width="stretch")
     if s["uncommitted"]:
         st.warning(
             f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."
