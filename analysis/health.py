@@ -453,7 +453,7 @@ def projection(stores: list[StoreGrowth], batches: list[Batch], growing_ops: set
     evidence: dict[str, Any] = {"rows_per_batch": rate, "bytes_per_batch": byte_rate, "batches": [common[0], common[-1]]}
     head = (
         f"Fitted over batches {common[0]}–{common[-1]}, the state that can never shrink grows by {rate:,.1f} rows and "
-        f"{_size(byte_rate)} on disk per batch (now {rows_now:,} rows, {_size(bytes_now)})."
+        f"{human_bytes(byte_rate)} on disk per batch (now {rows_now:,} rows, {human_bytes(bytes_now)})."
     )
     if len(times) < 2 or times[-1] - times[0] < BACK_TO_BACK_MS:
         return Finding(
@@ -474,14 +474,15 @@ def projection(stores: list[StoreGrowth], batches: list[Batch], growing_ops: set
     return Finding(
         "projection",
         head + f" At {per_day:,.0f} batches a day (the median interval between batches, {typical / 1000:,.0f} s{idle_text}) "
-        f"it reaches about {r7:,.0f} rows ({_size(b7)}) in 7 days and {r30:,.0f} rows ({_size(b30)}) in 30 days, "
-        f"assuming the input keeps its recent rate (about {_size(per_row)} on disk per row now).",
+        f"it reaches about {r7:,.0f} rows ({human_bytes(b7)}) in 7 days and {r30:,.0f} rows ({human_bytes(b30)}) in 30 days, "
+        f"assuming the input keeps its recent rate (about {human_bytes(per_row)} on disk per row now).",
         severity="info",
         evidence=evidence | {"batches_per_day": per_day, "rows_7d": r7, "rows_30d": r30, "bytes_7d": b7, "bytes_30d": b30},
     )
 
 
-def _size(n: float) -> str:
+def human_bytes(n: float) -> str:
+    """Bytes in human units: 1.2 KB, 3.4 MB."""
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1024:
             return f"{n:,.1f} {unit}"

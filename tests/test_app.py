@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,7 @@ def test_overview_without_watermark_says_so() -> None:
 
 def test_operators_page_lists_stores_files_and_state_metadata() -> None:
     at = open_app(sample("join_rocksdb"), "views/operators.py")
-    files, md = at.dataframe[0].value, at.dataframe[1].value
+    files, history, schemas, md = (d.value for d in at.dataframe)
     assert files["store_name"].tolist() == [
         "left-keyToNumValues",
         "left-keyWithIndexToValue",
@@ -142,6 +143,21 @@ def test_operators_page_lists_stores_files_and_state_metadata() -> None:
     assert all("changelog 68" in k for k in files["kinds"])
     assert md["stateStoreName"].tolist() == files["store_name"].tolist()
     assert set(md["maxBatchId"]) == {16}
+    assert files["size"].str.endswith(("B", "KB", "MB")).all()
+    assert any("versions 1–17 are batches 0–16" in c.value for c in at.caption)
+    # the first store's history: one changelog per partition for every batch's version
+    assert history["version"].tolist() == list(range(1, 18)) and (history["batch_id"] == history["version"] - 1).all()
+    assert (history["changelog"] == 4).all() and (history["on_disk"] == "retained").all()
+    assert len(schemas) == 4 and schemas["path"].str.endswith("_metadata/schema").all()
+
+
+def test_operators_page_shows_transform_with_state_properties_whole() -> None:
+    at = open_app(sample("transform_with_state"), "views/operators.py")
+    (props,) = at.json
+    value = json.loads(props.value) if isinstance(props.value, str) else props.value
+    assert {v["stateName"] for v in value["stateVariables"]} >= {"count", "recent", "per_kind"}
+    schemas = at.dataframe[2].value
+    assert schemas["schema version"].tolist() == [0] and "_stateSchema/default/0_" in schemas["path"][0]
 
 
 def test_browser_reads_join_side_at_a_chosen_batch() -> None:

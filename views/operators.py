@@ -1,12 +1,13 @@
-"""Operators and stores: Spark's state-metadata table beside the files and bytes on disk."""
+"""Operators and stores: Spark's state-metadata table beside the files and bytes on disk, and
+each store's version history (files and bytes per version, retained or purged) and schema files."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from analysis.layout import store_files_summary
+from analysis.layout import schema_files, store_files_summary, version_history
 from spark_io.checkpoint import list_state_files
-from views.common import checkpoint_info, guard, read_state_metadata_cached
+from views.common import checkpoint_info, guard, operator_label, read_state_metadata_cached
 
 st.header("Operators and stores")
 info = checkpoint_info()
@@ -20,9 +21,48 @@ if info is not None:
             st.markdown(
                 f"**Operator {op.operator_id}: {op.operator_name}** ({op.stores[0].num_partitions if op.stores else '?'} partitions) — {stores}{extra}"
             )
-        st.subheader("Files on disk")
+            if op.properties:
+                with st.expander(f"Operator {op.operator_id}: operatorProperties (state metadata v2)"):
+                    st.json(op.properties, expanded=2)
+        files = []
         with guard():
-            st.dataframe(store_files_summary(list_state_files(info.path)), hide_index=True, width="stretch")
+            files = list_state_files(info.path)
+        st.subheader("Files on disk")
+        versions = [b.batch_id + 1 for b in info.committed_batches]
+        st.caption(
+            "Batch N writes state version N + 1"
+            + (f": versions {versions[0]}–{versions[-1]} are batches {versions[0] - 1}–{versions[-1] - 1}." if versions else ".")
+        )
+        st.dataframe(store_files_summary(files), hide_index=True, width="stretch")
+
+        st.subheader("Checkpoint history")
+        c1, c2 = st.columns([1, 2])
+        op_id = c1.selectbox(
+            "Operator", [o.operator_id for o in info.operators], format_func=lambda i: operator_label(info, i), key="ops_op"
+        )
+        op = info.operator(op_id)
+        assert op is not None
+        store = c2.selectbox("Store", [s.store_name for s in op.stores], key="ops_store")
+        history = version_history(files, info.batches, op_id, str(store))
+        purged = (
+            sum(1 for v in history.column("on_disk").to_pylist() if v == "purged") if "on_disk" in history.column_names else 0
+        )
+        st.caption(
+            f"Per state version, the files of every partition of `{store}`: deltas and snapshots (HDFS provider), "
+            "changelogs and zipped snapshots (RocksDB). "
+            + (
+                f"{purged} committed batch(es) have no file left: purged (minBatchesToRetain)."
+                if purged
+                else "Every committed batch's version is on disk."
+            )
+        )
+        st.dataframe(history, hide_index=True, width="stretch", height=300)
+        st.markdown("**State schema files**")
+        st.caption(
+            "`_metadata/schema` per store; transformWithState keeps `_stateSchema/<column family>/<schema version>_<id>`, "
+            "a new file each time its state schema evolves."
+        )
+        st.dataframe(schema_files(files, op_id), hide_index=True, width="stretch")
         st.subheader("state-metadata (Spark)")
         with guard(), st.spinner("Reading state-metadata with Spark (the first read starts Spark)..."):
             st.dataframe(read_state_metadata_cached(info.path), hide_index=True, width="stretch")
