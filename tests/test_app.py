@@ -338,3 +338,17 @@ def test_sql_page_row_budget_then_spill() -> None:
     at.toggle(key="sql_spill").set_value(True).run()
     at.button(key="sql_run").click().run()
     assert not at.error and at.dataframe[-1].value["n"].tolist() == [300]
+
+
+def test_after_cancel_read_again_reads() -> None:
+    """What a click on Cancel leaves (the page's cancel flag): a message and a Read again button
+    that runs the read."""
+    at = open_app(sample("join_hdfs"), "views/why_missing.py")
+    at.text_area(key="wm_keys").set_value("ord-154").run()
+    at.session_state["_cancelled:why-missing"] = True
+    at.button(key="wm_run").click().run()
+    assert any("cancelled" in i.value for i in at.info)
+    assert not [m for m in at.markdown if m.value.startswith("####")]
+    at.button(key="again-why-missing").click().run()
+    cards = [m.value for m in at.markdown if m.value.startswith("####")]
+    assert cards == ["#### `ord-154` &nbsp; :red-badge[Join condition not met]"]

@@ -380,7 +380,8 @@ def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
     """
     flag = f"_cancelled:{key}"
     if st.session_state.pop(flag, False):
-        st.info(f"{label}: cancelled. Change a setting or rerun the page to read again.")
+        st.info(f"{label}: cancelled.")
+        st.button("Read again", key=f"again-{key}", type="primary")  # a click reruns the page, which reads again
         st.stop()
     status, button = st.empty(), st.empty()
     ctx = get_script_run_ctx()
