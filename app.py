@@ -13,6 +13,8 @@ from views.common import (
     CHECKPOINT_KEY,
     EVENT_LOG_KEY,
     INPUT_KEY,
+    TIMEZONES,
+    TZ_KEY,
     default_checkpoint,
     sample_checkpoints,
     sample_event_log,
@@ -71,6 +73,12 @@ with st.sidebar:
         current = next((n for n, p in samples.items() if p == st.session_state[CHECKPOINT_KEY]), None)
         st.session_state["sample_pick"] = current
         st.pills("Bundled samples", list(samples), key="sample_pick", on_change=_pick, selection_mode="single")
+    st.selectbox(
+        "Time zone",
+        TIMEZONES,
+        key=TZ_KEY,
+        help="Times in tables and charts are shown in this zone (UTC by default). Explanations always say UTC.",
+    )
 spark_settings()
 start_spark_in_background()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import zoneinfo
 from typing import Any
 
 import plotly.graph_objects as go
@@ -24,11 +25,14 @@ EVENT_COLORS = {
 }
 
 
-def _dt(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+def _dt(ms: int, tz: str = "UTC") -> dt.datetime:
+    """A millisecond time as a datetime in ``tz`` (an IANA name; UTC by default): Plotly draws
+    its wall-clock time."""
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return t if tz == "UTC" else t.astimezone(zoneinfo.ZoneInfo(tz))
 
 
-def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int]) -> go.Figure:
+def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int], tz: str = "UTC") -> go.Figure:
     """The key's life across batches (entered, matched, evicted ...): each marker at the row's own
     event time (a window's start for windowed keys), against the watermark line of every batch.
     A row without an event time sits on the watermark of its batch (the lowest one drawn while
@@ -38,7 +42,7 @@ def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int]) -> go.Figur
     fig.add_trace(
         go.Scatter(
             x=batches,
-            y=[_dt(watermarks[b]) for b in batches],
+            y=[_dt(watermarks[b], tz) for b in batches],
             mode="lines",
             name="watermark",
             line={"color": "#bbbbbb", "width": 2},
@@ -55,7 +59,7 @@ def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int]) -> go.Figur
         ys, notes = [], []
         for e in pts:
             t = e.get("event_time_ms") or e["watermark_ms"] or floor
-            ys.append(_dt(t) if t else None)
+            ys.append(_dt(t, tz) if t else None)
             notes.append(
                 "event time"
                 if e.get("event_time_ms")
@@ -77,7 +81,7 @@ def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int]) -> go.Figur
         margin={"t": 30, "b": 10, "l": 10, "r": 10},
         xaxis_title="batch",
         xaxis_tickformat="d",
-        yaxis_title="event time / watermark (UTC)",
+        yaxis_title=f"event time / watermark ({tz})",
         title={"text": f"Life of {d.key!r} in state: its event times against the watermark", "font": {"size": 14}},
         legend={"orientation": "h", "y": -0.3},
     )
@@ -120,21 +124,21 @@ def no_data_figure(title: str, message: str) -> go.Figure:
     return fig
 
 
-def watermark_figure(batches: list[Batch]) -> go.Figure:
+def watermark_figure(batches: list[Batch], tz: str = "UTC") -> go.Figure:
     marked = [b for b in batches if b.watermark_ms]
     if not marked:
         return no_data_figure("Watermark per batch", "No watermark: it is 0 in every batch (the query defines none).")
     fig = go.Figure(
         go.Scatter(
             x=[b.batch_id for b in marked],
-            y=[_dt(b.watermark_ms) for b in marked],
+            y=[_dt(b.watermark_ms, tz) for b in marked],
             mode="lines+markers",
             name="watermark",
             line={"color": PALETTE[0]},
         )
     )
     fig.update_layout(
-        title="Watermark per batch", xaxis_title="batch", yaxis_title="watermark (UTC)", height=360, margin={"t": 50, "b": 40}
+        title="Watermark per batch", xaxis_title="batch", yaxis_title=f"watermark ({tz})", height=360, margin={"t": 50, "b": 40}
     )
     return fig
 

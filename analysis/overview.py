@@ -38,9 +38,9 @@ def _ts(ms: int) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC) if ms else None
 
 
-def batches_table(info: CheckpointInfo) -> pa.Table:
-    """One row per batch, watermark and timestamp as UTC datetimes (None when 0)."""
-    ts_type = pa.timestamp("ms", tz="UTC")
+def batches_table(info: CheckpointInfo, tz: str = "UTC") -> pa.Table:
+    """One row per batch, watermark and timestamp as datetimes in ``tz`` (None when 0)."""
+    ts_type = pa.timestamp("ms", tz=tz)
     return pa.table(
         {
             "batch_id": pa.array([b.batch_id for b in info.batches], pa.int64()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -352,3 +353,17 @@ def test_after_cancel_read_again_reads() -> None:
     at.button(key="again-why-missing").click().run()
     cards = [m.value for m in at.markdown if m.value.startswith("####")]
     assert cards == ["#### `ord-154` &nbsp; :red-badge[Join condition not met]"]
+
+
+def test_time_zone_choice_shows_times_in_that_zone() -> None:
+    at = open_app(sample("windowed_agg"))
+    info = read_checkpoint(sample("windowed_agg"))
+    wm = info.batches[-1].watermark_ms
+    assert metrics(at)["Watermark (UTC)"] == dt.datetime.fromtimestamp(wm / 1000, dt.UTC).strftime("%H:%M:%S")
+    at.sidebar.selectbox(key="tz").set_value("Asia/Kolkata").run()  # UTC+05:30, no daylight saving
+    local = dt.datetime.fromtimestamp(wm / 1000, dt.UTC) + dt.timedelta(hours=5, minutes=30)
+    assert metrics(at)["Watermark (Asia/Kolkata)"] == local.strftime("%H:%M:%S")
+    batches = at.dataframe[1].value
+    assert str(batches["watermark"].dt.tz) == "Asia/Kolkata"
+    at.switch_page("views/browser.py").run()
+    assert at.session_state["tz"] == "Asia/Kolkata"  # kept across pages

@@ -9,6 +9,7 @@ from analysis.model import sources_of, table_name
 from spark_io.state_reader import arrow_schema_rows
 from views.common import (
     checkpoint_info,
+    current_tz,
     guard,
     operator_label,
     read_changes_cached,
@@ -55,9 +56,10 @@ if info is not None:
                     )
                 tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
                 with tab_rows:
-                    shown = with_readable_times(table)
+                    tz = current_tz()
+                    shown = with_readable_times(table, tz)
                     if shown is not table:
-                        st.caption("Epoch-millisecond fields have a readable time column beside them (UTC).")
+                        st.caption(f"Epoch-millisecond fields have a readable time column beside them ({tz}).")
                     st.dataframe(shown, hide_index=True, width="stretch", height=520)
                 with tab_schema:
                     st.dataframe(arrow_schema_rows(table), hide_index=True, width="stretch")

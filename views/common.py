@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import zoneinfo
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,6 +38,8 @@ SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoint
 CHECKPOINT_KEY = "checkpoint"
 INPUT_KEY = "checkpoint_input"
 EVENT_LOG_KEY = "event_log"
+TZ_KEY = "tz"
+TIMEZONES = ["UTC", *sorted(zoneinfo.available_timezones() - {"UTC"})]
 log = logging.getLogger("statelens")
 T = TypeVar("T")
 
@@ -53,6 +56,12 @@ def sample_event_log(checkpoint_path: str) -> str:
     p = Path(checkpoint_path)
     log = SAMPLES_DIR / "event_logs" / p.name
     return str(log) if p.parent == SAMPLES_DIR and log.exists() else ""
+
+
+def current_tz() -> str:
+    """The time zone times are shown in (sidebar; UTC unless chosen)."""
+    tz = str(st.session_state.get(TZ_KEY) or "UTC")
+    return tz if tz in TIMEZONES else "UTC"
 
 
 def current_event_log() -> str | None:

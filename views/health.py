@@ -14,6 +14,7 @@ from views.common import (
     checkpoint_info,
     checkup_cached,
     current_event_log,
+    current_tz,
     guard,
     metric_row,
     operator_label,
@@ -106,7 +107,7 @@ elif info is not None:
             chart_downloads("growth", fig, table, "dl-growth")
             st.dataframe(table, hide_index=True, width="stretch", height=300)
         with t_wm:
-            fig = charts.watermark_figure(info.batches)
+            fig = charts.watermark_figure(info.batches, current_tz())
             st.plotly_chart(fig, width="stretch", key="wm-chart")
             chart_downloads("watermark", fig, charts.watermark_table(info.batches), "dl-wm")
         with t_mem:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import zoneinfo
 
 import streamlit as st
 
@@ -14,6 +15,7 @@ from views.common import (
     chart_downloads,
     checkpoint_info,
     current_event_log,
+    current_tz,
     doctor_cached,
     guard,
     key_schemas_cached,
@@ -28,14 +30,15 @@ if info is not None:
     s = summary(info)
     st.caption(f"`{info.path}`")
     wm = s["watermark_ms"]
-    wm_dt = dt.datetime.fromtimestamp(wm / 1000, dt.UTC) if wm else None
+    tz = current_tz()
+    wm_dt = dt.datetime.fromtimestamp(wm / 1000, dt.UTC).astimezone(zoneinfo.ZoneInfo(tz)) if wm else None
     metric_row(
         [
             ("Query id", (s["query_id"] or "?")[:8], s["query_id"]),
             ("Batches", s["batches"], None),
             ("Last committed", "-" if s["last_committed"] is None else s["last_committed"], None),
             (
-                "Watermark (UTC)",
+                f"Watermark ({tz})",
                 wm_dt.strftime("%H:%M:%S") if wm_dt else "none",
                 f"{wm_dt.isoformat()} ({wm} ms), batch {info.batches[-1].batch_id}" if wm_dt else "No watermark in any batch.",
             ),
@@ -53,14 +56,14 @@ if info is not None:
 
     st.subheader("Watermark timeline")
     if any(b.watermark_ms for b in info.batches):
-        fig = charts.watermark_figure(info.batches)
+        fig = charts.watermark_figure(info.batches, tz)
         fig.update_layout(title=None, height=340, margin={"t": 10, "b": 10})
         st.plotly_chart(fig, width="stretch")
-        chart_downloads("watermark", charts.watermark_figure(info.batches), charts.watermark_table(info.batches), "dl-ov-wm")
+        chart_downloads("watermark", charts.watermark_figure(info.batches, tz), charts.watermark_table(info.batches), "dl-ov-wm")
     else:
         st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
     st.subheader("Batches")  # full width: every column, the timestamp included, stays on screen
-    st.dataframe(batches_table(info), hide_index=True, width="stretch", height=340)
+    st.dataframe(batches_table(info, tz), hide_index=True, width="stretch", height=340)
     st.subheader("What each batch read and did")
     log = None
     with guard():

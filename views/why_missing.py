@@ -14,6 +14,7 @@ from analysis.progress import parse_event_time
 from views.common import (
     checkpoint_info,
     current_event_log,
+    current_tz,
     diagnose_cached,
     guard,
     key_fields_cached,
@@ -163,7 +164,9 @@ if info is not None and info.operators and info.committed_batches:
                             st.caption("No row holds this key in any searched batch.")
                     with tabs[1]:
                         if r.timeline:
-                            st.plotly_chart(key_timeline_figure(r, report.watermarks), width="stretch", key=f"tl-{r.key}")
+                            st.plotly_chart(
+                                key_timeline_figure(r, report.watermarks, current_tz()), width="stretch", key=f"tl-{r.key}"
+                            )
                         else:
                             st.caption("The key has no history in the searched batches.")
                     with tabs[2]:
