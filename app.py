@@ -5,6 +5,7 @@ streamlit run app.py
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import streamlit as st
@@ -15,7 +16,9 @@ from views.common import (
     INPUT_KEY,
     TIMEZONES,
     TZ_KEY,
+    current_path,
     default_checkpoint,
+    fingerprint,
     sample_checkpoints,
     sample_event_log,
     spark_settings,
@@ -73,6 +76,11 @@ with st.sidebar:
         current = next((n for n, p in samples.items() if p == st.session_state[CHECKPOINT_KEY]), None)
         st.session_state["sample_pick"] = current
         st.pills("Bundled samples", list(samples), key="sample_pick", on_change=_pick, selection_mode="single")
+    st.toggle(
+        "Live: refresh on new commits",
+        key="live",
+        help="Checks the checkpoint's offsets/ and commits/ every 10 s and refreshes the page when a batch commits.",
+    )
     st.selectbox(
         "Time zone",
         TIMEZONES,
@@ -99,3 +107,18 @@ nav = st.navigation(
     }
 )
 nav.run()
+
+if st.session_state.get("live"):
+
+    @st.fragment(run_every=10)
+    def _watch_commits() -> None:
+        """Reruns the whole app when the checkpoint commits (a stat of two folders, no read)."""
+        fp = (current_path(), fingerprint(current_path()))
+        seen = st.session_state.setdefault("_live_seen", fp)
+        if fp != seen:
+            st.session_state["_live_seen"] = fp
+            st.rerun(scope="app")
+        st.caption(f":material/sync: live · checked {dt.datetime.now(dt.UTC):%H:%M:%S} UTC")
+
+    with st.sidebar:
+        _watch_commits()

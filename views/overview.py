@@ -63,7 +63,16 @@ if info is not None:
     else:
         st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
     st.subheader("Batches")  # full width: every column, the timestamp included, stays on screen
-    st.dataframe(batches_table(info, tz), hide_index=True, width="stretch", height=340)
+    table = batches_table(info, tz).to_pandas()
+    newest = info.last_committed
+    if newest is not None:
+        st.caption(f"The newest committed batch, {newest}, is highlighted.")
+    st.dataframe(
+        table.style.apply(lambda row: ["background-color: #fff3cd" if row["batch_id"] == newest else "" for _ in row], axis=1),
+        hide_index=True,
+        width="stretch",
+        height=340,
+    )
     st.subheader("What each batch read and did")
     log = None
     with guard():
