@@ -367,3 +367,23 @@ def test_time_zone_choice_shows_times_in_that_zone() -> None:
     assert str(batches["watermark"].dt.tz) == "Asia/Kolkata"
     at.switch_page("views/browser.py").run()
     assert at.session_state["tz"] == "Asia/Kolkata"  # kept across pages
+
+
+def test_browser_follows_one_key_across_two_batches() -> None:
+    """ord-154 (case 4: its payment 8 minutes later) is on the left side from batch 15 on."""
+    at = open_app(sample("join_hdfs"), "views/browser.py")
+    left = next(o for o in at.selectbox[1].options if o.startswith("store: left-keyWithIndexToValue"))
+    at.selectbox[1].set_value(left).run()
+    at.text_input(key="kx_key").set_value("ord-154").run()
+    at.selectbox(key="kx_a").set_value(14).run()
+    at.selectbox(key="kx_b").set_value(16).run()
+    assert not at.error
+    caps = [c.value for c in at.caption]
+    assert "**At batch 14: 0 row(s)**" in caps and "**At batch 16: 1 row(s)**" in caps
+    (changes_cap,) = [c for c in caps if c.startswith("**Changes in batches 15–16")]
+    changes = at.dataframe[-1].value
+    assert changes["batch_id"].min() == 15 and set(changes["change_type"]) <= {"update", "delete"}
+    arrived = next(
+        b for b, batch in enumerate(scenario("join_hdfs").batches) for o in batch["orders"] if o["order_id"] == "ord-154"
+    )
+    assert arrived == 15 and changes_cap

@@ -6,7 +6,7 @@ import streamlit as st
 
 from analysis.export import with_readable_times
 from analysis.model import sources_of, table_name
-from spark_io.state_reader import arrow_schema_rows
+from spark_io.state_reader import RowFilter, arrow_schema_rows
 from views.common import (
     checkpoint_info,
     current_tz,
@@ -38,6 +38,7 @@ if info is not None:
             ["State at batch", "Change feed up to batch"] if source is not None and source.has_change_feed else ["State at batch"]
         )
         mode = c4.radio("Read", modes, help="Change feeds are read per store; join sides and timers have none.")
+        table = None
         if source is not None:
             with guard():
                 if mode == "State at batch":
@@ -69,3 +70,38 @@ if info is not None:
                         st.bar_chart(counts.to_pandas(), x="partition_id", y="partition_id_count")
                     else:
                         st.info("No rows.")
+            key_names = (
+                [f.name for f in table.schema.field("key").type] if table is not None and "key" in table.column_names else []
+            )
+            if key_names and len(committed) > 1:
+                st.subheader("A key across two batches")
+                k1, k2, k3, k4 = st.columns([3, 2, 1, 1])
+                one_key = k1.text_input("Key", key="kx_key", placeholder="a value of the key field, e.g. ord-42")
+                field = k2.selectbox("Key field", key_names, key="kx_field")
+                newest_first = committed[::-1]
+                batch_a = k3.selectbox("Batch A", newest_first, index=min(len(newest_first) - 1, 5), key="kx_a")
+                batch_b = k4.selectbox("Batch B", newest_first, index=0, key="kx_b")
+                if one_key.strip():
+                    lo, hi = sorted((batch_a, batch_b))
+                    only = RowFilter(key_field=field, keys=(one_key.strip(),))
+                    with guard():
+                        for b in sorted({lo, hi}):
+                            rows, _ = with_progress(
+                                f"Reading the key at batch {b}",
+                                lambda b=b: read_state_cached(info.path, source, b, only),
+                                f"key-at-{b}",
+                            )
+                            st.caption(f"**At batch {b}: {rows.num_rows} row(s)**")
+                            st.dataframe(with_readable_times(rows, current_tz()), hide_index=True, width="stretch")
+                        if source.has_change_feed and hi > lo:
+                            changes, start, end = with_progress(
+                                "Reading the key's changes",
+                                lambda: read_changes_cached(info.path, source, hi, only, start=lo + 1),
+                                "key-changes",
+                            )
+                            st.caption(
+                                f"**Changes in batches {start}–{end}: {changes.num_rows}** (the change feed, filtered in Spark)"
+                            )
+                            st.dataframe(changes, hide_index=True, width="stretch")
+                        elif hi > lo:
+                            st.caption("This view has no change feed (join sides, timers): compare the two batches above.")

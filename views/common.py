@@ -138,15 +138,26 @@ def read_state_cached(
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _changes(
-    path: str, source: StateSource, end: int, row_filter: RowFilter | None, limit: int | None, fp: tuple[int, int]
+    path: str,
+    source: StateSource,
+    end: int,
+    row_filter: RowFilter | None,
+    limit: int | None,
+    start: int | None,
+    fp: tuple[int, int],
 ) -> tuple[pa.Table, int, int]:
-    return state_reader.read_changes(path, source, end=end, row_filter=row_filter, limit=limit)
+    return state_reader.read_changes(path, source, start=start, end=end, row_filter=row_filter, limit=limit)
 
 
 def read_changes_cached(
-    path: str, source: StateSource, end: int, row_filter: RowFilter | None = None, limit: int | None = None
+    path: str,
+    source: StateSource,
+    end: int,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
+    start: int | None = None,
 ) -> tuple[pa.Table, int, int]:
-    return _changes(path, source, end, row_filter, limit, fingerprint(path))
+    return _changes(path, source, end, row_filter, limit, start, fingerprint(path))
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
