@@ -16,6 +16,15 @@ except ImportError:  # pragma: no cover
     code_editor = None
 
 SQL_KEY = "sql_text"
+RUN_BUTTON = {
+    "name": "Run",
+    "feather": "Play",
+    "primary": True,
+    "hasText": True,
+    "showWithIcon": True,
+    "commands": ["submit"],
+    "style": {"bottom": "0.44rem", "right": "0.4rem"},
+}
 MAX_ROWS = 100_000
 
 st.header("SQL")
@@ -45,18 +54,28 @@ if info is not None:
             st.session_state["_editor_version"] = st.session_state.get("_editor_version", 0) + 1
         st.session_state.setdefault(SQL_KEY, next(iter(examples.values()), "SELECT 1"))
 
+        submitted = False
         if plain or code_editor is None:
             st.text_area("Query", key=SQL_KEY, height=220)
         else:
+            # Run lives inside the editor (and Ctrl+Enter): it sends the text as it is at the click. A
+            # button outside raced the editor's debounced updates (running the text of 100 ms before),
+            # and a debounced update arriving after the click restarted the page and dropped the run:
+            # the editor reports only on Run.
             resp = code_editor(
                 st.session_state[SQL_KEY],
                 lang="sql",
                 height=[10, 24],
-                response_mode=["debounce", "blur"],  # leaving the editor (to click Run) sends its text
+                response_mode="default",
+                buttons=[RUN_BUTTON],
                 key=f"sql_editor_{st.session_state.get('_editor_version', 0)}",
             )
+            st.caption("Run: the button in the editor, or Ctrl+Enter.")
             if resp and resp.get("text") and resp.get("id"):
                 st.session_state[SQL_KEY] = resp["text"]
+                if resp.get("type") == "submit" and resp["id"] != st.session_state.get("_sql_submit_id"):
+                    st.session_state["_sql_submit_id"] = resp["id"]
+                    submitted = True
 
         with st.expander("Loading: row budget, filters, spill to Parquet"):
             l1, l2, l3 = st.columns([1, 2, 1])
@@ -77,7 +96,8 @@ if info is not None:
         if ws is not None:
             tables_box = st.container()  # filled after the run, so its count includes what the run loaded
             run_key = (info.path, ws.batch)
-            if st.button("Run", type="primary", key="sql_run") or st.session_state.pop("sql_autorun", False):
+            clicked = st.button("Run", type="primary", key="sql_run") if plain or code_editor is None else False
+            if clicked or submitted or st.session_state.pop("sql_autorun", False):
                 st.session_state.pop("sql_result", None)
                 with guard():
                     sql = st.session_state[SQL_KEY]

@@ -22,7 +22,9 @@ def test_pick_sample_and_run_sql(app_url: str, page) -> None:  # type: ignore[no
     expect(page.get_by_role("textbox", name="Checkpoint path")).to_have_value(re.compile("unbounded_agg$"))
     page.get_by_role("combobox", name="Example queries").click()
     page.get_by_role("option", name=re.compile("rows per partition")).click()
-    page.get_by_role("button", name="Run").click()
+    # picking an example opens a fresh editor holding it: wait until the old one is gone, then Run in it
+    expect(page.locator("iframe[title*='code_editor']")).to_have_count(1, timeout=30_000)
+    page.frame_locator("iframe[title*='code_editor']").get_by_role("button", name="Run").click()
     # the first query starts Spark and loads op0: allow for the JVM start
     caption = page.get_by_text(re.compile(r"^\d+ rows · \d+ ms$"))
     expect(caption).to_be_visible(timeout=180_000)
