@@ -95,3 +95,27 @@ def with_readable_times(table: pa.Table, tz: str = "UTC") -> pa.Table:
         top = name.split(".", 1)[0]
         out = out.add_column(out.column_names.index(top) + 1, f"{name} (time)", times)
     return out
+
+
+def ms_times(row: dict[str, Any], tz: str = "UTC") -> dict[str, Any]:
+    """For one evidence row: a readable time for each epoch-millisecond field, top level or nested
+    in its value (``expiration_timestamp_ms``, ``value.groupState.last_event_ms`` ...), keyed
+    ``<name> (time)``."""
+    import datetime as dt
+    import zoneinfo
+
+    fields: list[tuple[str, Any]] = []
+
+    def walk(prefix: str, d: dict[str, Any]) -> None:
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(f"{prefix}{k}.", v)
+            else:
+                fields.append((f"{prefix}{k}", v))
+
+    walk("", {k: v for k, v in row.items() if k != "key"})
+    out: dict[str, Any] = {}
+    for name, v in fields:
+        if isinstance(v, int) and not isinstance(v, bool) and _is_ms_name(name) and _MS_RANGE[0] <= v <= _MS_RANGE[1]:
+            out[f"{name} (time)"] = dt.datetime.fromtimestamp(v / 1000, zoneinfo.ZoneInfo(tz))
+    return out

@@ -387,3 +387,17 @@ def test_browser_follows_one_key_across_two_batches() -> None:
         b for b, batch in enumerate(scenario("join_hdfs").batches) for o in batch["orders"] if o["order_id"] == "ord-154"
     )
     assert arrived == 15 and changes_cap
+
+
+def test_why_missing_evidence_shows_epoch_ms_as_times() -> None:
+    """applyInPandasWithState keeps last_event_ms and timeoutTimestamp in its state value."""
+    at = open_app(sample("apply_in_pandas_with_state"), "views/why_missing.py")
+    at.text_area(key="wm_keys").set_value("user-2").run()
+    at.button(key="wm_run").click().run()
+    assert not at.error
+    ev = at.dataframe[0].value
+    assert "value.groupState.last_event_ms (time)" in ev.columns and "value.timeoutTimestamp (time)" in ev.columns
+    row = ev.iloc[-1]
+    value = json.loads(row["value"])
+    assert row["value.groupState.last_event_ms (time)"].timestamp() * 1000 == value["groupState"]["last_event_ms"]
+    assert row["value.timeoutTimestamp (time)"].timestamp() * 1000 == value["timeoutTimestamp"]

@@ -9,6 +9,7 @@ import json
 import streamlit as st
 
 from analysis.charts import key_timeline_figure
+from analysis.export import ms_times
 from analysis.model import default_operator
 from analysis.progress import parse_event_time
 from views.common import (
@@ -155,6 +156,7 @@ if info is not None and info.operators and info.committed_batches:
                             st.dataframe(
                                 [
                                     {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in e.items()}
+                                    | ms_times(e, current_tz())
                                     for e in r.evidence
                                 ],
                                 hide_index=True,
