@@ -38,6 +38,9 @@ if CHECKPOINT_KEY not in st.session_state:
 # Re-seed the input every run: a page switch remounts the widget, which otherwise shows empty.
 # (Its on_change callback has already copied any edit into CHECKPOINT_KEY by now.)
 st.session_state[INPUT_KEY] = st.session_state[CHECKPOINT_KEY]
+# The other sidebar widgets keep their values across page switches the same way.
+for _key, _default in ((EVENT_LOG_KEY, ""), (TZ_KEY, "UTC"), ("live", False)):
+    st.session_state[_key] = st.session_state.get(_key, _default)
 
 
 def _pick() -> None:

@@ -4,6 +4,7 @@ windowed_agg sample's real (rolling) event log, read from the drawn Plotly figur
 from __future__ import annotations
 
 import json
+import re
 
 from playwright.sync_api import expect
 
@@ -60,3 +61,8 @@ def test_overview_progress_charts(app_url: str, page) -> None:  # type: ignore[n
     scale = 1000 if max(p["batchDuration"] for p in truth) >= 10_000 else 1
     assert add_batch["y"] == [p["durationMs"]["addBatch"] / scale for p in truth]
     page.screenshot(path=str(ARTIFACTS / "overview-progress.png"), full_page=True)
+
+    # the event log stays chosen on another page: the health page finds the late rows
+    page.get_by_role("link", name="State health").click()
+    expect(page.get_by_text("late_rows_dropped", exact=True).first).to_be_visible(timeout=180_000)
+    expect(page.get_by_role("textbox", name="Event log (optional)")).to_have_value(re.compile("event_logs/windowed_agg$"))
