@@ -91,15 +91,25 @@ def key_text(fields: list[dict[str, Any]]) -> str:
     return ", ".join(f"{f.get('name')}: {_type_text(f.get('type'))}" for f in fields if f.get("name") != "index")
 
 
-def operators_table(info: CheckpointInfo, keys: dict[int, list[dict[str, Any]]]) -> pa.Table:
+def operators_table(
+    info: CheckpointInfo, keys: dict[int, list[dict[str, Any]]], problems: dict[int, str] | None = None
+) -> pa.Table:
     """Every operator at a glance: kind, key, stores, partitions, provider, state variables.
 
-    ``keys``: operator -> its key fields from the state schema files (``read_key_fields``)."""
+    ``keys``: operator -> its key fields from the state schema files, ``problems``: operator ->
+    why its schema file could not be read (both from ``read_key_fields``)."""
+    problems = problems or {}
+
+    def key_of(op_id: int) -> str:
+        if op_id in problems:
+            return f"unknown: {problems[op_id]}"
+        return key_text(keys.get(op_id, [])) or "unknown: no state schema file"
+
     return pa.table(
         {
             "operator": [o.operator_id for o in info.operators],
             "kind": [o.operator_name + (" (inferred)" if o.inferred_from else "") for o in info.operators],
-            "key": [key_text(keys.get(o.operator_id, [])) or "?" for o in info.operators],
+            "key": [key_of(o.operator_id) for o in info.operators],
             "stores": [", ".join(s.store_name for s in o.stores) for o in info.operators],
             "partitions": [max((s.num_partitions for s in o.stores), default=0) for o in info.operators],
             "provider": [info.provider for _ in info.operators],

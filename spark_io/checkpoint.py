@@ -613,19 +613,22 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
     return batch_sources(offsets, entries, initial)
 
 
-def read_key_fields(path: str) -> dict[int, list[dict[str, Any]]]:
+def read_key_fields(path: str) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:
     """Each operator's state key fields, from its state schema files (no JVM): the schema of its
     main store (a join's keyWithIndexToValue), or transformWithState's first _stateSchema file.
-    An operator whose schema cannot be found or read is left out."""
+    Returns (operator -> fields, operator -> why its schema could not be read); an operator with
+    no schema file is in neither."""
     files = open_files(path)
     out: dict[int, list[dict[str, Any]]] = {}
+    problems: dict[int, str] = {}
     for op in read_operators(files):
         op_rel = f"state/{op.operator_id}"
         names = [s.store_name for s in op.stores]
         store = next((n for n in names if n.endswith("keyWithIndexToValue")), names[0] if names else DEFAULT_STORE)
         try:
             schema = _schema_of(files, op_rel, store)
-        except CorruptCheckpoint:
+        except CorruptCheckpoint as e:
+            problems[op.operator_id] = e.message
             continue
         if schema is not None:
             out[op.operator_id] = schema[0]
@@ -635,4 +638,6 @@ def read_key_fields(path: str) -> dict[int, list[dict[str, Any]]]:
             structs = [o for o in parse_schema_file(files.read(tws[0])) if o.get("type") == "struct"]
             if structs:
                 out[op.operator_id] = structs[0].get("fields", [])
-    return out
+            else:
+                problems[op.operator_id] = f"{tws[0]} holds no schema: the file is damaged."
+    return out, problems

@@ -227,8 +227,9 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
 
     for name in SAMPLE_NAMES:
         info = read_checkpoint(sample(name))
-        keys = read_key_fields(info.path)
-        table = operators_table(info, keys).to_pylist()
+        keys, problems = read_key_fields(info.path)
+        assert problems == {}, name
+        table = operators_table(info, keys, problems).to_pylist()
         for op, row in zip(info.operators, table, strict=True):
             _, src = lookup_sources(op)[0]
             key_type = read_state(info.path, src, limit=1)[0].schema.field("key").type
@@ -237,3 +238,17 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
             ]
             assert ours(keys[op.operator_id]) == spark, (name, op.operator_id)
             assert row["kind"] == op.operator_name and row["partitions"] == op.stores[0].num_partitions
+
+
+def test_a_damaged_schema_file_is_named_not_hidden(copy_sample) -> None:  # type: ignore[no-untyped-def]
+    """The operators table says the key is unknown and why, instead of leaving it blank."""
+    from analysis.overview import operators_table
+    from spark_io.checkpoint import read_key_fields
+
+    cp = copy_sample("windowed_agg")
+    (cp / "state" / "0" / "0" / "_metadata" / "schema").write_bytes(b"\x00\x01garbage")
+    info = read_checkpoint(str(cp))
+    keys, problems = read_key_fields(str(cp))
+    assert keys == {} and "does not hold a key and a value schema" in problems[0]
+    (row,) = operators_table(info, keys, problems).to_pylist()
+    assert row["key"].startswith("unknown: state/0/0/_metadata/schema does not hold")

@@ -265,12 +265,12 @@ def progress_cached(path: str, event_log: str) -> ProgressLog:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _key_schemas(path: str, fp: tuple[int, int]) -> dict[int, list[dict[str, Any]]]:
+def _key_schemas(path: str, fp: tuple[int, int]) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:
     return checkpoint.read_key_fields(path)
 
 
-def key_schemas_cached(path: str) -> dict[int, list[dict[str, Any]]]:
-    """Each operator's key fields from the state schema files (no JVM)."""
+def key_schemas_cached(path: str) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:
+    """Each operator's key fields from the state schema files (no JVM), and why any could not be read."""
     return _key_schemas(path, fingerprint(path))
 
 

@@ -48,7 +48,7 @@ if info is not None:
     if info.operators:
         st.subheader("Operators at a glance")
         with guard():
-            st.dataframe(operators_table(info, key_schemas_cached(info.path)), hide_index=True, width="stretch")
+            st.dataframe(operators_table(info, *key_schemas_cached(info.path)), hide_index=True, width="stretch")
     if s["uncommitted"]:
         st.warning(
             f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."
