@@ -85,3 +85,10 @@ class ProgressNotFound(StateLensError):
 
 class ProgressReadError(StateLensError):
     title = "Could not read the progress"
+
+
+class NativeUnsupported(StateLensError):
+    """A state file or type the native reader does not decode: with ``--engine auto`` the read goes
+    to Spark instead; with ``--engine native`` this is the answer (what, where)."""
+
+    title = "Not readable without Spark"

@@ -11,7 +11,7 @@ Accepted paths (local, ``file://``, or any URI Spark can read: s3a://, abfss://,
 * a file of StreamingQueryProgress JSON lines (a listener's ``event.progress.json`` or
   ``query.lastProgress`` per line).
 
-The codecs' block formats are decoded with pyarrow's lz4, snappy and zstd codecs.
+The codecs are decoded by ``spark_io.codecs`` (pyarrow's lz4, snappy and zstd).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,92 +30,13 @@ from analysis.errors import InvalidInput, ProgressNotFound, ProgressReadError
 from analysis.model import CheckpointInfo
 from analysis.progress import ProgressLog, collect, progress_of
 from spark_io.checkpoint import check_allowed, is_local, local_path
+from spark_io.codecs import Cut, codec_of, decompress
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-LZ4_MAGIC = b"LZ4Block"
-SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 _ROLLING_EVENTS = re.compile(r"^events_(\d+)_")
 MAX_BYTES = 2 * 1024**3  # a decoded event log larger than this is refused (say so) rather than read
 
 
 # --------------------------------------------------------------------------- codecs
-
-
-class _Cut(Exception):
-    """A compressed stream ends early: ``decoded`` holds everything before the cut."""
-
-    def __init__(self, decoded: bytes, why: str) -> None:
-        super().__init__(why)
-        self.decoded = decoded
-
-
-def _lz4_blocks(data: bytes) -> bytes:
-    """lz4-java's LZ4BlockOutputStream: per block 'LZ4Block', a token (method | level), the
-    compressed and decompressed lengths and a checksum (little endian), then the block."""
-    out = bytearray()
-    pos = 0
-    while pos < len(data):
-        if data[pos : pos + 8] != LZ4_MAGIC or pos + 21 > len(data):
-            raise _Cut(bytes(out), f"the lz4 stream is damaged or cut at byte {pos}")
-        token = data[pos + 8]
-        clen, dlen, _checksum = struct.unpack_from("<iii", data, pos + 9)
-        pos += 21
-        if dlen == 0:  # the end mark
-            break
-        block = data[pos : pos + clen]
-        if len(block) < clen:
-            raise _Cut(bytes(out), f"the lz4 stream is cut inside a block at byte {pos}")
-        out += block if token & 0xF0 == 0x10 else pa.decompress(block, decompressed_size=dlen, codec="lz4_raw").to_pybytes()
-        pos += clen
-    return bytes(out)
-
-
-def _varint(data: bytes) -> int:
-    n = shift = 0
-    for b in data[:5]:
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return n
-        shift += 7
-    raise ValueError("bad varint")
-
-
-def _snappy_chunks(data: bytes) -> bytes:
-    """snappy-java's SnappyOutputStream: a 16-byte header, then chunks of a big-endian length
-    and raw snappy data (whose own first bytes give the decompressed length)."""
-    out = bytearray()
-    pos = 16
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise _Cut(bytes(out), f"the snappy stream is cut at byte {pos}")
-        (clen,) = struct.unpack_from(">i", data, pos)
-        chunk = data[pos + 4 : pos + 4 + clen]
-        if len(chunk) < clen:
-            raise _Cut(bytes(out), f"the snappy stream is cut inside a chunk at byte {pos}")
-        out += pa.decompress(chunk, decompressed_size=_varint(chunk), codec="snappy").to_pybytes()
-        pos += 4 + clen
-    return bytes(out)
-
-
-def codec_of(data: bytes) -> str:
-    if data.startswith(ZSTD_MAGIC):
-        return "zstd"
-    if data.startswith(LZ4_MAGIC):
-        return "lz4"
-    if data.startswith(SNAPPY_MAGIC):
-        return "snappy"
-    return "none"
-
-
-def _zstd_frames(data: bytes) -> bytes:
-    out = bytearray()
-    stream = pa.input_stream(pa.py_buffer(data), compression="zstd")
-    try:
-        while chunk := stream.read(1 << 20):
-            out += chunk
-    except (OSError, pa.ArrowException) as e:
-        raise _Cut(bytes(out), f"the zstd stream is damaged or cut ({e})") from e
-    return bytes(out)
 
 
 def decode(data: bytes, name: str, notes: list[str]) -> tuple[str, str]:
@@ -125,15 +45,8 @@ def decode(data: bytes, name: str, notes: list[str]) -> tuple[str, str]:
     cut short is an error."""
     codec = codec_of(data)
     try:
-        if codec == "zstd":
-            raw = _zstd_frames(data)
-        elif codec == "lz4":
-            raw = _lz4_blocks(data)
-        elif codec == "snappy":
-            raw = _snappy_chunks(data)
-        else:
-            raw = data
-    except _Cut as cut:
+        raw, _ = decompress(data)
+    except Cut as cut:
         if not name.endswith(".inprogress"):
             raise ProgressReadError(f"{name}: {cut}. The file is damaged or was cut while copying.") from cut
         raw = cut.decoded

@@ -1,0 +1,196 @@
+"""Compiled loops over decompressed state bytes (numba): the only per-record code of the native
+reader. Everything else works on whole columns with numpy and pyarrow.
+
+Record streams (``scan``): Java's ``DataOutputStream`` writes big-endian ints.
+
+* ``FMT_PLAIN``: HDFS ``.delta`` / ``.snapshot`` files and RocksDB changelogs v1 and v3 (after
+  their header): ``key size, key, value size (-1: delete), value``, a key size of -1 ends it.
+* ``FMT_TYPED``: RocksDB changelogs v2 and v4: a record type byte first (0 end, 1 put,
+  0x10 delete, 0x11 merge), then as above.
+
+Inside rows (UnsafeRow, RocksDB's encoders) numbers are little-endian (``Platform.putLong``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+FMT_PLAIN = 1
+FMT_TYPED = 2
+
+DELETE = 0
+PUT = 1
+MERGE = 2
+
+# scan status codes
+OK = 0
+CUT = 1
+BAD_TYPE = 2
+BAD_SIZE = 3
+NO_END = 4
+
+
+@njit(cache=True, nogil=True)
+def _be32(buf, pos):  # type: ignore[no-untyped-def]
+    v = (np.int64(buf[pos]) << 24) | (np.int64(buf[pos + 1]) << 16) | (np.int64(buf[pos + 2]) << 8) | np.int64(buf[pos + 3])
+    if v >= 2147483648:
+        v -= 4294967296
+    return v
+
+
+@njit(cache=True, nogil=True)
+def scan(buf, start, end, fmt, fill, kind, koff, klen, voff, vlen):  # type: ignore[no-untyped-def]
+    """Walk the records of ``buf[start:end]``. Returns (records, status, byte of the fault). With
+    ``fill`` the records' kind and key/value offsets and lengths are written to the arrays."""
+    pos = start
+    i = 0
+    while True:
+        rtype = 1
+        if fmt == FMT_TYPED:
+            if pos + 1 > end:
+                return i, NO_END, pos
+            rtype = buf[pos]
+            if rtype == 0:
+                return i, OK, pos + 1
+            if rtype != 1 and rtype != 0x10 and rtype != 0x11:
+                return i, BAD_TYPE, pos
+            pos += 1
+        if pos + 4 > end:
+            return i, NO_END, pos
+        ks = _be32(buf, pos)
+        if fmt == FMT_PLAIN and ks == -1:
+            return i, OK, pos + 4
+        if ks < 0:
+            return i, BAD_SIZE, pos
+        if pos + 4 + ks + 4 > end:
+            return i, CUT, pos
+        ko = pos + 4
+        pos = ko + ks
+        vs = _be32(buf, pos)
+        pos += 4
+        k = PUT
+        vo = pos
+        if vs < 0:
+            if vs != -1 or (fmt == FMT_TYPED and rtype != 0x10):
+                return i, BAD_SIZE, pos - 4
+            k = DELETE
+            vs = 0
+        else:
+            if fmt == FMT_TYPED and rtype == 0x10:
+                return i, BAD_SIZE, pos - 4
+            if pos + vs > end:
+                return i, CUT, pos - 4
+            pos += vs
+            if fmt == FMT_TYPED and rtype == 0x11:
+                k = MERGE
+        if fill:
+            kind[i] = k
+            koff[i] = ko
+            klen[i] = ks
+            voff[i] = vo
+            vlen[i] = vs
+        i += 1
+
+
+@njit(cache=True, nogil=True)
+def last_per_code(codes, n_codes):  # type: ignore[no-untyped-def]
+    """The index of each code's last occurrence (-1 where a code does not occur)."""
+    last = np.full(n_codes, -1, np.int64)
+    for i in range(codes.shape[0]):
+        last[codes[i]] = i
+    return last
+
+
+@njit(cache=True, nogil=True)
+def gather_bytes(buf, off, size, keep):  # type: ignore[no-untyped-def]
+    """Concatenate ``buf[off[i]:off[i]+size[i]]`` for the rows kept: (int64 offsets, bytes)."""
+    n = off.shape[0]
+    offsets = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + (size[i] if keep[i] else 0)
+    out = np.empty(offsets[n], np.uint8)
+    for i in range(n):
+        if keep[i]:
+            o = offsets[i]
+            s = off[i]
+            for j in range(size[i]):
+                out[o + j] = buf[s + j]
+    return offsets, out
+
+
+@njit(cache=True, nogil=True)
+def gather_le(buf, pos, width, keep):  # type: ignore[no-untyped-def]
+    """Little-endian integers of ``width`` bytes (1, 2, 4, 8) at ``pos``, sign-extended to int64;
+    0 where not kept."""
+    n = pos.shape[0]
+    out = np.zeros(n, np.int64)
+    for i in range(n):
+        if keep[i]:
+            p = pos[i]
+            v = np.int64(0)
+            for j in range(width):
+                v |= np.int64(buf[p + j]) << (8 * j)
+            if width < 8:
+                sign = np.int64(1) << (8 * width - 1)
+                if v & sign:
+                    v -= sign << 1
+            out[i] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
+def null_bits(buf, base, index, keep):  # type: ignore[no-untyped-def]
+    """True where field ``index`` of the UnsafeRow at ``base`` is null (its bit in the null set)."""
+    n = base.shape[0]
+    out = np.zeros(n, np.bool_)
+    word = index // 64
+    bit = index % 64
+    for i in range(n):
+        if keep[i]:
+            b = buf[base[i] + word * 8 + bit // 8]
+            out[i] = (b >> (bit % 8)) & 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def check_within(off, size, start, end, keep):  # type: ignore[no-untyped-def]
+    """The first kept row whose [off, off + size) leaves [start, end), or -1."""
+    for i in range(off.shape[0]):
+        if keep[i] and (size[i] < 0 or off[i] < start[i] or off[i] + size[i] > end[i]):
+            return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
+    """RocksDB's multi-value encoding (transformWithState lists): per value ``int size (LE),
+    bytes``, values joined by one delimiter byte. Returns (owner row, offset, size) per element,
+    and the first bad value's row (or -1)."""
+    count = 0
+    for i in range(off.shape[0]):
+        p = off[i]
+        e = p + size[i]
+        while p < e:
+            if p + 4 > e:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), i
+            s = np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24)
+            if s < 0 or p + 4 + s > e:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), i
+            p += 4 + s + 1
+            count += 1
+    own = np.empty(count, np.int64)
+    eo = np.empty(count, np.int64)
+    es = np.empty(count, np.int64)
+    k = 0
+    for i in range(off.shape[0]):
+        p = off[i]
+        e = p + size[i]
+        while p < e:
+            s = np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24)
+            own[k] = owner[i]
+            eo[k] = p + 4
+            es[k] = s
+            k += 1
+            p += 4 + s + 1
+    return own, eo, es, -1

@@ -1,0 +1,183 @@
+"""Key/value records of state files, as arrays over one byte buffer.
+
+``Records`` holds, for every record of the files read: its kind (put, delete, merge), where its
+key and value sit in ``buf``, and the state version (batch + 1) that wrote it. ``latest`` keeps
+each key's last record (the state at a version is the snapshot's records, then every change
+after it, last write wins), so only the rows that survive are decoded.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analysis.errors import NativeUnsupported, StateReadError
+from spark_io.codecs import Cut, decompress
+from spark_io.native import kernels
+
+_STATUS = {
+    kernels.CUT: "a record runs past the end of the file (cut short)",
+    kernels.BAD_TYPE: "an unknown record type byte",
+    kernels.BAD_SIZE: "an impossible key or value size",
+    kernels.NO_END: "no end-of-file mark (the file is cut short)",
+}
+
+
+@dataclass
+class Records:
+    buf: np.ndarray  # uint8
+    kind: np.ndarray  # int8: kernels.PUT / DELETE / MERGE
+    koff: np.ndarray  # int64
+    klen: np.ndarray  # int64
+    voff: np.ndarray  # int64
+    vlen: np.ndarray  # int64
+    version: np.ndarray  # int64: the state version of the file the record came from
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def take(self, idx: np.ndarray) -> Records:
+        return Records(
+            self.buf, self.kind[idx], self.koff[idx], self.klen[idx], self.voff[idx], self.vlen[idx], self.version[idx]
+        )
+
+    @staticmethod
+    def empty() -> Records:
+        z = np.zeros(0, np.int64)
+        return Records(np.zeros(0, np.uint8), np.zeros(0, np.int8), z, z, z, z, z)
+
+
+def read_file(path: Path, rel: str) -> bytes:
+    """A state file's decompressed bytes; a damaged stream names the file and the byte."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise StateReadError(f"The state file {rel} cannot be read ({e.strerror}).") from e
+    try:
+        raw, codec = decompress(data)
+    except Cut as cut:
+        raise StateReadError(f"The state file {rel} is damaged: {cut} (of {len(data):,} bytes).") from cut
+    if codec == "none" and data:
+        raise NativeUnsupported(
+            f"{rel} is not compressed with lz4, zstd or snappy (its first bytes are {data[:8].hex()}): another "
+            "spark.sql.streaming.stateStore.compression.codec, which the native reader does not decode"
+        )
+    return raw
+
+
+def changelog_header(raw: bytes) -> tuple[int, int, list[tuple[int, str]]]:
+    """(changelog format version, where the records start, the lineage) of a RocksDB changelog.
+
+    v1 has no header; v2 and v4 start with ``writeUTF("v2")``; v3 and v4 add the lineage (JSON,
+    written with writeUTF) of checkpoint format v2. As in Spark, anything not read as ``v<digits>``
+    is a v1 file."""
+    if len(raw) >= 2:
+        (n,) = struct.unpack_from(">H", raw, 0)
+        head = raw[2 : 2 + n]
+        if 2 <= n <= 4 and head[:1] == b"v" and head[1:].isdigit():
+            version = int(head[1:])
+            pos = 2 + n
+            lineage: list[tuple[int, str]] = []
+            if version >= 3:
+                import json
+
+                (m,) = struct.unpack_from(">H", raw, pos)
+                items = json.loads(raw[pos + 2 : pos + 2 + m].decode("utf-8"))
+                lineage = [(int(i["version"]), str(i["checkpointUniqueId"])) for i in items]
+                pos += 2 + m
+            if version not in (1, 2, 3, 4):
+                raise NativeUnsupported(f"changelog format v{version}")
+            return version, pos, lineage
+    return 1, 0, []
+
+
+def scan(raw: bytes, start: int, fmt: int, version: int, rel: str) -> Records:
+    """The records of one decompressed file from ``start``."""
+    buf = np.frombuffer(raw, np.uint8)
+    z = np.zeros(0, np.int64)
+    count, status, where = kernels.scan(buf, start, len(buf), fmt, False, z, z, z, z, z)
+    if status != kernels.OK:
+        raise StateReadError(
+            f"The state file {rel} is damaged at byte {where} of {len(buf):,} decompressed: {_STATUS[status]} "
+            f"after {count:,} records."
+        )
+    kind = np.empty(count, np.int8)
+    koff, klen, voff, vlen = (np.empty(count, np.int64) for _ in range(4))
+    kernels.scan(buf, start, len(buf), fmt, True, kind, koff, klen, voff, vlen)
+    return Records(buf, kind, koff, klen, voff, vlen, np.full(count, version, np.int64))
+
+
+def concat(parts: list[Records]) -> Records:
+    """Records of several files over one buffer (offsets moved)."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Records.empty()
+    if len(parts) == 1:
+        return parts[0]
+    shifts = np.cumsum([0] + [len(p.buf) for p in parts[:-1]])
+    buf = np.concatenate([p.buf for p in parts])
+    return Records(
+        buf,
+        np.concatenate([p.kind for p in parts]),
+        np.concatenate([p.koff + s for p, s in zip(parts, shifts, strict=True)]),
+        np.concatenate([p.klen for p in parts]),
+        np.concatenate([p.voff + s for p, s in zip(parts, shifts, strict=True)]),
+        np.concatenate([p.vlen for p in parts]),
+        np.concatenate([p.version for p in parts]),
+    )
+
+
+def from_pairs(pairs: list[tuple[bytes, bytes]], version: int) -> Records:
+    """Records of (key, value) pairs read from a RocksDB snapshot (all puts)."""
+    if not pairs:
+        return Records.empty()
+    lengths = np.fromiter((len(x) for kv in pairs for x in kv), np.int64, 2 * len(pairs))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    buf = np.frombuffer(b"".join(x for kv in pairs for x in kv), np.uint8)
+    n = len(pairs)
+    return Records(
+        buf, np.full(n, kernels.PUT, np.int8), starts[0::2], lengths[0::2], starts[1::2], lengths[1::2], np.full(n, version)
+    )
+
+
+def key_codes(rec: Records) -> tuple[np.ndarray, int]:
+    """A dense code per distinct key bytes (equal bytes, equal key: UnsafeRow equality)."""
+    offsets, data = kernels.gather_bytes(rec.buf, rec.koff, rec.klen, np.ones(len(rec), np.bool_))
+    keys = pa.Array.from_buffers(pa.large_binary(), len(rec), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    encoded = pc.dictionary_encode(keys)
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(encoded.dictionary)
+
+
+def latest(rec: Records) -> Records:
+    """Each key's last record, deletes dropped: the state after applying the records in order
+    (no merges: see ``fold_merges``)."""
+    if not len(rec):
+        return rec
+    codes, n = key_codes(rec)
+    last = kernels.last_per_code(codes, n)
+    idx = np.sort(last[last >= 0])
+    live = rec.take(idx)
+    return live.take(np.nonzero(live.kind != kernels.DELETE)[0])
+
+
+def fold_merges(rec: Records) -> tuple[Records, np.ndarray]:
+    """The state of a store whose values are lists (RocksDB merges append a value): per key its
+    values since the last put or delete. Returns (the records that make up the live lists, their
+    key code), in order."""
+    if not len(rec):
+        return rec, np.zeros(0, np.int64)
+    codes, n = key_codes(rec)
+    resets = np.nonzero(rec.kind != kernels.MERGE)[0]
+    last_reset = np.full(n, -1, np.int64)
+    if len(resets):
+        last_reset = kernels.last_per_code(codes[resets], n)
+        last_reset = np.where(last_reset >= 0, resets[np.maximum(last_reset, 0)], -1)
+    keep = np.arange(len(rec)) >= last_reset[codes]
+    keep &= rec.kind != kernels.DELETE
+    idx = np.nonzero(keep)[0]
+    return rec.take(idx), codes[idx]
