@@ -165,8 +165,11 @@ def check_within(off, size, start, end, keep):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
     """RocksDB's multi-value encoding (transformWithState lists): per value ``int size (LE),
-    bytes``, values joined by one delimiter byte. Returns (owner row, offset, size) per element,
-    and the first bad value's row (or -1)."""
+    bytes``, values joined by the merge operator's delimiter ``,``. Values that RocksDB has not
+    merged yet come back from rocksdict joined without it, so a delimiter is skipped where there
+    is one; that is unambiguous because a value is a version byte and an UnsafeRow (a multiple
+    of 8 bytes), so its size's low byte is never 44 (``,``). Returns (owner row, offset, size) per
+    element, and the first bad value's row (or -1)."""
     count = 0
     for i in range(off.shape[0]):
         p = off[i]
@@ -177,7 +180,9 @@ def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
             s = np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24)
             if s < 0 or p + 4 + s > e:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), i
-            p += 4 + s + 1
+            p += 4 + s
+            if p < e and buf[p] == 44:
+                p += 1
             count += 1
     own = np.empty(count, np.int64)
     eo = np.empty(count, np.int64)
@@ -192,5 +197,7 @@ def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
             eo[k] = p + 4
             es[k] = s
             k += 1
-            p += 4 + s + 1
+            p += 4 + s
+            if p < e and buf[p] == 44:
+                p += 1
     return own, eo, es, -1

@@ -67,7 +67,7 @@ class NativeReader:
                 raise NativeUnsupported(f"{key}={value}")
         self._lock = threading.Lock()
         self._families: dict[tuple[int, str], dict[str, Family]] = {}
-        self._rocks: dict[tuple[int, str, int], RocksPartition] = {}
+        self._rocks_cache: dict[tuple[int, str, int], RocksPartition] = {}
 
     # ---------------------------------------------------------------- public
 
@@ -196,7 +196,7 @@ class NativeReader:
     def _rocks(self, op_id: int, store: str, partition: int) -> RocksPartition:
         key = (op_id, store, partition)
         with self._lock:
-            if key not in self._rocks:
+            if key not in self._rocks_cache:
                 part = self._files(op_id, store, partition)
                 v2 = self.info.checkpoint_format_version == 2
                 ids: dict[int, str] = {}
@@ -207,8 +207,8 @@ class NativeReader:
                         found = [u for u in candidates if part.name("changelog", b + 1, u) or part.name("zip", b + 1, u)]
                         if found:
                             ids[b + 1] = found[0]
-                self._rocks[key] = RocksPartition(part, ids, v2)
-            return self._rocks[key]
+                self._rocks_cache[key] = RocksPartition(part, ids, v2)
+            return self._rocks_cache[key]
 
     def _state_records(self, op_id: int, store: str, partition: int, version: int) -> list[Records]:
         if self.rocksdb:
