@@ -9,6 +9,7 @@ streams: lz4-java's ``LZ4BlockOutputStream`` (the default), zstd-jni frames and 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -37,10 +38,14 @@ def codec_of(data: bytes) -> str:
     return "none"
 
 
-def _lz4_blocks(data: bytes) -> bytes:
+Checksum = Callable[[bytes | pa.Buffer], int]
+
+
+def _lz4_blocks(data: bytes, checksum: Checksum | None = None) -> bytes:
     """lz4-java's LZ4BlockOutputStream: per block 'LZ4Block', a token (method | level), the
     compressed and decompressed lengths and a checksum (little endian), then the block; a block
-    of decompressed length 0 ends the stream."""
+    of decompressed length 0 ends the stream. ``checksum`` (XXH32 with lz4-java's seed) verifies
+    each block's decompressed bytes, as lz4-java does when Spark reads."""
     out: list[bytes | pa.Buffer] = []
     pos = 0
     view = memoryview(data)
@@ -48,20 +53,24 @@ def _lz4_blocks(data: bytes) -> bytes:
         if data[pos : pos + 8] != LZ4_MAGIC or pos + 21 > len(data):
             raise Cut(b"".join(out), f"the lz4 stream is damaged or cut at byte {pos}", pos)
         token = data[pos + 8]
-        clen, dlen, _checksum = struct.unpack_from("<iii", data, pos + 9)
+        clen, dlen, expected = struct.unpack_from("<iii", data, pos + 9)
         pos += 21
         if dlen == 0:  # the end mark
             break
         if clen < 0 or dlen < 0 or pos + clen > len(data):
             raise Cut(b"".join(out), f"the lz4 stream is cut inside a block at byte {pos}", pos)
         block = view[pos : pos + clen]
+        decoded: bytes | pa.Buffer
         if token & 0xF0 == 0x10:  # stored raw
-            out.append(bytes(block))
+            decoded = bytes(block)
         else:
             try:
-                out.append(pa.decompress(block, decompressed_size=dlen, codec="lz4_raw"))
+                decoded = pa.decompress(block, decompressed_size=dlen, codec="lz4_raw")
             except (OSError, pa.ArrowException) as e:
                 raise Cut(b"".join(out), f"the lz4 block at byte {pos} does not decompress ({e})", pos) from e
+        if checksum is not None and checksum(decoded) & 0xFFFFFFF != expected & 0xFFFFFFF:
+            raise Cut(b"".join(out), f"the lz4 block at byte {pos} fails its checksum", pos)
+        out.append(decoded)
         pos += clen
     return b"".join(out)
 
@@ -108,14 +117,14 @@ def _zstd_frames(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def decompress(data: bytes) -> tuple[bytes, str]:
+def decompress(data: bytes, lz4_checksum: Checksum | None = None) -> tuple[bytes, str]:
     """(decoded bytes, codec) of one file written through a Spark compression stream; a file with
     none of the three codecs' magic bytes is returned as it is, with codec "none". Raises ``Cut``."""
     codec = codec_of(data)
     if codec == "zstd":
         return _zstd_frames(data), codec
     if codec == "lz4":
-        return _lz4_blocks(data), codec
+        return _lz4_blocks(data, lz4_checksum), codec
     if codec == "snappy":
         return _snappy_chunks(data), codec
     return data, codec

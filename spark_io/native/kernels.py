@@ -201,3 +201,56 @@ def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
             if p < e and buf[p] == 44:
                 p += 1
     return own, eo, es, -1
+
+
+_P1 = np.uint64(2654435761)
+_P2 = np.uint64(2246822519)
+_P3 = np.uint64(3266489917)
+_P4 = np.uint64(668265263)
+_P5 = np.uint64(374761393)
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _rotl(x, r):  # type: ignore[no-untyped-def]
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
+
+
+@njit(cache=True, nogil=True)
+def _u32(buf, p):  # type: ignore[no-untyped-def]
+    return np.uint64(buf[p]) | (np.uint64(buf[p + 1]) << np.uint64(8)) | (np.uint64(buf[p + 2]) << np.uint64(16)) | (np.uint64(buf[p + 3]) << np.uint64(24))
+
+
+@njit(cache=True, nogil=True)
+def xxh32(buf, seed):  # type: ignore[no-untyped-def]
+    """XXH32 of ``buf``: lz4-java's block checksum (seed 0x9747b28c, masked to 28 bits by the caller)."""
+    n = buf.shape[0]
+    s = np.uint64(seed) & _M32
+    p = 0
+    if n >= 16:
+        v1 = (s + _P1 + _P2) & _M32
+        v2 = (s + _P2) & _M32
+        v3 = s
+        v4 = (s - _P1) & _M32
+        while p + 16 <= n:
+            v1 = (_rotl((v1 + _u32(buf, p) * _P2) & _M32, 13) * _P1) & _M32
+            v2 = (_rotl((v2 + _u32(buf, p + 4) * _P2) & _M32, 13) * _P1) & _M32
+            v3 = (_rotl((v3 + _u32(buf, p + 8) * _P2) & _M32, 13) * _P1) & _M32
+            v4 = (_rotl((v4 + _u32(buf, p + 12) * _P2) & _M32, 13) * _P1) & _M32
+            p += 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M32
+    else:
+        h = (s + _P5) & _M32
+    h = (h + np.uint64(n)) & _M32
+    while p + 4 <= n:
+        h = (_rotl((h + _u32(buf, p) * _P3) & _M32, 17) * _P4) & _M32
+        p += 4
+    while p < n:
+        h = (_rotl((h + np.uint64(buf[p]) * _P5) & _M32, 11) * _P1) & _M32
+        p += 1
+    h ^= h >> np.uint64(15)
+    h = (h * _P2) & _M32
+    h ^= h >> np.uint64(13)
+    h = (h * _P3) & _M32
+    h ^= h >> np.uint64(16)
+    return h

@@ -52,6 +52,13 @@ class Records:
         return Records(np.zeros(0, np.uint8), np.zeros(0, np.int8), z, z, z, z, z)
 
 
+LZ4_SEED = 0x9747B28C  # lz4-java's block checksum seed, as Spark's LZ4CompressionCodec uses it
+
+
+def _lz4_checksum(block: bytes | pa.Buffer) -> int:
+    return int(kernels.xxh32(np.frombuffer(block, np.uint8), LZ4_SEED))
+
+
 def read_file(path: Path, rel: str) -> bytes:
     """A state file's decompressed bytes; a damaged stream names the file and the byte."""
     try:
@@ -59,7 +66,7 @@ def read_file(path: Path, rel: str) -> bytes:
     except OSError as e:
         raise StateReadError(f"The state file {rel} cannot be read ({e.strerror}).") from e
     try:
-        raw, codec = decompress(data)
+        raw, codec = decompress(data, _lz4_checksum)
     except Cut as cut:
         raise StateReadError(f"The state file {rel} is damaged: {cut} (of {len(data):,} bytes).") from cut
     if codec == "none" and data:
