@@ -65,6 +65,12 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _engine_summary(engines: Any) -> str | None:
+    """The engine that answered ("native", "spark"), "native+spark" when both did, None when none read."""
+    found = sorted(set(engines))
+    return "+".join(found) if found else None
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -112,15 +118,20 @@ def cmd_sql(args: argparse.Namespace) -> None:
     )
     result = ws.execute(args.query, max_rows=args.max_rows)
     rows = [list(r.values()) for r in result.table.to_pylist()]
+    engines = {t.spec.name: t.engine for t in ws.loaded.values()}
     if args.json:
-        _dump({"columns": result.columns, "rows": rows})
+        _dump({"columns": result.columns, "rows": rows, "engine": _engine_summary(engines.values()), "engines": engines})
         return
     shown = [
         [json.dumps(v, default=_json_value, ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in r] for r in rows
     ]
     print(_table(result.columns, shown))
     more = f" (cut at {args.max_rows}: more rows exist)" if result.truncated else ""
-    print(f"\n{len(rows)} rows at batch {ws.batch}{more}")
+    read = f", state read by {_engine_summary(engines.values())}" if engines else ""
+    print(f"\n{len(rows)} rows at batch {ws.batch}{more}{read}")
+    for t in ws.loaded.values():
+        if t.fallback:
+            print(f"note: {t.spec.name} was read by Spark: the native reader does not read {t.fallback}")
 
 
 def cmd_why_missing(args: argparse.Namespace) -> None:
@@ -360,6 +371,13 @@ def build_parser() -> argparse.ArgumentParser:
     where = spark.add_argument_group("where Spark runs (default: local, or SPARK_REMOTE when set)")
     where.add_argument("--master", default=None, help="a Spark master URL: local[4], spark://host:7077, yarn ...")
     where.add_argument("--remote", default=None, help="a Spark Connect server: sc://host:15002")
+    where.add_argument(
+        "--engine",
+        choices=["auto", "native", "spark"],
+        default=None,
+        help="who reads the state: native (the state files, no JVM), spark (State Data Source), or auto "
+        "(default, STATELENS_ENGINE): native for local checkpoints it supports, else Spark",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_parser = sub.add_parser
 
@@ -470,6 +488,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from spark_io import engine
+
+        if args.engine:
+            engine.configure(args.engine)
         if args.master and args.remote:
             from analysis.errors import InvalidInput
 
@@ -483,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
 
             served = serve.running()  # a warm engine started by `cli.py serve`
             if served:
-                session.configure(remote=served)
+                session.configure(remote=served, served=True)
         args.func(args)
     except StateLensError as e:
         print(f"statelens: {e.title}: {e.message}".replace("\n", " "), file=sys.stderr)

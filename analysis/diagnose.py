@@ -50,10 +50,14 @@ class WhyMissingReport:
     history_method: str | None = None  # "change feed" | "state per batch"; None: no history searched
     history_error: str | None = None  # the history read that failed, with Spark's reason
     lateness: Lateness | None = None  # given the missing record's event time
+    engine: str = "spark"  # which reader answered: native (state files) or spark (State Data Source)
+    engine_notes: list[str] = field(default_factory=list)  # reads handed to Spark, and why
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint,
+            "engine": self.engine,
+            "engine_notes": self.engine_notes,
             "operator_id": self.operator_id,
             "operator_name": self.operator_name,
             "operator_inferred_from": self.inferred_from,
@@ -204,6 +208,8 @@ def why_missing(
         history_method=ctx.history_method if ctx.history else None,
         history_error=ctx.history_error,
         lateness=late,
+        engine=str(getattr(access, "engine", "spark")),
+        engine_notes=list(dict.fromkeys(getattr(access, "fallbacks", []))),
     )
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from analysis.model import Batch, StateFile
 
 SKEW_WARNING = 10.0
@@ -180,36 +182,60 @@ def diff_snapshots(snapshots: list[tuple[int, list[tuple[int, int]]]]) -> list[t
 
 def replay_changes(
     batches: list[int],
-    changes: Iterable[tuple[int, bool, int, int]],
-    base: Iterable[tuple[int, int]] = (),
+    changes: Iterable[tuple[int, bool, int, int]] | tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    base: Iterable[tuple[int, int]] | tuple[np.ndarray, np.ndarray] = (),
 ) -> tuple[dict[int, int], dict[int, dict[int, int]], dict[int, int], dict[int, int]]:
     """One pass over a change feed: rows per batch (and per partition), inserts and deletes.
 
-    ``changes`` holds (batch_id, is_delete, key_hash, partition_id); an insert is an update of a
-    key not present before. ``base`` is (key_hash, partition) of the state before the first batch.
-    """
-    present: dict[int, int] = dict(base)
-    per_part: dict[int, int] = {}
-    for _, p in present.items():
-        per_part[p] = per_part.get(p, 0) + 1
-    by_batch: dict[int, list[tuple[bool, int, int]]] = {}
-    for b, is_delete, k, p in changes:
-        by_batch.setdefault(b, []).append((is_delete, k, p))
-    rows, parts, ins, dels = {}, {}, {}, {}
-    for b in batches:
-        i = d = 0
-        for is_delete, k, p in by_batch.get(b, ()):
-            if is_delete:
-                if k in present:
-                    q = present.pop(k)
-                    per_part[q] -= 1
-                    d += 1
-            elif k not in present:
-                present[k] = p
-                per_part[p] = per_part.get(p, 0) + 1
-                i += 1
-        rows[b], parts[b], ins[b], dels[b] = len(present), dict(per_part), i, d
-    return rows, parts, ins, dels
+    ``changes`` holds (batch_id, is_delete, key_id, partition_id), as tuples or as four arrays, in
+    feed order; an insert is an update of a key not present before, a delete counts when the key
+    was present. ``base`` is (key_id, partition) of the state before the first batch. Vectorised:
+    each change's key was present before it when the key's previous change was an update (or,
+    for its first change, when the key is in ``base``)."""
+    batch, is_delete, key, part = _arrays(changes, 4)
+    base_key, base_part = _arrays(base, 2)
+    order_b = sorted(batches)
+    wanted = np.isin(batch, np.asarray(order_b, np.int64))
+    batch, is_delete, key, part = batch[wanted], is_delete[wanted].astype(bool), key[wanted], part[wanted]
+    order = np.lexsort((np.arange(len(key)), batch, key))
+    batch, is_delete, key, part = batch[order], is_delete[order], key[order], part[order]
+    first = np.ones(len(key), np.bool_)
+    first[1:] = key[1:] != key[:-1]
+    after_update = np.zeros(len(key), np.bool_)
+    after_update[1:] = ~is_delete[:-1]
+    present_before = np.where(first, np.isin(key, base_key), after_update)
+    inserted = ~is_delete & ~present_before
+    deleted = is_delete & present_before
+    parts = np.unique(np.concatenate([base_part, part[inserted]]))
+    bi = np.searchsorted(np.asarray(order_b, np.int64), batch)
+    pi = np.searchsorted(parts, part)
+    shape = (len(order_b), max(len(parts), 1))
+    delta = np.zeros(shape, np.int64)
+    np.add.at(delta, (bi[inserted], pi[inserted]), 1)
+    np.add.at(delta, (bi[deleted], pi[deleted]), -1)
+    start = np.zeros(shape[1], np.int64)
+    np.add.at(start, np.searchsorted(parts, base_part), 1)
+    per_part = start + np.cumsum(delta, axis=0)
+    seen = np.full(shape[1], len(order_b), np.int64)  # the batch index a partition is first counted at
+    seen[np.searchsorted(parts, base_part)] = -1
+    first_insert = np.full(shape[1], len(order_b), np.int64)
+    np.minimum.at(first_insert, pi[inserted], bi[inserted])
+    seen = np.minimum(seen, first_insert)
+    ins = np.bincount(bi[inserted], minlength=len(order_b))
+    dels = np.bincount(bi[deleted], minlength=len(order_b))
+    rows_out, parts_out, ins_out, dels_out = {}, {}, {}, {}
+    for i, b in enumerate(order_b):
+        rows_out[b] = int(per_part[i].sum())
+        parts_out[b] = {int(parts[j]): int(per_part[i, j]) for j in range(len(parts)) if seen[j] <= i}
+        ins_out[b], dels_out[b] = int(ins[i]), int(dels[i])
+    return rows_out, parts_out, ins_out, dels_out
+
+
+def _arrays(rows: Any, width: int) -> tuple[np.ndarray, ...]:
+    if isinstance(rows, tuple) and len(rows) == width and all(isinstance(a, np.ndarray) for a in rows):
+        return tuple(np.asarray(a, np.int64) for a in rows)
+    data = np.array(list(rows), np.int64).reshape(-1, width)
+    return tuple(data[:, i] for i in range(width))
 
 
 def bytes_per_batch(files: Iterable[StateFile], operator_id: int, store_name: str, batches: list[int]) -> dict[int, int]:

@@ -1,4 +1,5 @@
-"""``SparkState``: what 'why is key X missing' needs, read through Spark's State Data Source.
+"""``SparkState``: what 'why is key X missing' needs, read through Spark's State Data Source;
+``state_access`` picks it or the native reader's ``NativeState`` (``spark_io.native.access``).
 
 It implements ``analysis.state_access.StateAccess``; the diagnosis itself is
 ``analysis.diagnose.why_missing``. Keys never become SQL text: they are bound as literals
@@ -13,13 +14,23 @@ from typing import Any
 from analysis import diagnose
 from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
-from analysis.errors import StateReadError
+from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import CheckpointInfo, StateSource, operator_of, resolve_batch
 from analysis.state_access import ArrowState, KeyQuery, StateAccess
+from spark_io import engine
 from spark_io.checkpoint import read_checkpoint
 from spark_io.state_reader import has_change_feed, read_changes, read_state, state_frame, to_arrow
 
-__all__ = ["LoadedState", "SparkState", "WhyMissingReport", "key_fields_of", "load_state", "lookup_sources", "why_missing"]
+__all__ = [
+    "LoadedState",
+    "SparkState",
+    "WhyMissingReport",
+    "key_fields_of",
+    "load_state",
+    "lookup_sources",
+    "state_access",
+    "why_missing",
+]
 
 
 def _key_filter(key_field: str, keys: list[str], near: bool, typed: list[Any] | None = None) -> tuple[Any, Any]:
@@ -43,6 +54,8 @@ def _key_filter(key_field: str, keys: list[str], near: bool, typed: list[Any] | 
 
 class SparkState:
     """StateAccess over one checkpoint with Spark's State Data Source (filters run in Spark)."""
+
+    engine = engine.SPARK
 
     def __init__(self, info: CheckpointInfo, prune: bool = True) -> None:
         self.info = info
@@ -210,9 +223,27 @@ class LoadedState(ArrowState):
         return self._horizons[k]
 
 
+def state_access(info: CheckpointInfo) -> StateAccess:
+    """How a diagnosis reads this checkpoint: the native reader where the engine choice allows it
+    (``spark_io.engine``), else Spark."""
+    if engine.wants_native(info):
+        from spark_io.native.access import NativeState
+
+        try:
+            return NativeState(info)
+        except NativeUnsupported:
+            if engine.current() == engine.NATIVE:
+                raise
+    return SparkState(info)
+
+
 def load_state(info: CheckpointInfo, operator_id: int, batch: int, row_budget: int = ROW_BUDGET) -> StateAccess:
-    """State to diagnose many keys with: loaded in memory when the operator has a change feed and its
-    stores fit the row budget, else read through Spark per question (``SparkState``)."""
+    """State to diagnose many keys with. Native: the native reader's access, which keeps what it
+    reads. Spark: loaded in memory when the operator has a change feed and its stores fit the row
+    budget, else read through Spark per question (``SparkState``)."""
+    access = state_access(info)
+    if not isinstance(access, SparkState):
+        return access
     op = operator_of(info, operator_id)
     spark_state = SparkState(info)
     if not has_change_feed(info, op.operator_id):
@@ -243,7 +274,7 @@ def load_state(info: CheckpointInfo, operator_id: int, batch: int, row_budget: i
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
     """The key fields a user can match for an operator, the default one first."""
     _, src = lookup_sources(operator_of(info, operator_id))[0]
-    return ordered_key_fields(SparkState(info).key_fields(src, resolve_batch(info, None)))
+    return ordered_key_fields(state_access(info).key_fields(src, resolve_batch(info, None)))
 
 
 def why_missing(
@@ -257,7 +288,7 @@ def why_missing(
     event_time_ms: int | None = None,
     event_log: str | None = None,
 ) -> WhyMissingReport:
-    """Why-missing on a checkpoint, reading through Spark; ``event_log``: where the query's
+    """Why-missing on a checkpoint, read by the chosen engine; ``event_log``: where the query's
     progress is (an event log or progress JSON lines), read when an event time is given."""
     info = info or read_checkpoint(path)
     progress = None
@@ -266,5 +297,5 @@ def why_missing(
 
         progress = read_progress(event_log, info)
     return diagnose.why_missing(
-        SparkState(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress
+        state_access(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress
     )

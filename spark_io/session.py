@@ -30,6 +30,7 @@ from analysis.errors import SparkUnavailable
 class SparkTarget:
     master: str | None = None  # e.g. local[*], spark://host:7077, yarn
     remote: str | None = None  # Spark Connect, e.g. sc://host:15002
+    served: bool = False  # the remote is the local warm engine of `cli.py serve`, not a cluster
 
     def describe(self) -> str:
         if self.remote:
@@ -44,10 +45,10 @@ _target = SparkTarget(master=os.environ.get("STATELENS_MASTER"), remote=os.envir
 _scratch: str | None = None
 
 
-def configure(master: str | None = None, remote: str | None = None) -> None:
+def configure(master: str | None = None, remote: str | None = None, served: bool = False) -> None:
     """Choose where Spark runs. Stops a session that points elsewhere."""
     global _target, _session
-    new = SparkTarget(master=master, remote=remote)
+    new = SparkTarget(master=master, remote=remote, served=served)
     with _lock:
         if new != _target and _session is not None:
             _session.stop()

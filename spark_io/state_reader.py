@@ -233,18 +233,9 @@ def spill_state(
     return dest
 
 
-def read_changes(
-    path: str,
-    source: StateSource,
-    start: int | None = None,
-    end: int | None = None,
-    info: CheckpointInfo | None = None,
-    row_filter: RowFilter | None = None,
-    limit: int | None = None,
-) -> tuple[pa.Table, int, int]:
-    """The change feed (``batch_id``, ``change_type`` update/delete, key, value) over batches."""
-    info = info or read_checkpoint(path)
-    validate_source(info, source)
+def change_range(info: CheckpointInfo, source: StateSource, start: int | None, end: int | None) -> tuple[int, int]:
+    """The batches a change feed read covers (default: every retained committed batch), after
+    checking that the source has a change feed."""
     if not source.has_change_feed:
         raise UnknownStore(
             f"{source.describe()} has no change feed (Spark reads change feeds per store): "
@@ -262,6 +253,22 @@ def read_changes(
     start_b = committed[0] if start is None else resolve_batch(info, start)
     if start_b > end_b:
         raise BatchOutOfRange(f"The change feed range is empty: start batch {start_b} is after end batch {end_b}.")
+    return start_b, end_b
+
+
+def read_changes(
+    path: str,
+    source: StateSource,
+    start: int | None = None,
+    end: int | None = None,
+    info: CheckpointInfo | None = None,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
+) -> tuple[pa.Table, int, int]:
+    """The change feed (``batch_id``, ``change_type`` update/delete, key, value) over batches."""
+    info = info or read_checkpoint(path)
+    validate_source(info, source)
+    start_b, end_b = change_range(info, source, start, end)
     opts = {
         **source.options(),
         "readChangeFeed": "true",

@@ -9,7 +9,7 @@ Table names (documented in the README and shown in the app):
 * ``op{operatorId}_{stateVarName}``    a transformWithState state variable
 * any of the above + ``_changes``      the store's change feed over the retained batches
 
-Tables load from Spark the first time a query names them, at the workspace's batch
+Tables load (``spark_io.engine``: natively or through Spark) the first time a query names them, at the workspace's batch
 (default: the last committed one). ``key`` and ``value`` stay STRUCT columns, so
 ``key.field0`` and ``value.order_time`` work as they do in Spark.
 """
@@ -29,8 +29,9 @@ import pyarrow as pa
 
 from analysis.errors import RowBudgetExceeded, SqlError
 from analysis.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
+from spark_io import engine
 from spark_io.checkpoint import read_checkpoint
-from spark_io.state_reader import RowFilter, read_changes, read_state, spill_state
+from spark_io.state_reader import RowFilter, spill_state
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_ROW_BUDGET = int(os.environ.get("STATELENS_ROW_BUDGET", "5000000"))
@@ -70,6 +71,8 @@ class LoadedTable:
     batch: str  # "12" or "0–12" for a change feed
     seconds: float
     spilled: str | None = None  # the Parquet folder DuckDB reads, when spilled
+    engine: str = engine.SPARK  # which reader loaded it (native or spark)
+    fallback: str | None = None  # why Spark loaded it although the native reader was asked first
 
 
 @dataclass
@@ -86,14 +89,14 @@ class QueryResult:
 Loader = Callable[[CheckpointInfo, TableSpec, int, RowFilter | None, int | None], tuple[pa.Table, str]]
 
 
-def spark_loader(
+def state_loader(
     info: CheckpointInfo, spec: TableSpec, batch: int, row_filter: RowFilter | None = None, limit: int | None = None
 ) -> tuple[pa.Table, str]:
-    """Read one table's rows from Spark: the state at ``batch`` or the change feed up to it."""
+    """Read one table's rows with the chosen engine: the state at ``batch`` or the change feed up to it."""
     if spec.changes:
-        table, start, end = read_changes(info.path, spec.source, end=batch, info=info, row_filter=row_filter, limit=limit)
+        table, start, end = engine.read_changes(info.path, spec.source, end=batch, info=info, row_filter=row_filter, limit=limit)
         return table, f"{start}–{end}"
-    table, b = read_state(info.path, spec.source, batch, info=info, row_filter=row_filter, limit=limit)
+    table, b = engine.read_state(info.path, spec.source, batch, info=info, row_filter=row_filter, limit=limit)
     return table, str(b)
 
 
@@ -121,7 +124,7 @@ class Workspace:
         self,
         path: str,
         batch_id: int | None = None,
-        loader: Loader = spark_loader,
+        loader: Loader = state_loader,
         row_budget: int = DEFAULT_ROW_BUDGET,
         row_filter: RowFilter | None = None,
         spill_dir: str | None = None,
@@ -175,7 +178,14 @@ class Workspace:
                     self._con.execute(f'CREATE OR REPLACE TABLE "{spec.name}" AS SELECT * FROM __incoming')
                 finally:
                     self._con.unregister("__incoming")
-                loaded = LoadedTable(spec, table.num_rows, batch, time.perf_counter() - t0)
+                loaded = LoadedTable(
+                    spec,
+                    table.num_rows,
+                    batch,
+                    time.perf_counter() - t0,
+                    engine=engine.engine_of(table),
+                    fallback=engine.fallback_of(table),
+                )
             self.loaded[key] = loaded
             return loaded
 

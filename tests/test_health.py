@@ -11,6 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cli
 from analysis import health
@@ -30,6 +32,41 @@ def test_replay_counts_inserts_not_updates() -> None:
     assert parts[0] == {0: 1, 1: 1} and parts[1] == {0: 1, 1: 0}
     rows, *_ = health.replay_changes([5], [(5, False, 3, 0)], base=[(1, 0), (2, 0)])
     assert rows == {5: 3}
+
+
+def _replay_reference(batches, changes, base=()):  # type: ignore[no-untyped-def]
+    """The replay as a plain loop over the feed, change by change (the vectorised one must agree)."""
+    present = dict(base)
+    per_part: dict[int, int] = {}
+    for p in present.values():
+        per_part[p] = per_part.get(p, 0) + 1
+    rows, parts, ins, dels = {}, {}, {}, {}
+    for b in batches:
+        i = d = 0
+        for cb, is_delete, k, p in changes:
+            if cb != b:
+                continue
+            if is_delete and k in present:
+                per_part[present.pop(k)] -= 1
+                d += 1
+            elif not is_delete and k not in present:
+                present[k] = p
+                per_part[p] = per_part.get(p, 0) + 1
+                i += 1
+        rows[b], parts[b], ins[b], dels[b] = len(present), dict(per_part), i, d
+    return rows, parts, ins, dels
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.booleans(), st.integers(0, 12)), max_size=60),
+    st.lists(st.integers(0, 12), max_size=8, unique=True),
+)
+def test_vectorised_replay_equals_the_loop(changes: list[tuple[int, bool, int]], base_keys: list[int]) -> None:
+    feed = [(b, d, k, k % 3) for b, d, k in changes]  # a key always lives in one partition
+    base = [(k, k % 3) for k in base_keys]
+    batches = [0, 1, 2, 4]
+    assert health.replay_changes(batches, feed, base) == _replay_reference(batches, feed, base)
 
 
 def test_skew_ratio_is_infinite_with_an_empty_partition() -> None:

@@ -28,7 +28,7 @@ from analysis.model import CheckpointInfo, StateSource
 from analysis.progress import ProgressLog
 from analysis.sources import SourceBatch
 from analysis.state_access import StateAccess
-from spark_io import checkpoint, diagnosis, health, jobs, session, state_reader
+from spark_io import checkpoint, diagnosis, engine, health, jobs, session, state_reader
 from spark_io.progress import read_progress
 from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
@@ -124,16 +124,22 @@ def checkpoint_info() -> CheckpointInfo | None:
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _state(
-    path: str, source: StateSource, batch: int | None, row_filter: RowFilter | None, limit: int | None, fp: tuple[int, int]
+    path: str,
+    source: StateSource,
+    batch: int | None,
+    row_filter: RowFilter | None,
+    limit: int | None,
+    fp: tuple[int, int],
+    engine_name: str,
 ) -> tuple[pa.Table, int]:
-    return state_reader.read_state(path, source, batch, row_filter=row_filter, limit=limit)
+    return engine.read_state(path, source, batch, row_filter=row_filter, limit=limit)
 
 
 def read_state_cached(
     path: str, source: StateSource, batch: int | None, row_filter: RowFilter | None = None, limit: int | None = None
 ) -> tuple[pa.Table, int]:
     """State rows shared by every browser session until the checkpoint commits again."""
-    return _state(path, source, batch, row_filter, limit, fingerprint(path))
+    return _state(path, source, batch, row_filter, limit, fingerprint(path), engine.current())
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -145,8 +151,9 @@ def _changes(
     limit: int | None,
     start: int | None,
     fp: tuple[int, int],
+    engine_name: str,
 ) -> tuple[pa.Table, int, int]:
-    return state_reader.read_changes(path, source, start=start, end=end, row_filter=row_filter, limit=limit)
+    return engine.read_changes(path, source, start=start, end=end, row_filter=row_filter, limit=limit)
 
 
 def read_changes_cached(
@@ -157,7 +164,7 @@ def read_changes_cached(
     limit: int | None = None,
     start: int | None = None,
 ) -> tuple[pa.Table, int, int]:
-    return _changes(path, source, end, row_filter, limit, start, fingerprint(path))
+    return _changes(path, source, end, row_filter, limit, start, fingerprint(path), engine.current())
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -170,12 +177,12 @@ def read_state_metadata_cached(path: str) -> pa.Table:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _key_fields(path: str, operator_id: int, fp: tuple[int, int]) -> list[str]:
+def _key_fields(path: str, operator_id: int, fp: tuple[int, int], engine_name: str) -> list[str]:
     return diagnosis.key_fields_of(checkpoint.read_checkpoint(path), operator_id)
 
 
 def key_fields_cached(path: str, operator_id: int) -> list[str]:
-    return _key_fields(path, operator_id, fingerprint(path))
+    return _key_fields(path, operator_id, fingerprint(path), engine.current())
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -190,8 +197,9 @@ def _diagnose(
     event_log: str | None,
     fp: tuple[int, int],
     log_fp: tuple[int, int],
+    engine_name: str,
 ) -> diagnosis.WhyMissingReport:
-    access = _loaded_state(path, operator_id, batch, fp)
+    access = _loaded_state(path, operator_id, batch, fp, engine_name)
     progress = _progress(path, event_log, fp, log_fp) if event_log and event_time_ms is not None else None
     return diagnose.why_missing(
         access, _info(path, fp), list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress
@@ -199,9 +207,10 @@ def _diagnose(
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _loaded_state(path: str, operator_id: int, batch: int, fp: tuple[int, int]) -> StateAccess:
-    """One operator's state and change feeds at a batch, loaded once for every key asked after
-    (shared by the browser sessions; read through Spark per question when too big)."""
+def _loaded_state(path: str, operator_id: int, batch: int, fp: tuple[int, int], engine_name: str) -> StateAccess:
+    """One operator's state and change feeds at a batch, kept for every key asked after (shared by
+    the browser sessions): the native reader's access, or Spark's loaded in memory (read through
+    Spark per question when too big)."""
     return diagnosis.load_state(_info(path, fp), operator_id, batch)
 
 
@@ -216,7 +225,9 @@ def diagnose_cached(
     event_log: str | None = None,
 ) -> diagnosis.WhyMissingReport:
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
-    return _diagnose(path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp)
+    return _diagnose(
+        path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current()
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -231,13 +242,15 @@ def doctor_cached(path: str) -> DoctorReport:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _checkup(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int]) -> health.Checkup:
+def _checkup(
+    path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str
+) -> health.Checkup:
     return health.checkup(path, event_log=event_log)
 
 
 def checkup_cached(path: str, event_log: str | None = None) -> health.Checkup:
     """The whole health check of a checkpoint, shared by every browser session until it commits again."""
-    return _checkup(path, event_log, fingerprint(path), log_fingerprint(event_log))
+    return _checkup(path, event_log, fingerprint(path), log_fingerprint(event_log), engine.current())
 
 
 def log_fingerprint(event_log: str | None) -> tuple[int, int]:
@@ -285,12 +298,12 @@ def sources_cached(path: str) -> dict[int, list[SourceBatch]]:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _skew(path: str, operator_id: int, store: str, batch: int, fp: tuple[int, int]) -> SkewReport:
+def _skew(path: str, operator_id: int, store: str, batch: int, fp: tuple[int, int], engine_name: str) -> SkewReport:
     return health.skew(path, operator_id, store, batch)
 
 
 def skew_cached(path: str, operator_id: int, store: str, batch: int) -> SkewReport:
-    return _skew(path, operator_id, store, batch, fingerprint(path))
+    return _skew(path, operator_id, store, batch, fingerprint(path), engine.current())
 
 
 def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:

@@ -218,7 +218,12 @@ def _rotl(x, r):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _u32(buf, p):  # type: ignore[no-untyped-def]
-    return np.uint64(buf[p]) | (np.uint64(buf[p + 1]) << np.uint64(8)) | (np.uint64(buf[p + 2]) << np.uint64(16)) | (np.uint64(buf[p + 3]) << np.uint64(24))
+    return (
+        np.uint64(buf[p])
+        | (np.uint64(buf[p + 1]) << np.uint64(8))
+        | (np.uint64(buf[p + 2]) << np.uint64(16))
+        | (np.uint64(buf[p + 3]) << np.uint64(24))
+    )
 
 
 @njit(cache=True, nogil=True)

@@ -93,6 +93,10 @@ class NativeReader:
         """The fields of the ``key`` column (Spark's JSON schema) this source gives."""
         return self._view(operator_of(self.info, source.operator_id), source).key_fields
 
+    def schema(self, source: StateSource, changes: bool = False) -> pa.Schema:
+        """The columns a read of this source gives, without reading it."""
+        return self._view(operator_of(self.info, source.operator_id), source).schema(changes)
+
     # ---------------------------------------------------------------- views
 
     def _read(
@@ -144,7 +148,11 @@ class NativeReader:
             raise NativeUnsupported(f"no state schema for state variable {source.state_var}")
         fam = fams[source.state_var]
         kind = next(
-            (v.get("stateVariableType") for v in op.properties.get("stateVariables", []) if v.get("stateName") == source.state_var),
+            (
+                v.get("stateVariableType")
+                for v in op.properties.get("stateVariables", [])
+                if v.get("stateName") == source.state_var
+            ),
             "ValueState",
         )
         if kind == "ListState":
@@ -162,7 +170,14 @@ class NativeReader:
         if key in self._families:
             return self._families[key]
         folder = self.root / "state" / str(op.operator_id) / "_stateSchema" / store
-        v3 = sorted(folder.iterdir(), key=lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else -1, p.stat().st_mtime)) if folder.is_dir() else []
+        v3 = (
+            sorted(
+                folder.iterdir(),
+                key=lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else -1, p.stat().st_mtime),
+            )
+            if folder.is_dir()
+            else []
+        )
         v3 = [p for p in v3 if p.is_file() and not p.name.endswith(".crc")]
         if v3:
             rel = str(v3[-1].relative_to(self.root))
@@ -174,7 +189,9 @@ class NativeReader:
                 raise NativeUnsupported(f"no state schema file for operator {op.operator_id} store {store}")
             structs = [o for o in parse_schema_file(path.read_bytes()) if o.get("type") == "struct"]
             if len(structs) < 2:
-                raise StateReadError(f"{path.relative_to(self.root)} does not hold a key and a value schema: the file is damaged.")
+                raise StateReadError(
+                    f"{path.relative_to(self.root)} does not hold a key and a value schema: the file is damaged."
+                )
             fams = {store: Family(store, structs[0].get("fields", []), structs[1].get("fields", []))}
         self._families[key] = fams
         return fams
@@ -360,7 +377,9 @@ class _JoinSide(_View):
     """A join side as ``joinSide`` shows it: the rows of keyWithIndexToValue whose index is below
     the key's count in keyToNumValues, without ``index`` and ``matched``."""
 
-    def __init__(self, reader: NativeReader, op_id: int, counts: str, values: str, counts_fam: Family, values_fam: Family) -> None:
+    def __init__(
+        self, reader: NativeReader, op_id: int, counts: str, values: str, counts_fam: Family, values_fam: Family
+    ) -> None:
         super().__init__(reader, op_id)
         self.stores = [counts, values]
         self.counts_fam, self.values_fam = counts_fam, values_fam
@@ -387,7 +406,9 @@ class _JoinSide(_View):
         return _Piece({"key": key, "value": value, "partition_id": pa.array(np.full(len(take), partition, np.int32))})
 
     def schema(self, changes: bool) -> pa.Schema:
-        return self._with_feed({"key": _struct_type(self.key_fields), "value": _struct_type(self.value_fields)}, pa.schema([]), changes)
+        return self._with_feed(
+            {"key": _struct_type(self.key_fields), "value": _struct_type(self.value_fields)}, pa.schema([]), changes
+        )
 
 
 def _json_keys(struct: pa.StructArray, names: list[str]) -> pa.Array:

@@ -32,7 +32,11 @@ class Family:
 
     @property
     def range_ordinals(self) -> list[int]:
-        return [int(x) for x in self.encoder.get("orderingOrdinals", [])] if "Range" in self.encoder.get("keyStateEncoderType", "") else []
+        return (
+            [int(x) for x in self.encoder.get("orderingOrdinals", [])]
+            if "Range" in self.encoder.get("keyStateEncoderType", "")
+            else []
+        )
 
 
 class _Input:

@@ -147,7 +147,9 @@ def _column(rows: Rows, t: Any, slot: np.ndarray, present: np.ndarray, end: np.n
             return _long_decimals(offsets, data, present, at)
         big = offsets[-1] > 2**31 - 1
         arrow_offsets = pa.py_buffer(offsets if big else offsets.astype(np.int32))
-        kind = (pa.large_string() if big else pa.string()) if pa.types.is_string(at) else (pa.large_binary() if big else pa.binary())
+        kind = (
+            (pa.large_string() if big else pa.string()) if pa.types.is_string(at) else (pa.large_binary() if big else pa.binary())
+        )
         return pa.Array.from_buffers(kind, n, [_validity(present), arrow_offsets, pa.py_buffer(data)])
     if pa.types.is_decimal(at):  # precision <= 18: the unscaled long in the slot
         unscaled = kernels.gather_le(rows.buf, slot, 8, present)

@@ -1,0 +1,175 @@
+"""Which reader answers a state read: ``native`` (Spark's state files decoded in-process, no JVM)
+or ``spark`` (the State Data Source).
+
+``auto`` (the default; ``STATELENS_ENGINE``, ``--engine``, the app's sidebar) reads a local
+checkpoint natively unless Spark was pointed somewhere on purpose (``--master``, ``--remote``,
+``SPARK_REMOTE``), and hands the read to Spark when the native reader says it cannot decode
+something (``NativeUnsupported``: another codec, Avro rows, a type it does not read). ``native``
+never falls back: what it cannot read is the answer. ``spark`` always asks Spark.
+
+Every table read here carries which engine answered (``engine_of``) and, after a fallback, why.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analysis.errors import InvalidInput, NativeUnsupported
+from analysis.model import CheckpointInfo, StateSource, resolve_batch, validate_source
+from analysis.state_access import _text
+from spark_io import state_reader
+from spark_io.checkpoint import is_local, read_checkpoint
+from spark_io.state_reader import RowFilter
+
+if TYPE_CHECKING:
+    from spark_io.native.reader import NativeReader
+
+ENGINES = ("auto", "native", "spark")
+NATIVE, SPARK = "native", "spark"
+_META_ENGINE = b"statelens.engine"
+_META_WHY = b"statelens.fallback"
+_state = {"engine": os.environ.get("STATELENS_ENGINE", "auto").strip().lower() or "auto"}
+_lock = threading.Lock()
+T = TypeVar("T")
+
+
+def configure(engine: str) -> None:
+    engine = engine.strip().lower()
+    if engine not in ENGINES:
+        raise InvalidInput(f"The engine must be one of {', '.join(ENGINES)}, not '{engine}'.")
+    with _lock:
+        _state["engine"] = engine
+
+
+def current() -> str:
+    engine = _state["engine"]
+    if engine not in ENGINES:
+        raise InvalidInput(f"STATELENS_ENGINE must be one of {', '.join(ENGINES)}, not '{engine}'.")
+    return engine
+
+
+def spark_chosen_on_purpose() -> bool:
+    """A cluster or a Connect server was named: reads go where the user pointed them."""
+    from spark_io import session
+
+    t = session.target()
+    return bool((t.remote and not t.served) or (t.master and t.master.split("[")[0] != "local"))
+
+
+def wants_native(info: CheckpointInfo) -> bool:
+    """Whether a read of this checkpoint starts with the native reader."""
+    engine = current()
+    if engine == SPARK:
+        return False
+    if engine == NATIVE:
+        if not is_local(info.path):
+            raise NativeUnsupported(f"{info.path} is not a local folder: use --engine auto or spark for remote storage")
+        return True
+    return is_local(info.path) and not spark_chosen_on_purpose()
+
+
+def native_reader(info: CheckpointInfo) -> NativeReader:
+    from spark_io.native.reader import NativeReader
+
+    return NativeReader(info)
+
+
+def tagged(table: pa.Table, engine: str, why: str | None = None) -> pa.Table:
+    meta = dict(table.schema.metadata or {})
+    meta[_META_ENGINE] = engine.encode()
+    if why:
+        meta[_META_WHY] = why.encode()
+    return table.replace_schema_metadata(meta)
+
+
+def engine_of(table: pa.Table) -> str:
+    return (table.schema.metadata or {}).get(_META_ENGINE, b"spark").decode()
+
+
+def fallback_of(table: pa.Table) -> str | None:
+    why = (table.schema.metadata or {}).get(_META_WHY)
+    return why.decode() if why else None
+
+
+def answer(info: CheckpointInfo, native: Callable[[], T], spark: Callable[[], T]) -> tuple[T, str, str | None]:
+    """(result, engine, why Spark answered instead) of a read both engines can do."""
+    if wants_native(info):
+        try:
+            return native(), NATIVE, None
+        except NativeUnsupported as e:
+            if current() == NATIVE:
+                raise
+            return spark(), SPARK, e.message
+    return spark(), SPARK, None
+
+
+def _key_filter(table: pa.Table, row_filter: RowFilter | None) -> pa.Table:
+    """The rows whose key field, as Spark casts it to text, is one of the filter's keys."""
+    if not row_filter or not row_filter.keys or table.num_rows == 0:
+        return table
+    key_type = table.schema.field("key").type
+    field = row_filter.key_field or key_type[0].name
+    values = pc.struct_field(table["key"], field)
+    if pa.types.is_string(values.type):
+        texts = values
+    else:
+        distinct = pc.unique(values)
+        texts = pc.take(pa.array([_text(v) for v in distinct.to_pylist()], pa.string()), pc.index_in(values, distinct))
+    return table.filter(pc.is_in(texts, value_set=pa.array(list(row_filter.keys), pa.string())))
+
+
+def read_state(
+    path: str,
+    source: StateSource,
+    batch_id: int | None = None,
+    info: CheckpointInfo | None = None,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
+) -> tuple[pa.Table, int]:
+    """``state_reader.read_state`` by the chosen engine: (table, batch)."""
+    info = info or read_checkpoint(path)
+    validate_source(info, source)
+    batch = resolve_batch(info, batch_id)
+
+    def native() -> pa.Table:
+        parts = row_filter.partitions if row_filter and row_filter.partitions else None
+        t = _key_filter(native_reader(info).state(source, batch, parts), row_filter)
+        return t.slice(0, limit) if limit is not None else t
+
+    def spark() -> pa.Table:
+        return state_reader.read_state(path, source, batch, info=info, row_filter=row_filter, limit=limit)[0]
+
+    table, engine, why = answer(info, native, spark)
+    return tagged(table, engine, why), batch
+
+
+def read_changes(
+    path: str,
+    source: StateSource,
+    start: int | None = None,
+    end: int | None = None,
+    info: CheckpointInfo | None = None,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
+) -> tuple[pa.Table, int, int]:
+    """``state_reader.read_changes`` by the chosen engine: (table, start, end)."""
+    info = info or read_checkpoint(path)
+    validate_source(info, source)
+    start_b, end_b = state_reader.change_range(info, source, start, end)
+
+    def native() -> pa.Table:
+        parts = row_filter.partitions if row_filter and row_filter.partitions else None
+        t = _key_filter(native_reader(info).changes(source, start_b, end_b, parts), row_filter)
+        return t.slice(0, limit) if limit is not None else t
+
+    def spark() -> pa.Table:
+        return state_reader.read_changes(path, source, start_b, end_b, info=info, row_filter=row_filter, limit=limit)[0]
+
+    table, engine, why = answer(info, native, spark)
+    return tagged(table, engine, why), start_b, end_b

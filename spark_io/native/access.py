@@ -1,0 +1,150 @@
+"""``NativeState``: what the diagnoses ask of state (``StateAccess``), answered by the native reader.
+
+A key of one typed field is looked up in its own partition only, history included (Spark places
+it at ``pmod(hash(key), numPartitions)``, ``hashing.py``); anything else reads whole stores,
+which are kept for the questions after. With ``--engine auto`` a read the native reader cannot
+decode goes to Spark (``SparkState``) and ``fallbacks`` says which and why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from analysis.errors import NativeUnsupported, StateReadError
+from analysis.model import CheckpointInfo, StateSource, operator_of
+from analysis.state_access import ArrowState, KeyQuery, _matching
+from spark_io import engine
+from spark_io.native.hashing import partition_of
+from spark_io.native.reader import NativeReader
+from spark_io.state_reader import has_change_feed
+
+_SIMPLE = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+
+
+def simple_type(t: Any) -> str:
+    """Spark's simpleString of a JSON schema type (``long`` -> ``bigint``), ``struct`` for structs."""
+    if isinstance(t, dict):
+        return str(t.get("type", "struct"))
+    return _SIMPLE.get(str(t), str(t))
+
+
+class NativeState(ArrowState):
+    """StateAccess over the native reader; reads are kept (whole stores, or the keys' partitions)."""
+
+    engine = engine.NATIVE
+
+    def __init__(self, info: CheckpointInfo, reader: NativeReader | None = None) -> None:
+        super().__init__({}, {})
+        self.info = info
+        self.reader = reader or NativeReader(info)
+        self.fallbacks: list[str] = []
+        self._parts: dict[Any, pa.Table] = {}
+        self._spark: Any = None
+
+    def _or_spark(self, read: Any, spark_read: Any) -> Any:
+        try:
+            return read()
+        except NativeUnsupported as e:
+            if engine.current() == engine.NATIVE:
+                raise
+            if self._spark is None:
+                from spark_io.diagnosis import SparkState
+
+                self._spark = SparkState(self.info)
+            self.fallbacks.append(e.message)
+            return spark_read(self._spark)
+
+    # ---------------------------------------------------------------- tables
+
+    def _table(self, source: StateSource, batch: int) -> pa.Table:
+        k = (source, batch)
+        if k not in self.state:
+            self.state[k] = self.reader.state(source, batch)
+        return self.state[k]
+
+    def _feed_table(self, source: StateSource) -> pa.Table:
+        if source not in self.feeds and source.has_change_feed and self.has_change_feed(source.operator_id):
+            committed = [b.batch_id for b in self.info.committed_batches]
+            try:
+                self.feeds[source] = self.reader.changes(source, committed[0], committed[-1])
+            except StateReadError as e:
+                self.feeds[source] = e
+        return super()._feed_table(source)
+
+    def _partitions(self, source: StateSource, query: KeyQuery) -> list[int] | None:
+        """The partitions that can hold the keys, or None (the key is not one typed field)."""
+        fields = [f for f in self.reader.key_fields(source) if f["name"] != "index"]
+        if len(fields) != 1 or fields[0]["name"] != query.key_field:
+            return None
+        type_name = simple_type(fields[0]["type"])
+        typed = dict(query.typed)
+        values = [k if type_name == "string" else typed.get(k) for k in query.keys]
+        n = self.reader.partitions(source)
+        if not n or any(v is None for v in values):
+            return None
+        parts = [partition_of(v, type_name, n) for v in values]
+        return None if any(p is None for p in parts) else sorted({p for p in parts if p is not None})
+
+    def _partial(self, k: Any, read: Any) -> pa.Table:
+        if k not in self._parts:
+            self._parts[k] = read()
+        return self._parts[k]
+
+    # ---------------------------------------------------------------- StateAccess
+
+    def key_fields(self, source: StateSource, batch: int) -> list[tuple[str, str]]:
+        def native() -> list[tuple[str, str]]:
+            return [
+                (f["name"], simple_type(f["type"]))
+                for f in self.reader.key_fields(source)
+                if f["name"] != "index" and not isinstance(f["type"], dict)
+            ]
+
+        return self._or_spark(native, lambda s: s.key_fields(source, batch))  # type: ignore[no-any-return]
+
+    def value_fields(self, source: StateSource, batch: int) -> list[str]:
+        def native() -> list[str]:
+            schema = self.reader.schema(source)
+            if "value" not in schema.names or not pa.types.is_struct(schema.field("value").type):
+                return []
+            return [f.name for f in schema.field("value").type]
+
+        return self._or_spark(native, lambda s: s.value_fields(source, batch))  # type: ignore[no-any-return]
+
+    def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
+        def native() -> list[dict[str, Any]]:
+            parts = None if (source, batch) in self.state else self._partitions(source, query)
+            if parts is None:
+                return super(NativeState, self).rows(source, batch, query)
+            table = self._partial((source, batch, tuple(parts)), lambda: self.reader.state(source, batch, parts))
+            return _matching(self._prefilter(table, query).to_pylist(), query)
+
+        return self._or_spark(native, lambda s: s.rows(source, batch, query))  # type: ignore[no-any-return]
+
+    def changes(self, source: StateSource, start: int, end: int, query: KeyQuery) -> list[dict[str, Any]]:
+        def native() -> list[dict[str, Any]]:
+            parts = None if source in self.feeds else self._partitions(source, query)
+            if parts is None:
+                return super(NativeState, self).changes(source, start, end, query)
+            table = self._partial(("feed", source, start, end, tuple(parts)), lambda: self.reader.changes(source, start, end, parts))
+            return _matching(self._prefilter(table, query).to_pylist(), query)
+
+        return self._or_spark(native, lambda s: s.changes(source, start, end, query))  # type: ignore[no-any-return]
+
+    def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
+        return self._or_spark(  # type: ignore[no-any-return]
+            lambda: super(NativeState, self).near_keys(source, batch, key_field, keys),
+            lambda s: s.near_keys(source, batch, key_field, keys),
+        )
+
+    def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
+        return self._or_spark(  # type: ignore[no-any-return]
+            lambda: super(NativeState, self).eviction_horizon(source, start, end, watermarks),
+            lambda s: s.eviction_horizon(source, start, end, watermarks),
+        )
+
+    def has_change_feed(self, operator_id: int) -> bool:
+        operator_of(self.info, operator_id)
+        return has_change_feed(self.info, operator_id)
