@@ -57,6 +57,8 @@ class SkewReport:
     max_over_median: float
     top_keys: list[dict[str, Any]]
     findings: list[Finding]
+    engine: str = "spark"  # which reader answered
+    engine_note: str | None = None  # why Spark answered although the native reader was asked first
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +70,8 @@ class SkewReport:
             "skew_ratio": self.skew_ratio,
             "max_over_median": self.max_over_median,
             "top_keys": self.top_keys,
+            "engine": self.engine,
+            "engine_note": self.engine_note,
             "findings": [f.to_dict() for f in self.findings],
         }
 

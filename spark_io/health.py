@@ -1,10 +1,10 @@
-"""Gathers what the health diagnoses need, with the heavy work done inside Spark.
+"""Gathers what the health diagnoses need, from the reader the engine choice picks
+(``spark_io.engine``): ``SparkStats`` reduces inside Spark, ``NativeStats`` from the native
+reader's tables in DuckDB; both give the same figures.
 
-* skew: rows per partition and the hottest keys are Spark aggregations (only counts come
-  back); bytes per partition come from the state files, no JVM.
-* growth: each store's change feed over the retained batches, reduced in Spark to
-  (batch, delete?, key hash, partition) and replayed once in Python: rows per batch without
-  re-reading the state at every batch.
+* skew: rows per partition and the hottest keys; bytes per partition come from the state files.
+* growth: each store's change feed over the retained batches, as (batch, delete?, key id,
+  partition), replayed once: rows per batch without re-reading the state at every batch.
 """
 
 from __future__ import annotations
@@ -30,11 +30,21 @@ from analysis.model import (
     validate_source,
 )
 from analysis.progress import ProgressLog, progress_findings
-from spark_io import session
+from spark_io import engine
 from spark_io.checkpoint import list_state_files, read_checkpoint
 from spark_io.diagnosis import lookup_sources
 from spark_io.progress import read_progress
-from spark_io.state_reader import has_change_feed, state_frame, to_arrow
+from spark_io.spark_stats import SparkStats, StateStats
+from spark_io.state_reader import has_change_feed
+
+
+def stats_for(info: CheckpointInfo, which: str) -> StateStats:
+    """The health figures of one checkpoint from the native reader or from Spark."""
+    if which == engine.NATIVE:
+        from spark_io.native.stats import NativeStats
+
+        return NativeStats(info, engine.native_reader(info))
+    return SparkStats(info)
 
 
 def default_store(op: OperatorInfo) -> str:
@@ -72,8 +82,6 @@ def skew(
     info: CheckpointInfo | None = None,
     files: list[StateFile] | None = None,
 ) -> health.SkewReport:
-    from pyspark.sql import functions as F
-
     info = info or read_checkpoint(path)
     require_state(info)
     op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
@@ -81,14 +89,9 @@ def skew(
     src = source_for(op, store)
     validate_source(info, src)
     batch = resolve_batch(info, batch_id)
-    what = f"{src.describe()} at batch {batch}"
-    df = state_frame(info.path, src, {"batchId": str(batch)}, what)
-    per_part = to_arrow(df.groupBy("partition_id").count(), what).to_pylist()
-    key = F.col("key")
-    key_type = df.schema["key"].dataType
-    if "index" in getattr(key_type, "fieldNames", lambda: [])():
-        key = key.dropFields("index")  # a join key holds one row per index: count rows per join key
-    top = to_arrow(df.groupBy(F.to_json(key).alias("key")).count().orderBy(F.desc("count"), "key").limit(10), what).to_pylist()
+    (per_part, top), used, why = engine.answer(
+        info, lambda: stats_for(info, engine.NATIVE).skew_counts(src, batch), lambda: SparkStats(info).skew_counts(src, batch)
+    )
     files = files if files is not None else list_state_files(info.path)
     store_dir = _store_dir(src)
     sizes: dict[int, int] = {}
@@ -101,16 +104,18 @@ def skew(
         ):
             sizes[f.partition_id] = sizes.get(f.partition_id, 0) + f.size
     num_partitions = next((s.num_partitions for s in op.stores if s.store_name == store_dir), len(sizes))
-    return health.skew_report(
+    report = health.skew_report(
         op.operator_id,
         store,
         batch,
         num_partitions,
-        {r["partition_id"]: r["count"] for r in per_part},
+        per_part,
         sizes,
-        [{"key": _key_text(r["key"]), "rows": r["count"]} for r in top],
+        [{"key": _key_text(k), "rows": n} for k, n in top],
         wm.operator_kind(op.operator_name),
     )
+    report.engine, report.engine_note = used, why
+    return report
 
 
 def _key_text(key_json: str) -> Any:
@@ -129,6 +134,8 @@ class GrowthReport:
     findings: list[health.Finding]
     batches: list[Any]
     files: list[StateFile] = field(default_factory=list)
+    engine: str = "spark"  # which reader answered
+    engine_note: str | None = None  # why Spark answered although the native reader was asked first
 
     def series(self) -> list[dict[str, Any]]:
         return [
@@ -145,6 +152,8 @@ class GrowthReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "engine": self.engine,
+            "engine_note": self.engine_note,
             "series": self.series(),
             "method": {f"{g.operator_id}/{g.store_name}": g.method for g in self.stores},
             "findings": [f.to_dict() for f in self.findings],
@@ -155,44 +164,23 @@ def _growth_sources(op: OperatorInfo) -> list[StateSource]:
     return [s for s in sources_of(op) if s.has_change_feed]
 
 
-def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile]) -> health.StoreGrowth:
+def store_growth(
+    info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile], stats: StateStats
+) -> health.StoreGrowth:
     """Rows per batch of one store from its change feed, in one pass."""
-    from pyspark.sql import functions as F
-
-    session.get_spark()  # column expressions need a session
     if not has_change_feed(info, op.operator_id):
-        return _growth_from_state(info, op, src, files)
+        return _growth_from_state(info, op, src, files, stats)
     committed = [b.batch_id for b in info.committed_batches]
     first, last = committed[0], committed[-1]
-    ident = [F.to_json("key")]
-    base: list[tuple[int, int]] = []
+    base: Any = ()
     start = first
     if first > 0:  # older batches are gone: start from the state at the first retained batch
-        state = state_frame(info.path, src, {"batchId": str(first)}, f"{src.describe()} at batch {first}")
-        ident = [F.to_json("key")] + ([F.to_json("user_map_key")] if "user_map_key" in state.columns else [])
-        rows = to_arrow(state.select(F.xxhash64(*ident).alias("k"), "partition_id"), src.describe()).to_pylist()
-        base = [(r["k"], r["partition_id"]) for r in rows]
+        base = stats.key_ids(src, first)
         start = first + 1
     batches = [b for b in committed if b >= first]
-    changes: list[tuple[int, bool, int, int]] = []
+    changes: Any = ()
     if start <= last:
-        opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(last)}
-        feed = state_frame(info.path, src, opts, f"the change feed of {src.describe()}")
-        if "user_map_key" in feed.columns:
-            ident = [F.to_json("key"), F.to_json("user_map_key")]
-        slim = feed.select(
-            "batch_id", (F.col("change_type") == "delete").alias("d"), F.xxhash64(*ident).alias("k"), "partition_id"
-        )
-        t = to_arrow(slim, f"the change feed of {src.describe()}")
-        changes = list(
-            zip(
-                t.column("batch_id").to_pylist(),
-                t.column("d").to_pylist(),
-                t.column("k").to_pylist(),
-                t.column("partition_id").to_pylist(),
-                strict=True,
-            )
-        )
+        changes = stats.change_ids(src, start, last)
     rows, parts, ins, dels = health.replay_changes(batches, changes, base)
     name = src.state_var or src.store_name or "default"
     store_dir = _store_dir(src)
@@ -201,29 +189,26 @@ def store_growth(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files
     )
 
 
-def _growth_from_state(info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile]) -> health.StoreGrowth:
+def _growth_from_state(
+    info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile], stats: StateStats
+) -> health.StoreGrowth:
     """Rows per batch without a change feed (RocksDB without changelog checkpointing): the state at
-    each of the last MAX_STATE_BATCHES retained batches, as key hashes, compared batch to batch."""
-    from pyspark.sql import functions as F
-
+    each of the last MAX_STATE_BATCHES retained batches, as key ids, compared batch to batch."""
     batches = [b.batch_id for b in info.committed_batches][-MAX_STATE_BATCHES:]
     snapshots = []
     for b in batches:
-        what = f"{src.describe()} at batch {b}"
-        state = state_frame(info.path, src, {"batchId": str(b)}, what)
-        ident = [F.to_json("key")] + ([F.to_json("user_map_key")] if "user_map_key" in state.columns else [])
-        t = to_arrow(state.select(F.xxhash64(*ident).alias("k"), "partition_id"), what)
-        snapshots.append((b, list(zip(t.column("k").to_pylist(), t.column("partition_id").to_pylist(), strict=True))))
+        keys, parts = stats.key_ids(src, b)
+        snapshots.append((b, list(zip(keys.tolist(), parts.tolist(), strict=True))))
     base = snapshots[0][1]
     changes = health.diff_snapshots(snapshots)
-    rows, parts, ins, dels = health.replay_changes(batches, [c for c in changes if c[0] != batches[0]], base)
+    rows, parts_by_batch, ins, dels = health.replay_changes(batches, [c for c in changes if c[0] != batches[0]], base)
     store_dir = _store_dir(src)
     name = src.state_var or src.store_name or "default"
     return health.StoreGrowth(
         op.operator_id,
         name,
         rows,
-        parts,
+        parts_by_batch,
         ins,
         dels,
         health.bytes_per_batch(files, op.operator_id, store_dir, batches),
@@ -238,68 +223,41 @@ def growth(
     require_state(info)
     ops = info.operators if operator_id is None else [operator_of(info, operator_id)]
     files = list_state_files(info.path)
-    stores = []
-    for op in ops:
-        sources = [source_for(op, store)] if store else _growth_sources(op)
-        for src in sources:
-            if not src.has_change_feed:
-                raise UnknownStore(f"{src.describe()} has no change feed to measure growth from.")
-            stores.append(store_growth(info, op, src, files))
-    facts = [eviction_facts(info, op) for op in ops]
+    sources = [(op, src) for op in ops for src in ([source_for(op, store)] if store else _growth_sources(op))]
+    for _, src in sources:
+        if not src.has_change_feed:
+            raise UnknownStore(f"{src.describe()} has no change feed to measure growth from.")
+
+    def measure(stats: StateStats) -> tuple[list[health.StoreGrowth], list[health.EvictionFacts]]:
+        return [store_growth(info, op, src, files, stats) for op, src in sources], [eviction_facts(info, op, stats) for op in ops]
+
+    (stores, facts), used, why = engine.answer(
+        info, lambda: measure(stats_for(info, engine.NATIVE)), lambda: measure(SparkStats(info))
+    )
     findings = health.growth_findings(stores, info.batches, info.conf, facts)
     growing = {f.evidence["operator_id"] for f in findings if f.code == "unbounded_growth"}
     proj = health.projection(stores, info.committed_batches, growing)
     if proj:
         findings.append(proj)
-    return GrowthReport(stores, findings, info.batches, files)
+    return GrowthReport(stores, findings, info.batches, files, used, why)
 
 
-def eviction_facts(info: CheckpointInfo, op: OperatorInfo) -> health.EvictionFacts:
+def eviction_facts(info: CheckpointInfo, op: OperatorInfo, stats: StateStats) -> health.EvictionFacts:
     """What decides whether the operator's state can leave: its key's event time, timeouts and TTL,
-    the oldest event time in state, windows kept past the watermark (reduced in Spark)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
-
+    the oldest event time in state, windows kept past the watermark."""
     kind = wm.operator_kind(op.operator_name)
     facts = health.EvictionFacts(op.operator_id, kind)
     src = lookup_sources(op)[0][1]
     batch = resolve_batch(info, None)
-    what = f"{src.describe()} at batch {batch}"
-    df = state_frame(info.path, src, {"batchId": str(batch)}, what)
-
-    def times(struct_col: str) -> list[str]:
-        t = df.schema[struct_col].dataType if struct_col in df.columns else None
-        if not isinstance(t, StructType):
-            return []
-        out = [f"{struct_col}.{f.name}" for f in t.fields if isinstance(f.dataType, (TimestampType, TimestampNTZType))]
-        out += [
-            f"{struct_col}.{f.name}.end"
-            for f in t.fields
-            if isinstance(f.dataType, StructType) and "end" in f.dataType.fieldNames()
-        ]
-        return out
-
-    key_times, value_times = times("key"), times("value")
-    facts.key_has_event_time = bool(key_times)
-    aggs = []
-    event_col = next(iter(value_times or key_times), None)
-    if event_col:
-        aggs.append(F.min(F.col(event_col)).alias("oldest"))
     wm_now = info.batches[-1].watermark_ms if info.batches else 0
-    window_end = next((c for c in key_times if c.endswith(".end")), None)
     # in a chain, a later operator evicts by the lagging watermark of its input: windows behind the
     # query's watermark do not mean complete mode there
-    if kind == wm.AGGREGATION and window_end and wm_now and len(info.operators) == 1:
-        aggs.append(F.sum((F.unix_millis(F.col(window_end)) <= F.lit(wm_now)).cast("int")).alias("past"))
-    value_fields = df.schema["value"].dataType.fieldNames() if isinstance(df.schema["value"].dataType, StructType) else []
-    if "timeoutTimestamp" in value_fields:
-        aggs.append(F.max("value.timeoutTimestamp").alias("timeout"))
-    if aggs:
-        row = to_arrow(df.agg(*aggs), what).to_pylist()[0]
-        oldest = row.get("oldest")
-        facts.oldest_event_ms = wm.to_ms(oldest) if oldest is not None else None
-        facts.windows_past_watermark = int(row.get("past") or 0)
-        facts.other_way_out = bool((row.get("timeout") or 0) > 0)
+    count_past = kind == wm.AGGREGATION and bool(wm_now) and len(info.operators) == 1
+    e = stats.eviction(src, batch, wm_now if count_past else None)
+    facts.key_has_event_time = e.key_has_event_time
+    facts.oldest_event_ms = e.oldest_ms
+    facts.windows_past_watermark = e.windows_past
+    facts.other_way_out = e.timeout_set
     if kind == wm.TWS:
         variables = op.properties.get("stateVariables", [])
         facts.other_way_out = any(v.get("ttlEnabled") for v in variables) or any(

@@ -115,7 +115,7 @@ def test_a_cut_state_file_is_an_error_not_fewer_rows(copy_sample: Any) -> None:
     delta = path / "state" / "0" / "1" / "left-keyWithIndexToValue" / "5.delta"
     delta.write_bytes(delta.read_bytes()[:-12])
     info = read_checkpoint(str(path))
-    with pytest.raises(StateReadError, match="left-keyWithIndexToValue/5.delta"):
+    with pytest.raises(StateReadError, match=r"left-keyWithIndexToValue/5\.delta"):
         NativeReader(info).state(StateSource(0, store_name="left-keyWithIndexToValue"), 4)
 
 

@@ -225,9 +225,7 @@ def diagnose_cached(
     event_log: str | None = None,
 ) -> diagnosis.WhyMissingReport:
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
-    return _diagnose(
-        path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current()
-    )
+    return _diagnose(path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current())
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -242,9 +240,7 @@ def doctor_cached(path: str) -> DoctorReport:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _checkup(
-    path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str
-) -> health.Checkup:
+def _checkup(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str) -> health.Checkup:
     return health.checkup(path, event_log=event_log)
 
 

@@ -128,7 +128,9 @@ class NativeState(ArrowState):
             parts = None if source in self.feeds else self._partitions(source, query)
             if parts is None:
                 return super(NativeState, self).changes(source, start, end, query)
-            table = self._partial(("feed", source, start, end, tuple(parts)), lambda: self.reader.changes(source, start, end, parts))
+            table = self._partial(
+                ("feed", source, start, end, tuple(parts)), lambda: self.reader.changes(source, start, end, parts)
+            )
             return _matching(self._prefilter(table, query).to_pylist(), query)
 
         return self._or_spark(native, lambda s: s.changes(source, start, end, query))  # type: ignore[no-any-return]
