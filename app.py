@@ -18,6 +18,7 @@ from views.common import (
     TZ_KEY,
     current_path,
     default_checkpoint,
+    engine_settings,
     fingerprint,
     sample_checkpoints,
     sample_event_log,
@@ -91,6 +92,7 @@ with st.sidebar:
         help="Times in tables and charts are shown in this zone (UTC by default). Explanations always say UTC.",
     )
 spark_settings()
+engine_settings()
 start_spark_in_background()
 
 nav = st.navigation(

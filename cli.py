@@ -160,7 +160,10 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
     inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
     print(
         f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field {report.key_field}"
+        f" (state read by {report.engine})"
     )
+    for note in report.engine_notes:
+        print(f"note: read by Spark instead: the native reader does not read {note}")
     if report.history_error:
         print(f"history could not be read: {report.history_error}")
     elif report.history:
@@ -235,7 +238,9 @@ def cmd_skew(args: argparse.Namespace) -> None:
         _dump(r.to_dict())
         return
     ratio = "infinite (an empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.2f}"
-    print(f"operator {r.operator_id} store {r.store_name} at batch {r.batch_id}")
+    print(f"operator {r.operator_id} store {r.store_name} at batch {r.batch_id} (state read by {r.engine})")
+    if r.engine_note:
+        print(f"note: read by Spark instead: the native reader does not read {r.engine_note}")
     print(f"skew ratio max/min {ratio}, max/median {r.max_over_median:.2f}\n")
     parts = sorted(r.rows_by_partition)
     print(_table(["partition", "rows", "bytes"], [[p, r.rows_by_partition[p], r.bytes_by_partition.get(p, 0)] for p in parts]))
@@ -260,6 +265,9 @@ def cmd_growth(args: argparse.Namespace) -> None:
         return
     rows = [[s["operator_id"], s["store_name"], s["batch_id"], s["rows"], s["bytes"]] for s in g.series()]
     print(_table(["operator", "store", "batch", "rows", "bytes"], rows))
+    print(f"\nstate read by {g.engine}")
+    if g.engine_note:
+        print(f"note: read by Spark instead: the native reader does not read {g.engine_note}")
     _print_findings(g.findings)
 
 

@@ -12,9 +12,9 @@ import pyarrow as pa
 from plotly.subplots import make_subplots
 
 from analysis.health import SkewReport, StoreGrowth
+from analysis.key_verdicts import KeyDiagnosis
 from analysis.model import Batch
 from analysis.progress import PHASES, ProgressLog
-from analysis.why_missing import KeyDiagnosis
 
 EVENT_COLORS = {
     "entered state": "#1f77b4",

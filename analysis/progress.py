@@ -21,8 +21,8 @@ from typing import Any
 
 from analysis.errors import InvalidInput, ProgressNotFound
 from analysis.health import Finding
+from analysis.key_format import fmt_duration
 from analysis.model import Batch, CheckpointInfo
-from analysis.why_missing import fmt_duration
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 # durationMs phases in the order a micro-batch runs them

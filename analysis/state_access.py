@@ -260,7 +260,7 @@ def arrow_eviction_horizon(feed: pa.Table, watermarks: dict[int, int]) -> tuple[
     event time (the value's first timestamp), the watermark of its batch and of the batch before,
     against that time; the tightest bounds over all of them."""
     value_type = feed.schema.field("value").type if "value" in feed.schema.names else None
-    if not watermarks or feed.num_rows == 0 or not pa.types.is_struct(value_type):
+    if not watermarks or feed.num_rows == 0 or value_type is None or not pa.types.is_struct(value_type):
         return None
     time_field = next((f.name for f in value_type if pa.types.is_timestamp(f.type)), None)
     if time_field is None:

@@ -97,13 +97,18 @@ def fallback_of(table: pa.Table) -> str | None:
     return why.decode() if why else None
 
 
-def answer(info: CheckpointInfo, native: Callable[[], T], spark: Callable[[], T]) -> tuple[T, str, str | None]:
-    """(result, engine, why Spark answered instead) of a read both engines can do."""
-    if wants_native(info):
+def answer(
+    info: CheckpointInfo, native: Callable[[], T], spark: Callable[[], T], only: str | None = None
+) -> tuple[T, str, str | None]:
+    """(result, engine, why Spark answered instead) of a read both engines can do; ``only`` names
+    the engine to use whatever the choice (a cross-check)."""
+    if only == SPARK:
+        return spark(), SPARK, None
+    if only == NATIVE or wants_native(info):
         try:
             return native(), NATIVE, None
         except NativeUnsupported as e:
-            if current() == NATIVE:
+            if current() == NATIVE or only == NATIVE:
                 raise
             return spark(), SPARK, e.message
     return spark(), SPARK, None

@@ -81,7 +81,9 @@ def skew(
     batch_id: int | None = None,
     info: CheckpointInfo | None = None,
     files: list[StateFile] | None = None,
+    only: str | None = None,
 ) -> health.SkewReport:
+    """Skew of one store at one batch; ``only``: the engine to read with, whatever the choice."""
     info = info or read_checkpoint(path)
     require_state(info)
     op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
@@ -90,7 +92,10 @@ def skew(
     validate_source(info, src)
     batch = resolve_batch(info, batch_id)
     (per_part, top), used, why = engine.answer(
-        info, lambda: stats_for(info, engine.NATIVE).skew_counts(src, batch), lambda: SparkStats(info).skew_counts(src, batch)
+        info,
+        lambda: stats_for(info, engine.NATIVE).skew_counts(src, batch),
+        lambda: SparkStats(info).skew_counts(src, batch),
+        only,
     )
     files = files if files is not None else list_state_files(info.path)
     store_dir = _store_dir(src)

@@ -109,8 +109,13 @@ def test_sql_and_why_missing_json_text_and_errors() -> None:
     )
     results = json.loads(r.stdout.split("@@", 1)[1])
     (rc, out, _), (rc2, out2, _), (rc3, out3, _), (rc4, out4, _), (rc5, _, err5), (rc6, _, err6), *why = results
-    assert rc == 0 and json.loads(out) == {"columns": ["n", "c"], "rows": [[300, 1]]}
-    assert rc2 == 0 and json.loads(out2) == {"columns": ["n"], "rows": [[75]]}
+    assert rc == 0 and json.loads(out) == {
+        "columns": ["n", "c"],
+        "rows": [[300, 1]],
+        "engine": "native",
+        "engines": {"op0": "native"},
+    }
+    assert rc2 == 0 and json.loads(out2) == {"columns": ["n"], "rows": [[75]], "engine": "native", "engines": {"op0": "native"}}
     j3 = json.loads(out3)
     assert rc3 == 0 and j3["columns"] == ["k", "t"] and len(j3["rows"]) == 2 and j3["rows"][0][1].endswith("+00:00")
     assert rc4 == 0 and "300" in out4 and "1 rows at batch 11" in out4
@@ -136,8 +141,11 @@ def test_sql_and_why_missing_json_text_and_errors() -> None:
     assert rc9 == 2 and "no field 'nope'" in err9 and len(err9.strip().splitlines()) == 1
 
 
-def test_sql_without_java_says_how_to_fix_it() -> None:
-    r = run_cli("sql", sample("unbounded_agg"), "SELECT count(*) FROM op0", env=no_java_env())
+def test_sql_without_java_reads_natively_and_spark_says_how_to_fix_it() -> None:
+    r = run_cli("sql", sample("unbounded_agg"), "SELECT count(*) AS n FROM op0", "--json", env=no_java_env())
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["rows"] == [[300]]
+    r = run_cli("sql", sample("unbounded_agg"), "SELECT count(*) FROM op0", "--engine", "spark", env=no_java_env())
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert "Spark is not available: Java was not found" in line and "openjdk-17" in line

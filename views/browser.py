@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
 from analysis.export import with_readable_times
 from analysis.model import sources_of, table_name
+from spark_io import crosscheck, engine
 from spark_io.state_reader import RowFilter, arrow_schema_rows
 from views.common import (
+    check_with_spark,
     checkpoint_info,
     current_tz,
+    engine_caption,
     guard,
     operator_label,
     read_changes_cached,
@@ -42,19 +47,21 @@ if info is not None:
         if source is not None:
             with guard():
                 if mode == "State at batch":
-                    table, _ = with_progress(
-                        "Reading the state with Spark", lambda: read_state_cached(info.path, source, batch), "browser"
-                    )
+                    table, _ = with_progress("Reading the state", lambda: read_state_cached(info.path, source, batch), "browser")
                     st.caption(
                         f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`"
                     )
+                    check = partial(crosscheck.check_state, info, source, batch, table)
                 else:
                     table, start, end = with_progress(
-                        "Reading the change feed with Spark", lambda: read_changes_cached(info.path, source, batch), "browser"
+                        "Reading the change feed", lambda: read_changes_cached(info.path, source, batch), "browser"
                     )
                     st.caption(
                         f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{table_name(source)}_changes`"
                     )
+                    check = partial(crosscheck.check_changes, info, source, start, end, table)
+                engine_caption(engine.engine_of(table), engine.fallback_of(table))
+                check_with_spark(engine.engine_of(table), check, f"browser-{mode}")
                 tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
                 with tab_rows:
                     tz = current_tz()

@@ -400,6 +400,50 @@ def spark_settings() -> None:
                 st.rerun()
 
 
+ENGINE_CHOICES = {
+    "auto": "auto: the state files for local checkpoints, else Spark",
+    "native": "native: the state files only (no JVM)",
+    "spark": "Spark: the State Data Source",
+}
+
+
+def engine_settings() -> None:
+    """Sidebar: who reads the state (``spark_io.engine``); server-wide, like the Spark setting."""
+    current = engine.current()
+    with st.sidebar.expander(f"State reader: {current}"):
+        st.radio(
+            "Read state with",
+            list(ENGINE_CHOICES),
+            index=list(ENGINE_CHOICES).index(current),
+            format_func=ENGINE_CHOICES.__getitem__,
+            key="engine_choice",
+            on_change=lambda: engine.configure(str(st.session_state["engine_choice"])),
+        )
+        st.caption(
+            "Applies to every user of this State Lens server. Spark stays the engine of record: "
+            "'Check with Spark' under an answer reads it again through Spark and compares."
+        )
+
+
+def engine_caption(used: str, note: str | None = None) -> None:
+    """Says under an answer which engine read the state (and why Spark did, after a fallback)."""
+    who = "the native reader (the state files, no JVM)" if used == engine.NATIVE else "Spark (the State Data Source)"
+    why = f"; the native reader does not read {note}" if note else ""
+    st.caption(f"State read by {who}{why}.")
+
+
+def check_with_spark(used: str, run: Callable[[], tuple[bool, str]], key: str) -> None:
+    """Under a native answer: a button that reads it again through Spark and says whether they agree."""
+    if used != engine.NATIVE:
+        return
+    if st.button(
+        "Check with Spark", key=f"check-{key}", help="Read the same again through Spark's State Data Source and compare."
+    ):
+        with guard():
+            same, detail = with_progress("Reading the same with Spark", run, f"check-{key}")
+            (st.success if same else st.error)(detail)
+
+
 def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
     """Run a Spark read with a live progress line and a Cancel button.
 

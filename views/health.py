@@ -8,13 +8,16 @@ from analysis import charts
 from analysis.health import counted_stores_text, key_json, rows_in_state
 from analysis.model import sources_of
 from analysis.report import checkup_report
+from spark_io import crosscheck
 from spark_io.health import default_store
 from views.common import (
     chart_downloads,
+    check_with_spark,
     checkpoint_info,
     checkup_cached,
     current_event_log,
     current_tz,
+    engine_caption,
     guard,
     metric_row,
     operator_label,
@@ -75,6 +78,8 @@ elif info is not None:
             batch = c3.selectbox("Batch", [b.batch_id for b in info.committed_batches][::-1], key="h_batch")
             with guard():
                 r = skew_cached(info.path, op_id, str(store), batch)
+                engine_caption(r.engine, r.engine_note)
+                check_with_spark(r.engine, lambda: crosscheck.check_skew(info, r), "skew")
                 ratio = "∞ (empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.1f}x"
                 metric_row(
                     [

@@ -12,14 +12,18 @@ from analysis.charts import key_timeline_figure
 from analysis.export import ms_times
 from analysis.model import default_operator
 from analysis.progress import parse_event_time
+from spark_io import crosscheck
 from views.common import (
+    check_with_spark,
     checkpoint_info,
     current_event_log,
     current_tz,
     diagnose_cached,
+    engine_caption,
     guard,
     key_fields_cached,
     operator_label,
+    progress_cached,
     with_progress,
 )
 
@@ -112,7 +116,7 @@ if info is not None and info.operators and info.committed_batches:
         with guard():
             event_time = parse_event_time(event_time_text) if event_time_text else None
             report = with_progress(
-                "Reading the state and its history with Spark",
+                "Reading the state and its history",
                 lambda: diagnose_cached(info.path, op_id, batch, key_field, tuple(keys), join_type, event_time, event_log),
                 "why-missing",
             )
@@ -125,6 +129,19 @@ if info is not None and info.operators and info.committed_batches:
                     else "history not searched"
                 )
                 + " · this page's URL links to this diagnosis"
+            )
+            engine_caption(report.engine, "; ".join(report.engine_notes) or None)
+            check_with_spark(
+                report.engine,
+                lambda: crosscheck.check_why_missing(
+                    info,
+                    report,
+                    list(keys),
+                    join_type=join_type,
+                    event_time_ms=event_time,
+                    progress=progress_cached(info.path, event_log) if event_log and event_time is not None else None,
+                ),
+                "why-missing",
             )
             if report.lateness is not None and report.lateness.late_from_batch is not None:
                 late = report.lateness

@@ -33,7 +33,7 @@ from spark_io.native import kernels
 from spark_io.native.records import Records, concat, fold_merges, latest
 from spark_io.native.schema import Family, read_v3
 from spark_io.native.stores import PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
-from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode
+from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
 
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
 _UNSUPPORTED_CONF = {
@@ -90,22 +90,30 @@ class NativeReader:
         return max((s.num_partitions for s in op.stores), default=0)
 
     def key_fields(self, source: StateSource) -> list[dict[str, Any]]:
-        """The fields of the ``key`` column (Spark's JSON schema) this source gives."""
-        return self._view(operator_of(self.info, source.operator_id), source).key_fields
+        """The fields of the ``key`` column (Spark's JSON schema) this source gives, repeated names
+        numbered as in the table (``_groupingexpression_1``)."""
+        return unique_fields(self._view(operator_of(self.info, source.operator_id), source).key_fields)
 
     def schema(self, source: StateSource, changes: bool = False) -> pa.Schema:
         """The columns a read of this source gives, without reading it."""
-        return self._view(operator_of(self.info, source.operator_id), source).schema(changes)
+        try:
+            return self._view(operator_of(self.info, source.operator_id), source).schema(changes)
+        except Undecodable as e:
+            raise NativeUnsupported(f"{source.describe()} holds {e.message}") from e
 
     # ---------------------------------------------------------------- views
 
     def _read(
-        self, source: StateSource, partitions: Iterable[int] | None, records: Callable[[str, int], Records], changes: bool
+        self, source: StateSource, partitions: Iterable[int] | None, records: Callable[[str, int], Any], changes: bool
     ) -> pa.Table:
         op = operator_of(self.info, source.operator_id)
         view = self._view(op, source)
         parts = sorted(set(partitions)) if partitions is not None else list(range(self.partitions(source)))
         pieces = []
+        try:
+            schema = view.schema(changes)
+        except Undecodable as e:
+            raise NativeUnsupported(f"{source.describe()} holds {e.message}") from e
         for p in parts:
             recs = {store: records(store, p) for store in view.stores}
             try:
@@ -115,7 +123,7 @@ class NativeReader:
                     f"The state of {source.describe()} in partition {p} is damaged: {e} (row {e.row}); its files are under "
                     f"state/{op.operator_id}/{p}/."
                 ) from e
-        return _concat(pieces, view.schema(changes))
+        return _concat(pieces, schema)
 
     def _view(self, op: OperatorInfo, source: StateSource) -> _View:
         try:

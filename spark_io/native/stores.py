@@ -26,6 +26,7 @@ import zipfile
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 from analysis.errors import NativeUnsupported, StateReadError
 from spark_io.native import kernels
@@ -166,7 +167,7 @@ def _rocksdb_pairs(folder: str, rel: str) -> list[tuple[bytes, bytes]]:
             raise NativeUnsupported(f"{rel} keeps state in RocksDB column families {families}")
         db = Rdict(folder, Options(raw_mode=True), access_type=AccessType.read_only())
         try:
-            return list(db.items())
+            return cast(list[tuple[bytes, bytes]], list(db.items()))  # raw mode: bytes keys and values
         finally:
             db.close()
     except NativeUnsupported:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from analysis.errors import NativeUnsupported
 from spark_io.native import kernels
 
 _FIXED = {
@@ -40,7 +41,7 @@ _DECIMAL = re.compile(r"decimal\((\d+),\s*(-?\d+)\)")
 _TEXT = re.compile(r"^(string|char\(\d+\)|varchar\(\d+\))( collate .*)?$")
 
 
-class Undecodable(Exception):
+class Undecodable(NativeUnsupported):
     """A type or a layout this decoder does not read (said in the message)."""
 
 

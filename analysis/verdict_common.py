@@ -1,0 +1,149 @@
+"""Verdicts every operator shares: a key never in state, a failed read (``unknown``), what was searched."""
+
+from __future__ import annotations
+
+from analysis.key_format import fmt_ms
+from analysis.key_timeline import history_rows, row_evidence
+from analysis.key_verdicts import (
+    AGGREGATION,
+    DEDUP,
+    DEDUP_WITHIN,
+    EMITTED_UNMATCHED,
+    EVICTED,
+    JOIN,
+    NEVER_IN_STATE,
+    PRESERVED,
+    SESSION,
+    UNKNOWN,
+    Context,
+    KeyDiagnosis,
+    StoreLookup,
+)
+
+
+def _searched(ctx: Context) -> str:
+    if ctx.history is None:
+        return f"only the state at batch {ctx.batch} was searched"
+    a, b = ctx.history
+    how = "the change feed" if ctx.history_method == "change feed" else "the state at every retained batch (no change feed)"
+    return f"searched the state at batch {ctx.batch} and {how} of batches {a}–{b}"
+
+
+def side_history(lk: StoreLookup) -> tuple[int | None, bool | None, bool]:
+    """(last delete batch, whether a row was ever matched (None: no matched flag), whether a row was seen)."""
+    hist = history_rows(lk)
+    deletes = [r["batch_id"] for r in hist if r["change_type"] == "delete"]
+    updates = [r for r in hist if r["change_type"] != "delete"]
+    flags = [(r.get("value") or {}).get("matched") for r in updates]
+    matched = any(flags) if any(f is not None for f in flags) else None
+    return (max(deletes) if deletes else None), matched, bool(hist)
+
+
+def _unknown(key: str, ctx: Context, what: str) -> KeyDiagnosis:
+    return KeyDiagnosis(
+        key,
+        UNKNOWN,
+        f"{what} is not in state at batch {ctx.batch}, and its history could not be read, so whether it was "
+        f"evicted or never arrived cannot be told. The read that failed: {ctx.history_error}",
+    )
+
+
+def not_in_state(key: str, ctx: Context, lookups: list[StoreLookup], what: str) -> KeyDiagnosis:
+    """The key holds no row now: evicted (its history shows a removal) or never in state.
+
+    A removal alone proves the key was in state: with purged batches its insert may be older than
+    the history kept."""
+    if ctx.history_error:
+        d = _unknown(key, ctx, what)
+    else:
+        per_side = {lk.name: side_history(lk) for lk in lookups}
+        evicted = {n: (b, m) for n, (b, m, _) in per_side.items() if b is not None}
+        if evicted and ctx.kind == JOIN:
+            d = _join_evicted(key, ctx, evicted)
+        elif evicted:
+            batch = max(b for b, _ in evicted.values())
+            d = KeyDiagnosis(
+                key,
+                EVICTED,
+                f"{what} was in state and was removed in batch {batch}, whose watermark was "
+                f"{fmt_ms(ctx.watermarks.get(batch, 0))}. " + _eviction_note(ctx),
+                evicted_at_batch=batch,
+            )
+        else:
+            causes = (
+                "it never reached the operator: filtered out upstream, dropped as late data (its event time "
+                "was already behind the watermark when it arrived), not produced by the source, or older than "
+                "the oldest retained batch"
+            )
+            d = KeyDiagnosis(key, NEVER_IN_STATE, f"{what} was never in state ({_searched(ctx)}): {causes}.")
+    for lk in lookups:
+        for r in history_rows(lk):
+            d.evidence.append(row_evidence(lk.name, r))
+    return d
+
+
+def _join_evicted(key: str, ctx: Context, evicted: dict[str, tuple[int, bool | None]]) -> KeyDiagnosis:
+    """Rows with the key were evicted from one or both sides: matched, emitted null-padded, or dropped."""
+    sides = sorted(evicted)
+    batch = max(b for b, _ in evicted.values())
+    where = f" on the {' and '.join(sides)} side{'s' if len(sides) > 1 else ''}"
+    flags = [m for _, m in evicted.values()]
+    matched: bool | None = True if any(flags) else (None if any(m is None for m in flags) else False)
+    head = f"The key was in state{where} and was evicted in batch {batch}, whose watermark was {fmt_ms(ctx.watermarks.get(batch, 0))}."
+    if matched:
+        note = " It had joined before it was evicted: its output was emitted."
+    elif matched is None:
+        note = (
+            " This checkpoint uses join state format 1, which does not record whether a row matched: "
+            "whether it joined before eviction cannot be told from the state (look for it in the output)."
+        )
+    else:
+        unmatched = [s for s in sides if evicted[s][1] is False]
+        if ctx.join_type is None:
+            emits = "; ".join(
+                f"in a {'left' if s == 'left' else 'right'} or full outer join it was emitted null-padded in batch {evicted[s][0]}"
+                for s in unmatched
+            )
+            note = (
+                f" It never matched before the watermark evicted it. In an inner join no output was emitted for it; {emits}. "
+                "The checkpoint does not record the join type: give it (--join-type, or Join type on the page) for one answer."
+            )
+        else:
+            preserved = [s for s in unmatched if s in PRESERVED.get(ctx.join_type, ())]
+            if preserved:
+                s0 = preserved[0]
+                b0 = evicted[s0][0]
+                d = KeyDiagnosis(
+                    key,
+                    EMITTED_UNMATCHED,
+                    f"The key was in state{where} and never matched. This is a {ctx.join_type.replace('_', ' ')} join, so when the "
+                    f"watermark evicted the {s0} side's row{'s' if len(preserved) == 1 else ''} in batch {b0} (watermark "
+                    f"{fmt_ms(ctx.watermarks.get(b0, 0))}) the join emitted {'it' if len(preserved) == 1 else 'them'} "
+                    "with nulls for the other side's columns.",
+                    side=s0,
+                    was_matched=False,
+                    evicted_at_batch=b0,
+                )
+                return d
+            note = f" It never matched before the watermark evicted it: a {ctx.join_type.replace('_', ' ')} join emits nothing for it."
+    return KeyDiagnosis(
+        key,
+        EVICTED,
+        head + note,
+        side=sides[0] if len(sides) == 1 else None,
+        evicted_at_batch=batch,
+        was_matched=matched,
+    )
+
+
+def _eviction_note(ctx: Context) -> str:
+    if ctx.kind == AGGREGATION:
+        return "The watermark passed the end of its window: in append mode its result was emitted in that batch."
+    if ctx.kind in (DEDUP, DEDUP_WITHIN):
+        return (
+            "From then on a row with this key is not recognised as a duplicate: if it is not behind the "
+            "watermark it passes through again, otherwise it is dropped as late data."
+        )
+    if ctx.kind == SESSION:
+        return "The watermark passed the end of its session: the session was closed and emitted (append mode)."
+    return "Its state was removed: by a timeout, a timer or TTL expiry, or by the function itself (state.remove() / clear())."

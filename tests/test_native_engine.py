@@ -1,0 +1,179 @@
+"""The engine choice: native and Spark give the same answers, the native reader needs no JVM,
+says which engine answered, and hands to Spark what it does not read (``--engine auto``).
+
+Row-level equality of the two readers is ``test_native_equality.py``; here the answers built on
+them (verdicts, skew, growth, SQL) are compared, on real checkpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import no_java_env, run_cli
+
+from analysis import diagnose
+from analysis.errors import NativeUnsupported
+from analysis.model import StateSource, sources_of
+from spark_io import engine, health
+from spark_io.checkpoint import read_checkpoint
+from spark_io.diagnosis import SparkState
+from spark_io.native.access import NativeState, simple_type
+from spark_io.native.hashing import partition_of
+from spark_io.native.reader import NativeReader
+from support import COMPAT_NAMES, SAMPLE_NAMES, sample
+
+ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]
+
+
+@pytest.fixture
+def engine_choice():  # type: ignore[no-untyped-def]
+    before = engine.current()
+    yield engine.configure
+    engine.configure(before)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_spark_hash_places_every_single_field_key_in_its_partition(name: str) -> None:
+    info = read_checkpoint(sample(name))
+    reader = NativeReader(info) if info.operators else None
+    checked = 0
+    for op in info.operators:
+        for src in sources_of(op):
+            fields = [f for f in reader.key_fields(src) if f["name"] != "index"] if reader else []
+            if len(fields) != 1 or isinstance(fields[0]["type"], dict):
+                continue
+            t = reader.state(src, info.committed_batches[-1].batch_id) if reader else None
+            n = reader.partitions(src) if reader else 0
+            for row in t.to_pylist() if t is not None else []:
+                value = row["key"][fields[0]["name"]]
+                assert partition_of(value, simple_type(fields[0]["type"]), n) == row["partition_id"], (src, value)
+                checked += 1
+    if not checked:
+        pytest.skip("no store keyed by one plain field")
+
+
+def _keys_to_ask(info: Any, access: NativeState) -> tuple[int, str, list[str]]:
+    """An operator, its key field and keys of every fate: in state now, seen only in the history, never seen."""
+    op = diagnose.default_operator(info) if info.operators else None
+    assert op is not None
+    _, src = diagnose.lookup_sources(op)[0]
+    field = diagnose.ordered_key_fields(access.key_fields(src, info.committed_batches[-1].batch_id))[0]
+    now = {str(r["key"][field]) for r in access._table(src, info.committed_batches[-1].batch_id).to_pylist()}
+    feed = access._feed_table(src) if access.has_change_feed(op.operator_id) else None
+    past = {str(r["key"][field]) for r in feed.to_pylist()} - now if feed is not None else set()
+    return op.operator_id, field, sorted(now)[:2] + sorted(past)[:2] + ["never-seen-key-42"]
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_why_missing_verdicts_are_the_same_on_both_engines(name: str, spark: Any) -> None:
+    info = read_checkpoint(sample(name))
+    if not info.operators:
+        pytest.skip("no state")
+    native = NativeState(info)
+    op_id, field, keys = _keys_to_ask(info, native)
+    a = diagnose.why_missing(native, info, keys, op_id, None, field)
+    b = diagnose.why_missing(SparkState(info), info, keys, op_id, None, field)
+    assert a.engine == "native" and b.engine == "spark"
+    da, db = a.to_dict(), b.to_dict()
+    for d in (da, db):
+        d.pop("engine"), d.pop("engine_notes")
+    assert da == db
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_skew_and_growth_are_the_same_on_both_engines(name: str, spark: Any, engine_choice: Any) -> None:
+    info = read_checkpoint(sample(name))
+    if not info.operators:
+        pytest.skip("no state")
+    answers = {}
+    for which in ("native", "spark"):
+        engine_choice(which)
+        g = health.growth(info.path, info=info)
+        skews = [health.skew(info.path, op.operator_id, info=info) for op in info.operators]
+        assert g.engine == which and all(s.engine == which for s in skews)
+        answers[which] = (
+            {k: v for k, v in g.to_dict().items() if not k.startswith("engine")},
+            [{k: v for k, v in s.to_dict().items() if not k.startswith("engine")} for s in skews],
+        )
+    assert answers["native"] == answers["spark"]
+
+
+def test_the_cli_answers_without_java_and_says_the_engine() -> None:
+    env = no_java_env()
+    r = run_cli("why-missing", sample("join_hdfs"), "ord-153", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["engine"] == "native" and report["results"][0]["verdict"] == "waiting_for_other_side"
+    r = run_cli("sql", sample("windowed_agg"), "SELECT count(*) AS n FROM op0", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["engine"] == "native" and out["engines"] == {"op0": "native"}
+    assert out["rows"] == [[read_native_rows("windowed_agg")]]
+    for command in ("skew", "growth"):
+        r = run_cli(command, sample("dedup"), "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["engine"] == "native"
+    r = run_cli("why-missing", sample("join_hdfs"), "ord-153", "--engine", "spark", env=env)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "Java" in r.stderr
+
+
+def read_native_rows(name: str) -> int:
+    info = read_checkpoint(sample(name))
+    return NativeReader(info).state(StateSource(0, store_name="default"), info.committed_batches[-1].batch_id).num_rows
+
+
+def test_engine_spark_is_spark(engine_choice: Any) -> None:
+    r = run_cli("skew", sample("dedup"), "--json", "--engine", "spark")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["engine"] == "spark"
+
+
+@pytest.fixture(scope="module")
+def array_state_checkpoint(tmp_path_factory: Any, spark: Any) -> Path:
+    """A real aggregation whose state holds an array (the buffer of max over arrays), which the native
+    reader does not decode. (collect_list would not do: its buffer is serialized binary, read as is.)"""
+    from pyspark.sql import functions as F
+
+    root = tmp_path_factory.mktemp("array_state")
+    src, cp = root / "in", root / "checkpoint"
+    src.mkdir()
+    (src / "0.json").write_text("\n".join(json.dumps({"k": f"k{i % 3}", "v": i}) for i in range(9)))
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    try:
+        q = (
+            spark.readStream.schema("k STRING, v LONG")
+            .json(str(src))
+            .groupBy("k")
+            .agg(F.max(F.array("v", F.col("v") * 2)).alias("top"))
+            .writeStream.format("noop")
+            .outputMode("update")
+            .option("checkpointLocation", str(cp))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    return cp
+
+
+def test_auto_hands_what_the_native_reader_cannot_read_to_spark(array_state_checkpoint: Path, engine_choice: Any) -> None:
+    info = read_checkpoint(str(array_state_checkpoint))
+    source = StateSource(0, store_name="default")
+    with pytest.raises(NativeUnsupported, match="array"):
+        NativeReader(info).state(source, 0)
+    engine_choice("auto")
+    table, _ = engine.read_state(info.path, source, info=info)
+    assert engine.engine_of(table) == "spark" and "array" in (engine.fallback_of(table) or "")
+    tops = sorted(next(iter(r["value"].values())) for r in table.to_pylist())
+    assert tops == [[6, 12], [7, 14], [8, 16]]  # max over k0: 0, 3, 6; k1: 1, 4, 7; k2: 2, 5, 8
+    r = run_cli("skew", str(array_state_checkpoint), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["engine"] == "spark" and "array" in out["engine_note"]
+    r = run_cli("skew", str(array_state_checkpoint), "--engine", "native")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "array" in r.stderr
