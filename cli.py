@@ -372,7 +372,7 @@ NO_SPARK = ("overview", "doctor", "serve")  # commands that never need a Spark e
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from spark_io.workspace import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+    from spark_io.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 
     p = _Parser(prog="python cli.py", description="State Lens: inspect Structured Streaming state.")
     spark = _Parser(add_help=False)

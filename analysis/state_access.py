@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis import why_missing as wm
+from analysis.arrow_numpy import numpy_of, string_array
 from analysis.errors import StateReadError
 from analysis.model import StateSource
 
@@ -185,7 +186,7 @@ class ArrowState:
         ``_matching`` then checks each survivor exactly."""
         if table.num_rows == 0:
             return table
-        mask = pc.is_in(self._text_column(table, query.key_field), value_set=pa.array(list(query.keys), pa.string()))
+        mask = pc.is_in(self._text_column(table, query.key_field), value_set=string_array(list(query.keys)))
         typed = [v for _, v in query.typed]
         if typed:
             field_values = pc.struct_field(table["key"], query.key_field)
@@ -225,8 +226,8 @@ class ArrowState:
 
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
         text, norm, digit = self._near_columns(source, batch, key_field)
-        norms = pa.array(sorted({wm.normalize(x) for x in keys}), pa.string())
-        digit_keys = pa.array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2}), pa.string())
+        norms = string_array(sorted({wm.normalize(x) for x in keys}))
+        digit_keys = string_array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2}))
         mask = pc.or_(pc.is_in(norm, value_set=norms), pc.is_in(digit, value_set=digit_keys))
         values = set(pc.unique(text.filter(mask)).to_pylist())
         return sorted(v for v in values if v and any(wm.near_miss_reason(k, v) for k in keys))
@@ -248,10 +249,10 @@ def _codes(column: Any) -> np.ndarray:
         for i in range(column.type.num_fields):
             child = _codes(pc.struct_field(column, [i]))
             _, codes = np.unique(codes * (int(child.max(initial=0)) + 1) + child, return_inverse=True)
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        valid = numpy_of(column.is_valid())
         return np.where(valid, codes, -1)
     encoded = pc.dictionary_encode(column)
-    return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return numpy_of(pc.fill_null(encoded.indices, -1)).astype(np.int64)
 
 
 def arrow_eviction_horizon(feed: pa.Table, watermarks: dict[int, int]) -> tuple[int, int] | None:
@@ -267,11 +268,11 @@ def arrow_eviction_horizon(feed: pa.Table, watermarks: dict[int, int]) -> tuple[
         return None
     times = pc.struct_field(feed["value"], time_field)
     micros = pc.cast(times, pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    t = pc.fill_null(micros, 0).to_numpy(zero_copy_only=False) // 1000
-    has_t = pc.is_valid(micros).to_numpy(zero_copy_only=False)
+    t = numpy_of(pc.fill_null(micros, 0)) // 1000
+    has_t = numpy_of(pc.is_valid(micros))
     key = _codes(feed["key"])
-    batch = feed["batch_id"].to_numpy(zero_copy_only=False).astype(np.int64)
-    delete = pc.equal(feed["change_type"], "delete").to_numpy(zero_copy_only=False)
+    batch = numpy_of(feed["batch_id"]).astype(np.int64)
+    delete = numpy_of(pc.fill_null(pc.equal(feed["change_type"], "delete"), False))
     order = np.lexsort((delete, batch, key))
     key, batch, delete, t, has_t = key[order], batch[order], delete[order], t[order], has_t[order]
     evicted = np.zeros(len(key), np.bool_)

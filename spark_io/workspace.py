@@ -31,11 +31,9 @@ from analysis.errors import RowBudgetExceeded, SqlError
 from analysis.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
 from spark_io import engine
 from spark_io.checkpoint import read_checkpoint
+from spark_io.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 from spark_io.state_reader import RowFilter, spill_state
 
-DEFAULT_MAX_ROWS = 100_000
-DEFAULT_ROW_BUDGET = int(os.environ.get("STATELENS_ROW_BUDGET", "5000000"))
-DEFAULT_TIMEOUT = float(os.environ.get("STATELENS_SQL_TIMEOUT", "30"))
 LOCKED = (
     "State Lens SQL reads only this checkpoint's state tables: file functions (read_csv, read_parquet "
     "on paths, COPY ... TO), ATTACH, INSTALL/LOAD and configuration changes are disabled."

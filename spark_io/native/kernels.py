@@ -1,5 +1,6 @@
-"""Compiled loops over decompressed state bytes (numba): the only per-record code of the native
-reader. Everything else works on whole columns with numpy and pyarrow.
+"""Loops over decompressed state bytes. The sequential ones (walking records whose sizes come one
+after another, concatenating variable-length bytes, splitting list values) are compiled with
+numba; gathers at known offsets are numpy. Nothing here runs Python per record.
 
 Record streams (``scan``): Java's ``DataOutputStream`` writes big-endian ints.
 
@@ -94,15 +95,6 @@ def scan(buf, start, end, fmt, fill, kind, koff, klen, voff, vlen):  # type: ign
 
 
 @njit(cache=True, nogil=True)
-def last_per_code(codes, n_codes):  # type: ignore[no-untyped-def]
-    """The index of each code's last occurrence (-1 where a code does not occur)."""
-    last = np.full(n_codes, -1, np.int64)
-    for i in range(codes.shape[0]):
-        last[codes[i]] = i
-    return last
-
-
-@njit(cache=True, nogil=True)
 def gather_bytes(buf, off, size, keep):  # type: ignore[no-untyped-def]
     """Concatenate ``buf[off[i]:off[i]+size[i]]`` for the rows kept: (int64 offsets, bytes)."""
     n = off.shape[0]
@@ -117,49 +109,6 @@ def gather_bytes(buf, off, size, keep):  # type: ignore[no-untyped-def]
             for j in range(size[i]):
                 out[o + j] = buf[s + j]
     return offsets, out
-
-
-@njit(cache=True, nogil=True)
-def gather_le(buf, pos, width, keep):  # type: ignore[no-untyped-def]
-    """Little-endian integers of ``width`` bytes (1, 2, 4, 8) at ``pos``, sign-extended to int64;
-    0 where not kept."""
-    n = pos.shape[0]
-    out = np.zeros(n, np.int64)
-    for i in range(n):
-        if keep[i]:
-            p = pos[i]
-            v = np.int64(0)
-            for j in range(width):
-                v |= np.int64(buf[p + j]) << (8 * j)
-            if width < 8:
-                sign = np.int64(1) << (8 * width - 1)
-                if v & sign:
-                    v -= sign << 1
-            out[i] = v
-    return out
-
-
-@njit(cache=True, nogil=True)
-def null_bits(buf, base, index, keep):  # type: ignore[no-untyped-def]
-    """True where field ``index`` of the UnsafeRow at ``base`` is null (its bit in the null set)."""
-    n = base.shape[0]
-    out = np.zeros(n, np.bool_)
-    word = index // 64
-    bit = index % 64
-    for i in range(n):
-        if keep[i]:
-            b = buf[base[i] + word * 8 + bit // 8]
-            out[i] = (b >> (bit % 8)) & 1
-    return out
-
-
-@njit(cache=True, nogil=True)
-def check_within(off, size, start, end, keep):  # type: ignore[no-untyped-def]
-    """The first kept row whose [off, off + size) leaves [start, end), or -1."""
-    for i in range(off.shape[0]):
-        if keep[i] and (size[i] < 0 or off[i] < start[i] or off[i] + size[i] > end[i]):
-            return i
-    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -203,59 +152,44 @@ def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
     return own, eo, es, -1
 
 
-_P1 = np.uint64(2654435761)
-_P2 = np.uint64(2246822519)
-_P3 = np.uint64(3266489917)
-_P4 = np.uint64(668265263)
-_P5 = np.uint64(374761393)
-_M32 = np.uint64(0xFFFFFFFF)
+
+# --------------------------------------------------------------------------- numpy gathers
 
 
-@njit(cache=True, nogil=True)
-def _rotl(x, r):  # type: ignore[no-untyped-def]
-    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
+def last_per_code(codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """The index of each code's last occurrence (-1 where a code does not occur)."""
+    last = np.full(n_codes, -1, np.int64)
+    np.maximum.at(last, codes, np.arange(len(codes), dtype=np.int64))
+    return last
 
 
-@njit(cache=True, nogil=True)
-def _u32(buf, p):  # type: ignore[no-untyped-def]
-    return (
-        np.uint64(buf[p])
-        | (np.uint64(buf[p + 1]) << np.uint64(8))
-        | (np.uint64(buf[p + 2]) << np.uint64(16))
-        | (np.uint64(buf[p + 3]) << np.uint64(24))
-    )
+def gather_le(buf: np.ndarray, pos: np.ndarray, width: int, keep: np.ndarray) -> np.ndarray:
+    """Little-endian integers of ``width`` bytes (1, 2, 4, 8) at ``pos``, sign-extended to int64;
+    0 where not kept."""
+    if not keep.any():
+        return np.zeros(len(pos), np.int64)
+    at = np.where(keep, pos, pos[keep][0])
+    out = np.zeros(len(at), np.uint64)
+    for j in range(width):
+        out |= buf[at + j].astype(np.uint64) << np.uint64(8 * j)
+    signed = out.view(np.int64)
+    if width < 8:
+        bits = 8 * width
+        signed = np.where(signed >= (1 << (bits - 1)), signed - (1 << bits), signed)
+    return np.where(keep, signed, 0)
 
 
-@njit(cache=True, nogil=True)
-def xxh32(buf, seed):  # type: ignore[no-untyped-def]
-    """XXH32 of ``buf``: lz4-java's block checksum (seed 0x9747b28c, masked to 28 bits by the caller)."""
-    n = buf.shape[0]
-    s = np.uint64(seed) & _M32
-    p = 0
-    if n >= 16:
-        v1 = (s + _P1 + _P2) & _M32
-        v2 = (s + _P2) & _M32
-        v3 = s
-        v4 = (s - _P1) & _M32
-        while p + 16 <= n:
-            v1 = (_rotl((v1 + _u32(buf, p) * _P2) & _M32, 13) * _P1) & _M32
-            v2 = (_rotl((v2 + _u32(buf, p + 4) * _P2) & _M32, 13) * _P1) & _M32
-            v3 = (_rotl((v3 + _u32(buf, p + 8) * _P2) & _M32, 13) * _P1) & _M32
-            v4 = (_rotl((v4 + _u32(buf, p + 12) * _P2) & _M32, 13) * _P1) & _M32
-            p += 16
-        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M32
-    else:
-        h = (s + _P5) & _M32
-    h = (h + np.uint64(n)) & _M32
-    while p + 4 <= n:
-        h = (_rotl((h + _u32(buf, p) * _P3) & _M32, 17) * _P4) & _M32
-        p += 4
-    while p < n:
-        h = (_rotl((h + np.uint64(buf[p]) * _P5) & _M32, 11) * _P1) & _M32
-        p += 1
-    h ^= h >> np.uint64(15)
-    h = (h * _P2) & _M32
-    h ^= h >> np.uint64(13)
-    h = (h * _P3) & _M32
-    h ^= h >> np.uint64(16)
-    return h
+def null_bits(buf: np.ndarray, base: np.ndarray, index: int, keep: np.ndarray) -> np.ndarray:
+    """True where field ``index`` of the UnsafeRow at ``base`` is null (its bit in the null set)."""
+    if not keep.any():
+        return np.zeros(len(base), np.bool_)
+    byte = base + (index // 64) * 8 + (index % 64) // 8
+    at = np.where(keep, byte, byte[keep][0])
+    return keep & ((buf[at] >> (index % 8)) & 1).astype(np.bool_)
+
+
+def check_within(off: np.ndarray, size: np.ndarray, start: np.ndarray, end: np.ndarray, keep: np.ndarray) -> int:
+    """The first kept row whose [off, off + size) leaves [start, end), or -1."""
+    bad = keep & ((size < 0) | (off < start) | (off + size > end))
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if len(hits) else -1

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.arrow_numpy import arrow_of, numpy_of, string_array
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateSource, is_tws, operator_of
 from spark_io.checkpoint import is_local, local_path, parse_schema_file
@@ -281,10 +282,14 @@ def _struct_type(fields: list[dict[str, Any]]) -> pa.DataType:
     return arrow_type({"type": "struct", "fields": fields})
 
 
+_CHANGE_NAMES = string_array([CHANGE_TYPES[k] for k in range(3)])
+
+
 def _feed_columns(rec: Records, partition: int) -> dict[str, pa.Array]:
+    kinds = arrow_of(rec.kind.astype(np.int8), pa.int8())
     return {
-        "batch_id": pa.array(rec.version - 1, pa.int64()),
-        "change_type": pa.array(np.array([CHANGE_TYPES[k] for k in range(3)], dtype=object)[rec.kind], pa.string()),
+        "batch_id": arrow_of(rec.version - 1, pa.int64()),
+        "change_type": pc.take(_CHANGE_NAMES, kinds),
     }
 
 
@@ -349,7 +354,7 @@ class _Plain(_View):
             cols |= _feed_columns(rec, partition)
         cols["key"] = key
         cols["value"] = _decode_value(rec, self.fam.value, self.rocks)
-        cols["partition_id"] = pa.array(np.full(len(rec), partition, np.int32))
+        cols["partition_id"] = arrow_of(np.full(len(rec), partition, np.int32), pa.int32())
         return _Piece(cols)
 
     def schema(self, changes: bool) -> pa.Schema:
@@ -403,15 +408,15 @@ class _JoinSide(_View):
         vv = decode(_rows(values, "value", 1 if self.rocks else 0), self.values_fam.value)
         key_names = [f["name"] for f in self.key_fields]
         count_of = pa.table({"k": _json_keys(ck, key_names), "n": cv.field(0)})
-        rows = pa.table({"k": _json_keys(vk, key_names), "i": vk.field("index"), "row": pa.array(np.arange(len(vk)))})
+        rows = pa.table({"k": _json_keys(vk, key_names), "i": vk.field("index"), "row": arrow_of(np.arange(len(vk), dtype=np.int64), pa.int64())})
         joined = rows.join(count_of, "k", join_type="left outer")
         ok = joined.filter(pc.less(joined["i"], joined["n"]))
-        idx = pc.sort_indices(ok["row"]).to_numpy()
-        take = ok["row"].to_numpy()[idx] if len(idx) else np.zeros(0, np.int64)
+        rows_kept = numpy_of(ok["row"])
+        take = np.sort(rows_kept) if len(rows_kept) else np.zeros(0, np.int64)
         key = pa.StructArray.from_arrays([vk.field(n).take(take) for n in key_names], names=key_names)
         value_names = [f["name"] for f in self.value_fields]
         value = pa.StructArray.from_arrays([vv.field(n).take(take) for n in value_names], names=value_names)
-        return _Piece({"key": key, "value": value, "partition_id": pa.array(np.full(len(take), partition, np.int32))})
+        return _Piece({"key": key, "value": value, "partition_id": arrow_of(np.full(len(take), partition, np.int32), pa.int32())})
 
     def schema(self, changes: bool) -> pa.Schema:
         return self._with_feed(
@@ -476,7 +481,7 @@ class _Tws(_View):
                 cols["user_map_value"] = _decode_value(rec, self.fam.value, True)
             else:
                 cols["expiration_timestamp_ms"] = key.field(1)
-        cols["partition_id"] = pa.array(np.full(len(rec), partition, np.int32))
+        cols["partition_id"] = arrow_of(np.full(len(rec), partition, np.int32), pa.int32())
         return _Piece(cols)
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 
+from analysis.arrow_numpy import numpy_of
 from analysis.errors import NativeUnsupported, StateReadError
 from spark_io.codecs import Cut, decompress
 from spark_io.native import kernels
@@ -56,7 +58,7 @@ LZ4_SEED = 0x9747B28C  # lz4-java's block checksum seed, as Spark's LZ4Compressi
 
 
 def _lz4_checksum(block: bytes | pa.Buffer) -> int:
-    return int(kernels.xxh32(np.frombuffer(block, np.uint8), LZ4_SEED))
+    return int(xxhash.xxh32_intdigest(memoryview(block), LZ4_SEED))
 
 
 def read_file(path: Path, rel: str) -> bytes:
@@ -157,7 +159,7 @@ def key_codes(rec: Records) -> tuple[np.ndarray, int]:
     offsets, data = kernels.gather_bytes(rec.buf, rec.koff, rec.klen, np.ones(len(rec), np.bool_))
     keys = pa.Array.from_buffers(pa.large_binary(), len(rec), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     encoded = pc.dictionary_encode(keys)
-    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(encoded.dictionary)
+    return numpy_of(encoded.indices).astype(np.int64), len(encoded.dictionary)
 
 
 def latest(rec: Records) -> Records:

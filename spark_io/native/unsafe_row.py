@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from analysis.arrow_numpy import arrow_of
 from analysis.errors import NativeUnsupported
 from spark_io.native import kernels
 
@@ -115,7 +116,7 @@ def decode(rows: Rows, fields: list[dict[str, Any]]) -> pa.StructArray:
         slot = rows.base + bitset + 8 * i
         children.append(_column(rows, f["type"], slot, present, end, f["name"]))
     names = [f["name"] for f in fields]
-    mask = pa.array(~rows.keep) if not rows.keep.all() else None
+    mask = arrow_of(~rows.keep, pa.bool_()) if not rows.keep.all() else None
     if not fields:
         return pa.StructArray.from_arrays([], fields=[], mask=mask) if n else pa.array([], pa.struct([]))
     return pa.StructArray.from_arrays(children, names=names, mask=mask)
@@ -166,14 +167,13 @@ def _column(rows: Rows, t: Any, slot: np.ndarray, present: np.ndarray, end: np.n
         values = raw.astype(np.int32).view(np.float32)
     elif pa.types.is_float64(at):
         values = raw.view(np.float64)
-    else:
-        values = raw.astype(at.to_pandas_dtype() if not (pa.types.is_timestamp(at) or pa.types.is_date(at)) else np.int64)
-        if pa.types.is_date(at):
-            values = values.astype(np.int32)
-    mask = None if present.all() else ~present
-    if pa.types.is_timestamp(at) or pa.types.is_date(at):
-        return pa.array(values, pa.int64() if pa.types.is_timestamp(at) else pa.int32(), mask=mask).view(at)
-    return pa.array(values, at, mask=mask)
+    elif pa.types.is_date(at):
+        values = raw.astype(np.int32)
+    elif pa.types.is_timestamp(at):
+        values = raw
+    else:  # signed integers of 1, 2, 4 or 8 bytes
+        values = raw.astype(np.dtype(f"i{at.bit_width // 8}"))
+    return arrow_of(values, at, present)
 
 
 def _long_decimals(offsets: np.ndarray, data: np.ndarray, present: np.ndarray, at: pa.Decimal128Type) -> pa.Array:

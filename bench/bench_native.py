@@ -1,0 +1,178 @@
+"""The native reader against the plain Spark way, on the 1,000,000-key checkpoints of
+``big_checkpoints.py``; medians of whole processes where users run processes, ratios from the
+same run (this machine is noisy).
+
+1. ``cli.py why-missing`` cold on the 1M-key aggregation (a whole process, no ``serve``) against
+   a plain PySpark script that reads the key through the State Data Source. Target >= 10x, < 1.5 s.
+2. ``cli.py sql "SELECT count(*) FROM op0"`` on that store against the notebook way (a PySpark
+   script: statestore -> toPandas() -> DuckDB). Target >= 10x.
+3. ``cli.py growth`` of the 1M-key join's left store over its 40 batches against a PySpark script
+   counting that store's state at each batch. Target >= 20x.
+4. A key lookup with its history (the state at the last batch and the change feed over every
+   batch) reading only the key's partition against reading every partition, in process. >= 10x.
+5. Memory: the peak resident memory a fresh process adds while decoding the 1M-key store, against
+   the decoded Arrow table's size. Target about 2x at most.
+
+    .venv/bin/python bench/bench_native.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from big_checkpoints import agg_1m, join_1m  # noqa: E402
+from timing import median_seconds  # noqa: E402
+
+ENV = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "STATELENS_ENGINE")}
+ENV["STATELENS_SERVE_DIR"] = "/nonexistent-statelens-serve"  # never a warm served engine
+
+
+def cli(*args: str) -> str:
+    out = subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], env=ENV, capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def pyspark(script: str) -> str:
+    """A plain PySpark script, as a notebook user would write it, run as its own process."""
+    prelude = textwrap.dedent(
+        """
+        import os
+        from pyspark.sql import SparkSession
+        spark = (SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(script)], env=ENV, capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
+def row(what: str, ours: float, plain: float, target: float, unit: str = "x") -> None:
+    ratio = plain / ours
+    verdict = "met" if ratio >= target else "NOT met"
+    print(f"  {what:58s} {ours:7.2f} s  vs {plain:7.2f} s  {ratio:6.1f}{unit} (target >= {target:g}{unit}: {verdict})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    agg, join = str(agg_1m()), str(join_1m())
+    key = "user-123457"
+    print(f"checkpoints: {agg} (1,000,000 keys), {join} (1,000,000 order keys, 40 batches); medians of {args.runs}")
+
+    # 1. why-missing, whole process
+    out = json.loads(cli("why-missing", agg, key, "--json"))
+    assert out["engine"] == "native" and out["results"][0]["verdict"] == "in_state", out["results"][0]["verdict"]
+    ours = median_seconds(lambda: cli("why-missing", agg, key, "--json"), args.runs)
+    plain_script = f"""
+        from pyspark.sql import functions as F
+        rows = spark.read.format("statestore").load({agg!r}).where(F.col("key.user_id") == {key!r}).collect()
+        print(len(rows))
+        """
+    assert pyspark(plain_script).strip() == "1"
+    plain = median_seconds(lambda: pyspark(plain_script), args.runs)
+    row("why-missing cold, 1M-key aggregation (cli.py, whole process)", ours, plain, 10)
+    print(f"    target < 1.5 s: {'met' if ours < 1.5 else 'NOT met'} ({ours:.2f} s)")
+
+    # 2. SQL count(*), whole process
+    out = json.loads(cli("sql", agg, "SELECT count(*) AS n FROM op0", "--json"))
+    assert out["rows"] == [[1_000_000]] and out["engine"] == "native", out
+    ours = median_seconds(lambda: cli("sql", agg, "SELECT count(*) AS n FROM op0", "--json"), args.runs)
+    notebook = f"""
+        import duckdb
+        pdf = spark.read.format("statestore").load({agg!r}).toPandas()
+        print(duckdb.sql("SELECT count(*) FROM pdf").fetchall()[0][0])
+        """
+    assert pyspark(notebook).strip() == "1000000"
+    plain = median_seconds(lambda: pyspark(notebook), args.runs)
+    row("sql count(*), 1M-key aggregation (cli.py vs toPandas->DuckDB)", ours, plain, 10)
+
+    # 3. growth over 40 batches, whole process
+    store = "left-keyWithIndexToValue"
+    growth = json.loads(cli("growth", join, "--operator", "0", "--store", store, "--json"))
+    ours_rows = [s["rows"] for s in growth["series"]]
+    ours = median_seconds(lambda: cli("growth", join, "--operator", "0", "--store", store, "--json"), args.runs)
+    count_each = f"""
+        batches = sorted(int(n) for n in os.listdir({join!r} + "/commits") if n.isdigit())
+        print([spark.read.format("statestore").option("storeName", {store!r}).option("batchId", b).load({join!r}).count()
+               for b in batches])
+        """
+    plain_rows = json.loads(pyspark(count_each).strip())
+    assert ours_rows == plain_rows, (ours_rows[:5], plain_rows[:5])
+    plain = median_seconds(lambda: pyspark(count_each), 1)
+    row(f"growth over {len(plain_rows)} batches, 1M-key join store (cli.py vs count per batch)", ours, plain, 20)
+
+    # 4. a key lookup with its history: the key's partition against every partition
+    from analysis.model import StateSource
+    from analysis.state_access import KeyQuery
+    from spark_io.checkpoint import read_checkpoint
+    from spark_io.native.access import NativeState
+    from spark_io.native.reader import NativeReader
+
+    info = read_checkpoint(join)
+    src = StateSource(0, store_name=store)
+    batches = [b.batch_id for b in info.committed_batches]
+    query = KeyQuery("field0", ("ord-400001",))
+
+    def partition_only() -> int:
+        access = NativeState(info)
+        return len(access.rows(src, batches[-1], query)) + len(access.changes(src, batches[0], batches[-1], query))
+
+    def every_partition() -> int:
+        reader = NativeReader(info)
+        state, feed = reader.state(src, batches[-1]), reader.changes(src, batches[0], batches[-1])
+        import pyarrow.compute as pc
+
+        hit = pc.equal(pc.struct_field(state["key"], "field0"), "ord-400001")
+        fhit = pc.equal(pc.struct_field(feed["key"], "field0"), "ord-400001")
+        return int(pc.sum(hit).as_py() or 0) + int(pc.sum(fhit).as_py() or 0)
+
+    assert partition_only() == every_partition() > 0
+    ours = median_seconds(partition_only, args.runs)
+    plain = median_seconds(every_partition, args.runs)
+    row("key lookup + history: its partition vs every partition", ours, plain, 10)
+
+    # 5. memory while decoding, in a fresh process
+    probe = f"""
+        import resource, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from analysis.model import StateSource
+        from spark_io.checkpoint import read_checkpoint
+        from spark_io.native.reader import NativeReader
+        info = read_checkpoint({agg!r})
+        reader = NativeReader(info)
+        reader.state(StateSource(0, store_name="default"), 0, [0])  # warm the compiled kernels
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t = reader.state(StateSource(0, store_name="default"), info.committed_batches[-1].batch_id)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print((peak - base) * 1024, t.nbytes)
+        """
+    added, arrow = (
+        int(x)
+        for x in subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(probe)], env=ENV, capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    ratio = added / arrow
+    print(
+        f"  {'memory: peak added while decoding vs the Arrow table':58s} {added / 1e6:7.1f} MB vs {arrow / 1e6:7.1f} MB "
+        f"{ratio:6.2f}x (target about 2x at most: {'met' if ratio <= 2.2 else 'NOT met'})"
+    )
+
+
+if __name__ == "__main__":
+    main()
