@@ -73,6 +73,11 @@ class NativeState(ArrowState):
                 self.feeds[source] = e
         return super()._feed_table(source)
 
+    def _texts(self, source: StateSource, query: KeyQuery) -> tuple[str, ...]:
+        """The user's keys, when the key field is text: only keys holding them need decoding."""
+        field = next((f for f in self.reader.key_fields(source) if f["name"] == query.key_field), None)
+        return tuple(query.keys) if field is not None and simple_type(field["type"]) == "string" else ()
+
     def _partitions(self, source: StateSource, query: KeyQuery) -> list[int] | None:
         """The partitions that can hold the keys, or None (the key is not one typed field)."""
         fields = [f for f in self.reader.key_fields(source) if f["name"] != "index"]
@@ -118,7 +123,8 @@ class NativeState(ArrowState):
             parts = None if (source, batch) in self.state else self._partitions(source, query)
             if parts is None:
                 return super(NativeState, self).rows(source, batch, query)
-            table = self._partial((source, batch, tuple(parts)), lambda: self.reader.state(source, batch, parts))
+            texts = self._texts(source, query)
+            table = self._partial((source, batch, tuple(parts), texts), lambda: self.reader.state(source, batch, parts, texts))
             return _matching(self._prefilter(table, query).to_pylist(), query)
 
         return self._or_spark(native, lambda s: s.rows(source, batch, query))  # type: ignore[no-any-return]

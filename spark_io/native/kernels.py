@@ -152,7 +152,6 @@ def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
     return own, eo, es, -1
 
 
-
 # --------------------------------------------------------------------------- numpy gathers
 
 

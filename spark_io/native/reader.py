@@ -31,7 +31,7 @@ from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateSource, is_tws, operator_of
 from spark_io.checkpoint import is_local, local_path, parse_schema_file
 from spark_io.native import kernels
-from spark_io.native.records import Records, concat, fold_merges, latest
+from spark_io.native.records import Records, concat, containing, fold_merges, latest
 from spark_io.native.schema import Family, read_v3
 from spark_io.native.stores import PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
 from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
@@ -72,18 +72,25 @@ class NativeReader:
 
     # ---------------------------------------------------------------- public
 
-    def state(self, source: StateSource, batch: int, partitions: Iterable[int] | None = None) -> pa.Table:
-        """Rows of a store, join side, state variable or the timers at a batch."""
+    def state(
+        self, source: StateSource, batch: int, partitions: Iterable[int] | None = None, texts: tuple[str, ...] = ()
+    ) -> pa.Table:
+        """Rows of a store, join side, state variable or the timers at a batch. ``texts``: only
+        keys whose bytes hold one of these strings are decoded (a superset of the rows of those
+        text keys, for a lookup to filter exactly)."""
         op = source.operator_id
-        return self._read(source, partitions, lambda store, p: self._state_records(op, store, p, batch + 1), changes=False)
 
-    def changes(self, source: StateSource, start: int, end: int, partitions: Iterable[int] | None = None) -> pa.Table:
+        return self._read(source, partitions, lambda store, p: self._state_records(op, store, p, batch + 1, texts), False)
+
+    def changes(
+        self, source: StateSource, start: int, end: int, partitions: Iterable[int] | None = None, texts: tuple[str, ...] = ()
+    ) -> pa.Table:
         """The change feed of a store or state variable over batches ``start``..``end``."""
         if not source.has_change_feed:
             raise NativeUnsupported(f"{source.describe()} has no change feed")
         op = source.operator_id
         return self._read(
-            source, partitions, lambda store, p: self._change_records(op, store, p, start + 1, end + 1), changes=True
+            source, partitions, lambda store, p: containing(self._change_records(op, store, p, start + 1, end + 1), texts), True
         )
 
     def partitions(self, source: StateSource) -> int:
@@ -236,10 +243,14 @@ class NativeReader:
                 self._rocks_cache[key] = RocksPartition(part, ids, v2)
             return self._rocks_cache[key]
 
-    def _state_records(self, op_id: int, store: str, partition: int, version: int) -> list[Records]:
+    def _state_records(self, op_id: int, store: str, partition: int, version: int, texts: tuple[str, ...] = ()) -> Records:
+        """The records that make up a version of one store partition (a snapshot, then the changes
+        after it, in order), in one buffer; each file's own buffer is released once copied."""
         if self.rocksdb:
-            return self._rocks(op_id, store, partition).state(version)
-        return hdfs_records(self._files(op_id, store, partition), version)
+            chain = self._rocks(op_id, store, partition).state(version)
+        else:
+            chain = hdfs_records(self._files(op_id, store, partition), version)
+        return concat([containing(chain.pop(0), texts) for _ in range(len(chain))])
 
     def _change_records(self, op_id: int, store: str, partition: int, start: int, end: int) -> Records:
         if self.rocksdb:
@@ -259,8 +270,13 @@ class NativeReader:
         return families[name]
 
 
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The table with the schema's exact types (a cast copies, so only when they differ)."""
+    return table if table.schema.equals(schema, check_metadata=False) else table.cast(schema)
+
+
 def _concat(pieces: list[_Piece], schema: pa.Schema) -> pa.Table:
-    tables = [pa.table(p.columns).cast(schema) for p in pieces if p.columns]
+    tables = [_conform(pa.table(p.columns), schema) for p in pieces if p.columns]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -315,10 +331,8 @@ class _View:
         return pa.schema([*base, pa.field("partition_id", pa.int32())])
 
 
-def _merge(parts: list[Records] | Records, changes: bool) -> Records:
-    if changes:
-        return parts if isinstance(parts, Records) else concat(parts)
-    return latest(concat(parts)) if isinstance(parts, list) else latest(parts)
+def _merge(parts: Records, changes: bool) -> Records:
+    return parts if changes else latest(parts)
 
 
 def _split_cf(rec: Records, cf_id: int) -> Records:
@@ -343,7 +357,7 @@ class _Plain(_View):
         raw = recs[self.stores[0]]
         if self.cf is not None:
             cf_id = self.reader.cf_id(self.op_id, self.stores[0], partition, self.cf)
-            raw = [_split_cf(r, cf_id) for r in raw] if isinstance(raw, list) else _split_cf(raw, cf_id)
+            raw = _split_cf(raw, cf_id)
         return _merge(raw, changes)
 
     def build(self, recs: dict[str, Any], partition: int, changes: bool) -> _Piece:
@@ -408,7 +422,13 @@ class _JoinSide(_View):
         vv = decode(_rows(values, "value", 1 if self.rocks else 0), self.values_fam.value)
         key_names = [f["name"] for f in self.key_fields]
         count_of = pa.table({"k": _json_keys(ck, key_names), "n": cv.field(0)})
-        rows = pa.table({"k": _json_keys(vk, key_names), "i": vk.field("index"), "row": arrow_of(np.arange(len(vk), dtype=np.int64), pa.int64())})
+        rows = pa.table(
+            {
+                "k": _json_keys(vk, key_names),
+                "i": vk.field("index"),
+                "row": arrow_of(np.arange(len(vk), dtype=np.int64), pa.int64()),
+            }
+        )
         joined = rows.join(count_of, "k", join_type="left outer")
         ok = joined.filter(pc.less(joined["i"], joined["n"]))
         rows_kept = numpy_of(ok["row"])
@@ -459,10 +479,10 @@ class _Tws(_View):
     def build(self, recs: dict[str, Any], partition: int, changes: bool) -> _Piece:
         cf_id = self.reader.cf_id(self.op_id, DEFAULT_STORE, partition, self.fam.name)
         raw = recs[DEFAULT_STORE]
-        raw = [_split_cf(r, cf_id) for r in raw] if isinstance(raw, list) else _split_cf(raw, cf_id)
+        raw = _split_cf(raw, cf_id)
         cols: dict[str, pa.Array] = {}
         if self.kind == "list":
-            rec = concat(raw) if isinstance(raw, list) else raw
+            rec = raw
             if not changes:
                 rec, _ = fold_merges(rec)
             rec, elements = _list_elements(rec)

@@ -145,20 +145,38 @@ def from_pairs(pairs: list[tuple[bytes, bytes]], version: int) -> Records:
     """Records of (key, value) pairs read from a RocksDB snapshot (all puts)."""
     if not pairs:
         return Records.empty()
-    lengths = np.fromiter((len(x) for kv in pairs for x in kv), np.int64, 2 * len(pairs))
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    buf = np.frombuffer(b"".join(x for kv in pairs for x in kv), np.uint8)
+    flat = [x for kv in pairs for x in kv]
+    lengths = np.fromiter(map(len, flat), np.int64, len(flat))
+    starts = np.zeros(len(flat), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    buf = np.frombuffer(b"".join(flat), np.uint8)
     n = len(pairs)
     return Records(
         buf, np.full(n, kernels.PUT, np.int8), starts[0::2], lengths[0::2], starts[1::2], lengths[1::2], np.full(n, version)
     )
 
 
+def key_bytes(rec: Records) -> pa.Array:
+    """Every record's key bytes as one binary column."""
+    offsets, data = kernels.gather_bytes(rec.buf, rec.koff, rec.klen, np.ones(len(rec), np.bool_))
+    return pa.Array.from_buffers(pa.large_binary(), len(rec), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def containing(rec: Records, needles: tuple[str, ...]) -> Records:
+    """The records whose key bytes contain one of ``needles`` (UTF-8): a cheap first cut before a
+    lookup of text keys; the decoded keys are then compared exactly."""
+    if not len(rec) or not needles:
+        return rec
+    keys = key_bytes(rec)
+    mask = np.zeros(len(rec), np.bool_)
+    for needle in needles:
+        mask |= numpy_of(pc.fill_null(pc.match_substring(keys, needle), False))
+    return rec.take(np.flatnonzero(mask))
+
+
 def key_codes(rec: Records) -> tuple[np.ndarray, int]:
     """A dense code per distinct key bytes (equal bytes, equal key: UnsafeRow equality)."""
-    offsets, data = kernels.gather_bytes(rec.buf, rec.koff, rec.klen, np.ones(len(rec), np.bool_))
-    keys = pa.Array.from_buffers(pa.large_binary(), len(rec), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    encoded = pc.dictionary_encode(keys)
+    encoded = pc.dictionary_encode(key_bytes(rec))
     return numpy_of(encoded.indices).astype(np.int64), len(encoded.dictionary)
 
 
