@@ -211,12 +211,16 @@ class ArrowState:
         rows = self._prefilter(self._feed_table(source), query).to_pylist()
         return _matching([r for r in rows if start <= r["batch_id"] <= end], query)
 
+    def _key_table(self, source: StateSource, batch: int) -> pa.Table:
+        """A table with the source's ``key`` column at the batch (near-miss searches need no more)."""
+        return self._table(source, batch)
+
     def _near_columns(self, source: StateSource, batch: int, key_field: str) -> tuple[Any, Any, Any]:
         """The key field as text, normalised (lower case, letters and digits) and as digits only; kept,
         as every question on this state asks the same."""
         k = (source, batch, key_field)
         if k not in self.derived:
-            text = pc.cast(pc.struct_field(self._table(source, batch)["key"], key_field), pa.string())
+            text = pc.cast(pc.struct_field(self._key_table(source, batch)["key"], key_field), pa.string())
             self.derived[k] = (
                 text,
                 pc.utf8_lower(pc.replace_substring_regex(text, "[^0-9A-Za-z]", "")),

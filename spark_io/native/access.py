@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import CheckpointInfo, StateSource, operator_of
-from analysis.state_access import ArrowState, KeyQuery, _matching
+from analysis.state_access import ArrowState, KeyQuery, _matching, arrow_eviction_horizon
 from spark_io import engine
 from spark_io.native.hashing import partition_of
 from spark_io.native.reader import NativeReader
@@ -141,6 +141,11 @@ class NativeState(ArrowState):
 
         return self._or_spark(native, lambda s: s.changes(source, start, end, query))  # type: ignore[no-any-return]
 
+    def _key_table(self, source: StateSource, batch: int) -> pa.Table:
+        if (source, batch) in self.state:
+            return self.state[(source, batch)]
+        return self._partial(("keys", source, batch), lambda: self.reader.state(source, batch, keys_only=True))
+
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
         return self._or_spark(  # type: ignore[no-any-return]
             lambda: super(NativeState, self).near_keys(source, batch, key_field, keys),
@@ -148,10 +153,18 @@ class NativeState(ArrowState):
         )
 
     def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
-        return self._or_spark(  # type: ignore[no-any-return]
-            lambda: super(NativeState, self).eviction_horizon(source, start, end, watermarks),
-            lambda s: s.eviction_horizon(source, start, end, watermarks),
-        )
+        """From the changes of the keys deleted in the range only (what evictions are made of); kept."""
+        k = ("horizon", source, start, end, tuple(sorted(watermarks.items())))
+        if k not in self.derived:
+
+            def native() -> tuple[int, int] | None:
+                if source in self.feeds:
+                    return super(NativeState, self).eviction_horizon(source, start, end, watermarks)
+                feed = self.reader.changes(source, start, end, deleted_keys_only=True)
+                return arrow_eviction_horizon(feed, watermarks)
+
+            self.derived[k] = self._or_spark(native, lambda s: s.eviction_horizon(source, start, end, watermarks))
+        return self.derived[k]  # type: ignore[no-any-return]
 
     def has_change_feed(self, operator_id: int) -> bool:
         operator_of(self.info, operator_id)

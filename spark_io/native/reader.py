@@ -31,7 +31,7 @@ from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateSource, is_tws, operator_of
 from spark_io.checkpoint import is_local, local_path, parse_schema_file
 from spark_io.native import kernels
-from spark_io.native.records import Records, concat, containing, fold_merges, latest
+from spark_io.native.records import Records, concat, containing, fold_merges, latest, of_deleted_keys
 from spark_io.native.schema import Family, read_v3
 from spark_io.native.stores import PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
 from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
@@ -73,25 +73,42 @@ class NativeReader:
     # ---------------------------------------------------------------- public
 
     def state(
-        self, source: StateSource, batch: int, partitions: Iterable[int] | None = None, texts: tuple[str, ...] = ()
+        self,
+        source: StateSource,
+        batch: int,
+        partitions: Iterable[int] | None = None,
+        texts: tuple[str, ...] = (),
+        keys_only: bool = False,
     ) -> pa.Table:
         """Rows of a store, join side, state variable or the timers at a batch. ``texts``: only
         keys whose bytes hold one of these strings are decoded (a superset of the rows of those
-        text keys, for a lookup to filter exactly)."""
+        text keys, for a lookup to filter exactly). ``keys_only``: a store's ``key`` and
+        ``partition_id`` without its values (near-miss searches)."""
         op = source.operator_id
-
-        return self._read(source, partitions, lambda store, p: self._state_records(op, store, p, batch + 1, texts), False)
+        return self._read(
+            source, partitions, lambda store, p: self._state_records(op, store, p, batch + 1, texts), False, keys_only
+        )
 
     def changes(
-        self, source: StateSource, start: int, end: int, partitions: Iterable[int] | None = None, texts: tuple[str, ...] = ()
+        self,
+        source: StateSource,
+        start: int,
+        end: int,
+        partitions: Iterable[int] | None = None,
+        texts: tuple[str, ...] = (),
+        deleted_keys_only: bool = False,
     ) -> pa.Table:
-        """The change feed of a store or state variable over batches ``start``..``end``."""
+        """The change feed of a store or state variable over batches ``start``..``end``;
+        ``deleted_keys_only``: only the changes of keys deleted in that range (eviction delays)."""
         if not source.has_change_feed:
             raise NativeUnsupported(f"{source.describe()} has no change feed")
         op = source.operator_id
-        return self._read(
-            source, partitions, lambda store, p: containing(self._change_records(op, store, p, start + 1, end + 1), texts), True
-        )
+
+        def records(store: str, p: int) -> Records:
+            rec = containing(self._change_records(op, store, p, start + 1, end + 1), texts)
+            return of_deleted_keys(rec) if deleted_keys_only else rec
+
+        return self._read(source, partitions, records, True)
 
     def partitions(self, source: StateSource) -> int:
         op = operator_of(self.info, source.operator_id)
@@ -112,16 +129,24 @@ class NativeReader:
     # ---------------------------------------------------------------- views
 
     def _read(
-        self, source: StateSource, partitions: Iterable[int] | None, records: Callable[[str, int], Any], changes: bool
+        self,
+        source: StateSource,
+        partitions: Iterable[int] | None,
+        records: Callable[[str, int], Any],
+        changes: bool,
+        keys_only: bool = False,
     ) -> pa.Table:
         op = operator_of(self.info, source.operator_id)
         view = self._view(op, source)
+        view.keys_only = keys_only and isinstance(view, _Plain)
         parts = sorted(set(partitions)) if partitions is not None else list(range(self.partitions(source)))
         pieces = []
         try:
             schema = view.schema(changes)
         except Undecodable as e:
             raise NativeUnsupported(f"{source.describe()} holds {e.message}") from e
+        if view.keys_only:
+            schema = schema.remove(schema.get_field_index("value"))
         for p in parts:
             recs = {store: records(store, p) for store in view.stores}
             try:
@@ -312,6 +337,7 @@ def _feed_columns(rec: Records, partition: int) -> dict[str, pa.Array]:
 class _View:
     stores: list[str]
     key_fields: list[dict[str, Any]]
+    keys_only = False  # decode the key only (a plain store's near-miss search)
 
     def __init__(self, reader: NativeReader, op_id: int) -> None:
         self.reader = reader
@@ -367,7 +393,8 @@ class _Plain(_View):
         if changes:
             cols |= _feed_columns(rec, partition)
         cols["key"] = key
-        cols["value"] = _decode_value(rec, self.fam.value, self.rocks)
+        if not self.keys_only:
+            cols["value"] = _decode_value(rec, self.fam.value, self.rocks)
         cols["partition_id"] = arrow_of(np.full(len(rec), partition, np.int32), pa.int32())
         return _Piece(cols)
 

@@ -180,6 +180,17 @@ def key_codes(rec: Records) -> tuple[np.ndarray, int]:
     return numpy_of(encoded.indices).astype(np.int64), len(encoded.dictionary)
 
 
+def of_deleted_keys(rec: Records) -> Records:
+    """The records of the keys that have a delete among them (all that an eviction delay needs)."""
+    deletes = rec.kind == kernels.DELETE
+    if not deletes.any():
+        return rec.take(np.zeros(0, np.int64))
+    codes, n = key_codes(rec)
+    hit = np.zeros(n, np.bool_)
+    hit[codes[deletes]] = True
+    return rec.take(np.flatnonzero(hit[codes]))
+
+
 def latest(rec: Records) -> Records:
     """Each key's last record, deletes dropped: the state after applying the records in order
     (no merges: see ``fold_merges``)."""
