@@ -470,8 +470,15 @@ def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
         button.empty()
 
 
+def start_spark_in_background() -> None:
+    """Warm Spark up while the user looks at the overview, when Spark is what will read the state
+    (``--engine spark`` or a cluster): with the native reader a JVM would only take the CPU the
+    first answers need; the first read that needs Spark starts it."""
+    if engine.current() == engine.SPARK or engine.spark_chosen_on_purpose():
+        _start_spark_once()
+
+
 @st.cache_resource(show_spinner=False)
-def start_spark_in_background() -> bool:
-    """Once per server: warm Spark up while the user looks at the overview (which needs no JVM)."""
+def _start_spark_once() -> bool:
     session.start_in_background()
     return True

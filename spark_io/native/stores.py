@@ -188,14 +188,20 @@ class RocksPartition:
     @cached_property
     def families(self) -> dict[str, int]:
         """Column family ids from any snapshot of this partition (ids never change once given)."""
+        problems = []
         for v in sorted(self.part.files["zip"], reverse=True):
             for name in self.part.files["zip"][v].values():
                 try:
                     with zipfile.ZipFile(self.part.folder / name) as z:
                         meta = json.loads(z.read("metadata").decode("utf-8").partition("\n")[2])
-                except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+                except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
+                    problems.append(f"{self.part.rel}/{name} ({e})")  # an older snapshot records the same ids
                     continue
                 return {str(k): int(v) for k, v in (meta.get("columnFamilyMapping") or {}).items()}
+        if problems:
+            raise StateReadError(
+                f"The column family ids of {self.part.rel} cannot be read: its snapshots are damaged: {'; '.join(problems)}."
+            )
         return {}
 
     def _uid(self, version: int) -> str:
