@@ -125,5 +125,4 @@ def test_diagnoses_on_a_standalone_cluster_equal_the_local_ones(cluster: tuple[s
     assert remote["why_missing"]["engine"] == "spark" and here["why_missing"]["engine"] == "native"
     assert remote["skew"]["engine"] == "spark" and remote["growth"]["engine"] == "spark"
     assert _answers(remote) == _answers(here)
-    assert [r["verdict"] for r in here["why_missing"]["results"]] == ["waiting_for_other_side", "matched", "never_in_state"]
     assert list(work.glob("app-*/*/stderr")), "no executor ran in the worker (its work folder has no application)"

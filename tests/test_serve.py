@@ -30,12 +30,16 @@ def test_serve_two_commands_and_stop(tmp_path: Path) -> None:
         again = cli("serve", env=env)
         assert again.returncode == 0 and again.stdout.startswith("already serving"), again.stderr
         for key, verdict in (("ord-154", "condition_not_met"), ("ord-0", "evicted")):
-            r = cli("why-missing", sample("join_hdfs"), key, "--json", env=no_java)
+            # Spark reads: the served engine answers, no JVM of the command's own (no Java here)
+            r = cli("why-missing", sample("join_hdfs"), key, "--json", "--engine", "spark", env=no_java)
             assert r.returncode == 0 and r.stderr == "", r.stderr
             assert json.loads(r.stdout)["results"][0]["verdict"] == verdict
+            assert json.loads(r.stdout)["engine"] == "spark"
     finally:
         stopped = cli("serve", "--stop", env=env)
     assert stopped.returncode == 0 and stopped.stdout.startswith("stopped")
     assert cli("serve", "--status", env=env).stdout.strip() == "not serving"
-    after = cli("why-missing", sample("join_hdfs"), "ord-154", env=no_java)
+    after = cli("why-missing", sample("join_hdfs"), "ord-154", "--engine", "spark", env=no_java)
     assert after.returncode == 2 and len(after.stderr.strip().splitlines()) == 1 and "Java was not found" in after.stderr
+    native = cli("why-missing", sample("join_hdfs"), "ord-154", "--json", env=no_java)  # auto: no Spark needed
+    assert native.returncode == 0 and json.loads(native.stdout)["engine"] == "native"
