@@ -13,7 +13,9 @@ samples:    ## regenerate the sample checkpoints (runs real streaming queries)
 compat-samples:  ## checkpoints of PySpark 3.4-4.3 (one venv per version under ~/.cache/statelens-compat)
 	.venv/bin/python sample_checkpoints/generate.py --spark all
 
-bench:      ## benchmarks (the first run builds a 1M-key checkpoint, ~2 min)
+bench:      ## benchmarks (the first run builds the 1M-key checkpoints, a few minutes)
+	.venv/bin/python bench/bench_native.py
+	.venv/bin/python bench/bench_app_why_missing.py
 	.venv/bin/python bench/bench_overview.py
 	.venv/bin/python bench/bench_why_missing.py
 	.venv/bin/python bench/bench_growth.py

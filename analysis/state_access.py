@@ -39,7 +39,7 @@ class KeyQuery:
     def owners(self, raw: Any) -> list[str]:
         """Which of the user's keys a row's key field value answers (by text or by typed value)."""
         typed = dict(self.typed)
-        return [k for k in self.keys if k == _text(raw) or (k in typed and typed[k] == raw)]
+        return [k for k in self.keys if k == key_text(raw) or (k in typed and typed[k] == raw)]
 
 
 class StateAccess(Protocol):
@@ -117,7 +117,7 @@ def typed_values(type_name: str, keys: list[str]) -> tuple[str, dict[str, Any]]:
     return how, values
 
 
-def _text(v: Any) -> str | None:
+def key_text(v: Any) -> str | None:
     """A key field value as Spark casts it to string (the text users type)."""
     if v is None:
         return None

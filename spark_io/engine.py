@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from analysis.errors import InvalidInput, NativeUnsupported
 from analysis.model import CheckpointInfo, StateSource, resolve_batch, validate_source
-from analysis.state_access import _text
+from analysis.state_access import key_text
 from spark_io import state_reader
 from spark_io.checkpoint import is_local, read_checkpoint
 from spark_io.state_reader import RowFilter
@@ -125,7 +125,7 @@ def _key_filter(table: pa.Table, row_filter: RowFilter | None) -> pa.Table:
         texts = values
     else:
         distinct = pc.unique(values)
-        texts = pc.take(pa.array([_text(v) for v in distinct.to_pylist()], pa.string()), pc.index_in(values, distinct))
+        texts = pc.take(pa.array([key_text(v) for v in distinct.to_pylist()], pa.string()), pc.index_in(values, distinct))
     return table.filter(pc.is_in(texts, value_set=pa.array(list(row_filter.keys), pa.string())))
 
 
