@@ -97,9 +97,11 @@ class NativeReader:
         partitions: Iterable[int] | None = None,
         texts: tuple[str, ...] = (),
         deleted_keys_only: bool = False,
+        keys_only: bool = False,
     ) -> pa.Table:
         """The change feed of a store or state variable over batches ``start``..``end``;
-        ``deleted_keys_only``: only the changes of keys deleted in that range (eviction delays)."""
+        ``deleted_keys_only``: only the changes of keys deleted in that range (eviction delays);
+        ``keys_only``: a store's changes without their values (growth counts keys)."""
         if not source.has_change_feed:
             raise NativeUnsupported(f"{source.describe()} has no change feed")
         op = source.operator_id
@@ -108,7 +110,7 @@ class NativeReader:
             rec = containing(self._change_records(op, store, p, start + 1, end + 1), texts)
             return of_deleted_keys(rec) if deleted_keys_only else rec
 
-        return self._read(source, partitions, records, True)
+        return self._read(source, partitions, records, True, keys_only)
 
     def partitions(self, source: StateSource) -> int:
         op = operator_of(self.info, source.operator_id)

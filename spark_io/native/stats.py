@@ -81,12 +81,12 @@ class NativeStats:
         ]
 
     def key_ids(self, src: StateSource, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        t = self.reader.state(src, batch)
+        t = self.reader.state(src, batch, keys_only=True)
         ids = self._sql(t, f"SELECT {self._identity(t)} AS k, partition_id FROM t")
         return _signed(ids["k"]), ids["partition_id"].to_numpy().astype(np.int64)
 
     def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        t = self.reader.changes(src, start, end)
+        t = self.reader.changes(src, start, end, keys_only=True)
         ids = self._sql(
             t,
             f"SELECT batch_id, CAST(change_type = 'delete' AS BIGINT) AS d, {self._identity(t)} AS k, partition_id FROM t",
