@@ -129,6 +129,14 @@ def _key_filter(table: pa.Table, row_filter: RowFilter | None) -> pa.Table:
     return table.filter(pc.is_in(texts, value_set=pa.array(list(row_filter.keys), pa.string())))
 
 
+def _filtered(read: Callable[[tuple[int, ...] | None], pa.Table], row_filter: RowFilter | None, limit: int | None) -> pa.Table:
+    """A native read with a row filter applied as Spark's reader applies it: the partitions read
+    are the only ones decoded, keys filtered by their text, then the row limit."""
+    parts = row_filter.partitions if row_filter and row_filter.partitions else None
+    t = _key_filter(read(parts), row_filter)
+    return t.slice(0, limit) if limit is not None else t
+
+
 def read_state(
     path: str,
     source: StateSource,
@@ -143,9 +151,7 @@ def read_state(
     batch = resolve_batch(info, batch_id)
 
     def native() -> pa.Table:
-        parts = row_filter.partitions if row_filter and row_filter.partitions else None
-        t = _key_filter(native_reader(info).state(source, batch, parts), row_filter)
-        return t.slice(0, limit) if limit is not None else t
+        return _filtered(lambda parts: native_reader(info).state(source, batch, parts), row_filter, limit)
 
     def spark() -> pa.Table:
         return state_reader.read_state(path, source, batch, info=info, row_filter=row_filter, limit=limit)[0]
@@ -169,9 +175,7 @@ def read_changes(
     start_b, end_b = state_reader.change_range(info, source, start, end)
 
     def native() -> pa.Table:
-        parts = row_filter.partitions if row_filter and row_filter.partitions else None
-        t = _key_filter(native_reader(info).changes(source, start_b, end_b, parts), row_filter)
-        return t.slice(0, limit) if limit is not None else t
+        return _filtered(lambda parts: native_reader(info).changes(source, start_b, end_b, parts), row_filter, limit)
 
     def spark() -> pa.Table:
         return state_reader.read_changes(path, source, start_b, end_b, info=info, row_filter=row_filter, limit=limit)[0]

@@ -69,6 +69,7 @@ class NativeReader:
         self._lock = threading.Lock()
         self._families: dict[tuple[int, str], dict[str, Family]] = {}
         self._rocks_cache: dict[tuple[int, str, int], RocksPartition] = {}
+        self._commit_ids: dict[int, dict[int, list[list[str]]]] = {}  # operator -> batch -> partition -> ids
 
     # ---------------------------------------------------------------- public
 
@@ -261,8 +262,10 @@ class NativeReader:
                 v2 = self.info.checkpoint_format_version == 2
                 ids: dict[int, str] = {}
                 if v2:
-                    committed = [b.batch_id for b in self.info.committed_batches]
-                    for b, per_part in commit_ids(self.root, committed, op_id).items():
+                    if op_id not in self._commit_ids:
+                        committed = [b.batch_id for b in self.info.committed_batches]
+                        self._commit_ids[op_id] = commit_ids(self.root, committed, op_id)
+                    for b, per_part in self._commit_ids[op_id].items():
                         candidates = per_part[partition] if partition < len(per_part) else []
                         found = [u for u in candidates if part.name("changelog", b + 1, u) or part.name("zip", b + 1, u)]
                         if found:
@@ -328,7 +331,7 @@ def _struct_type(fields: list[dict[str, Any]]) -> pa.DataType:
 _CHANGE_NAMES = string_array([CHANGE_TYPES[k] for k in range(3)])
 
 
-def _feed_columns(rec: Records, partition: int) -> dict[str, pa.Array]:
+def _feed_columns(rec: Records) -> dict[str, pa.Array]:
     kinds = arrow_of(rec.kind.astype(np.int8), pa.int8())
     return {
         "batch_id": arrow_of(rec.version - 1, pa.int64()),
@@ -352,7 +355,7 @@ class _View:
     def schema(self, changes: bool) -> pa.Schema:
         raise NotImplementedError
 
-    def _with_feed(self, columns: dict[str, pa.Array], schema: pa.Schema, changes: bool) -> pa.Schema:
+    def _with_feed(self, columns: dict[str, pa.DataType], changes: bool) -> pa.Schema:
         base = [pa.field(n, t, True) for n, t in columns.items()]
         if changes:
             base = [pa.field("batch_id", pa.int64()), pa.field("change_type", pa.string()), *base]
@@ -393,7 +396,7 @@ class _Plain(_View):
         key = _decode_key(rec, self.fam, self.rocks, self.cf is not None)
         cols: dict[str, pa.Array] = {}
         if changes:
-            cols |= _feed_columns(rec, partition)
+            cols |= _feed_columns(rec)
         cols["key"] = key
         if not self.keys_only:
             cols["value"] = _decode_value(rec, self.fam.value, self.rocks)
@@ -401,7 +404,7 @@ class _Plain(_View):
         return _Piece(cols)
 
     def schema(self, changes: bool) -> pa.Schema:
-        return self._with_feed({"key": _struct_type(self.fam.key), "value": _struct_type(self.fam.value)}, pa.schema([]), changes)
+        return self._with_feed({"key": _struct_type(self.fam.key), "value": _struct_type(self.fam.value)}, changes)
 
 
 def _decode_value(rec: Records, fields: list[dict[str, Any]], rocks: bool) -> pa.Array:
@@ -468,9 +471,7 @@ class _JoinSide(_View):
         return _Piece({"key": key, "value": value, "partition_id": arrow_of(np.full(len(take), partition, np.int32), pa.int32())})
 
     def schema(self, changes: bool) -> pa.Schema:
-        return self._with_feed(
-            {"key": _struct_type(self.key_fields), "value": _struct_type(self.value_fields)}, pa.schema([]), changes
-        )
+        return self._with_feed({"key": _struct_type(self.key_fields), "value": _struct_type(self.value_fields)}, changes)
 
 
 def _json_keys(struct: pa.StructArray, names: list[str]) -> pa.Array:
@@ -503,7 +504,7 @@ class _Tws(_View):
         return [("key", _struct_type(self.key_fields)), ("expiration_timestamp_ms", pa.int64())]
 
     def schema(self, changes: bool) -> pa.Schema:
-        return self._with_feed(dict(self._names()), pa.schema([]), changes)
+        return self._with_feed(dict(self._names()), changes)
 
     def build(self, recs: dict[str, Any], partition: int, changes: bool) -> _Piece:
         cf_id = self.reader.cf_id(self.op_id, DEFAULT_STORE, partition, self.fam.name)
@@ -516,13 +517,13 @@ class _Tws(_View):
                 rec, _ = fold_merges(rec)
             rec, elements = _list_elements(rec)
             if changes:
-                cols |= _feed_columns(rec, partition)
+                cols |= _feed_columns(rec)
             cols["key"] = _decode_key(rec, self.fam, True, True)
             cols["list_element"] = decode(elements, self.fam.value)
         else:
             rec = _merge(raw, changes)
             if changes:
-                cols |= _feed_columns(rec, partition)
+                cols |= _feed_columns(rec)
             key = _decode_key(rec, self.fam, True, True)
             cols["key"] = key.field(0)
             if self.kind == "map":
