@@ -23,7 +23,7 @@ from views.common import (
     sample_checkpoints,
     sample_event_log,
     spark_settings,
-    start_spark_in_background,
+    warm_up_in_background,
 )
 
 st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:", layout="wide")
@@ -93,7 +93,7 @@ with st.sidebar:
     )
 spark_settings()
 engine_settings()
-start_spark_in_background()
+warm_up_in_background()
 
 nav = st.navigation(
     {

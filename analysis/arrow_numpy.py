@@ -56,3 +56,41 @@ def string_array(words: list[str]) -> pa.Array:
     encoded = [w.encode("utf-8") for w in words]
     offsets = np.cumsum([0] + [len(e) for e in encoded]).astype(np.int32)
     return pa.Array.from_buffers(pa.string(), len(words), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
+def _byte_table(keep: bytes, lower: bool = False) -> np.ndarray:
+    table = np.zeros(256, np.uint8)
+    for b in keep:
+        table[b] = ord(chr(b).lower()) if lower else b
+    return table
+
+
+DIGITS = _byte_table(b"0123456789")
+ALNUM_LOWER = _byte_table(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", lower=True)
+
+
+def translate_ascii(column: pa.Array | pa.ChunkedArray, table: np.ndarray) -> pa.Array:
+    """Each string with every byte ``b`` replaced by ``table[b]`` and the bytes mapped to 0 dropped,
+    in one pass over the string data. With tables that keep ASCII bytes only (``DIGITS``,
+    ``ALNUM_LOWER``) a character of several bytes is dropped whole, so the result is valid UTF-8 and
+    equals removing ``[^0-9]`` (or ``[^0-9A-Za-z]``, then lower-casing) with a regular expression."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    large = pa.types.is_large_string(column.type)
+    if not (large or pa.types.is_string(column.type)):
+        raise TypeError(f"not a string column: {column.type}")
+    n = len(column)
+    buffers = column.buffers()
+    offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32, count=n + 1, offset=column.offset * (8 if large else 4))
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(buffers[2], np.uint8)[start:end] if buffers[2] is not None else np.zeros(0, np.uint8)
+    mapped = table[data]
+    kept = mapped != 0
+    cum = np.zeros(len(data) + 1, np.int64)
+    np.cumsum(kept, out=cum[1:])
+    new_offsets = cum[offsets - start]
+    valid = numpy_of(column.is_valid()) if column.null_count else None
+    validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.large_string(), n, [validity, pa.py_buffer(new_offsets), pa.py_buffer(np.ascontiguousarray(mapped[kept]))]
+    )

@@ -167,12 +167,15 @@ def why_missing(
         return out
 
     results = run_all()
-    # 3. near-miss keys, only for keys that are waiting or were never seen: a malformed key is the usual cause
+    # 3. near-miss keys, only for keys that are waiting or were never seen (a malformed key is the usual
+    # cause), searched in the stores that do not hold the key (a waiting key: the other side)
     suspicious = [r.key for r in results if r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)]
-    for name, src in sources if suspicious else []:
-        near = access.near_keys(src, batch, key_field, suspicious)
-        for key in suspicious:
-            lookups[key][name].near = sorted(n for n in near if wm.near_miss_reason(key, n))
+    for name, src in sources:
+        absent = [key for key in suspicious if not lookups[key][name].rows]
+        if absent:
+            near = access.near_keys(src, batch, key_field, absent)
+            for key in absent:
+                lookups[key][name].near = sorted(n for n in near if wm.near_miss_reason(key, n))
     # 4. joins: for keys waiting on one side, when the watermark evicts them (from this side's observed evictions)
     waiting_sides = {r.side for r in results if r.verdict in (wm.WAITING_OTHER_SIDE, wm.CONDITION_NOT_MET) and r.side}
     if kind == wm.JOIN and ctx.history_method == "change feed" and not ctx.history_error and any(watermarks.values()):

@@ -201,7 +201,14 @@ def replay_changes(
     order_b = sorted(batches)
     wanted = np.isin(batch, np.asarray(order_b, np.int64))
     batch, is_delete, key, part = batch[wanted], is_delete[wanted].astype(bool), key[wanted], part[wanted]
-    order = np.lexsort((np.arange(len(key)), batch, key))
+    # each key's changes in batch order, feed order within a batch: a feed lists a key's changes in
+    # batch order already (one partition's files, oldest first), so a stable sort by key suffices;
+    # where it does not, by key and batch
+    order = np.argsort(key, kind="stable")
+    in_order = batch[order]
+    same_key = key[order][1:] == key[order][:-1]
+    if (same_key & (in_order[1:] < in_order[:-1])).any():
+        order = np.lexsort((np.arange(len(key)), batch, key))
     batch, is_delete, key, part = batch[order], is_delete[order], key[order], part[order]
     first = np.ones(len(key), np.bool_)
     first[1:] = key[1:] != key[:-1]
@@ -214,9 +221,9 @@ def replay_changes(
     bi = np.searchsorted(np.asarray(order_b, np.int64), batch)
     pi = np.searchsorted(parts, part)
     shape = (len(order_b), max(len(parts), 1))
-    delta = np.zeros(shape, np.int64)
-    np.add.at(delta, (bi[inserted], pi[inserted]), 1)
-    np.add.at(delta, (bi[deleted], pi[deleted]), -1)
+    cell = bi * shape[1] + pi
+    size = shape[0] * shape[1]
+    delta = (np.bincount(cell[inserted], minlength=size) - np.bincount(cell[deleted], minlength=size)).reshape(shape)
     start = np.zeros(shape[1], np.int64)
     np.add.at(start, np.searchsorted(parts, base_part), 1)
     per_part = start + np.cumsum(delta, axis=0)

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis import why_missing as wm
-from analysis.arrow_numpy import numpy_of, string_array
+from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, numpy_of, string_array, translate_ascii
 from analysis.errors import StateReadError
 from analysis.model import StateSource
 
@@ -221,17 +221,13 @@ class ArrowState:
         k = (source, batch, key_field)
         if k not in self.derived:
             text = pc.cast(pc.struct_field(self._key_table(source, batch)["key"], key_field), pa.string())
-            self.derived[k] = (
-                text,
-                pc.utf8_lower(pc.replace_substring_regex(text, "[^0-9A-Za-z]", "")),
-                pc.replace_substring_regex(text, "[^0-9]", ""),
-            )
+            self.derived[k] = (text, translate_ascii(text, ALNUM_LOWER), translate_ascii(text, DIGITS))
         return self.derived[k]
 
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
         text, norm, digit = self._near_columns(source, batch, key_field)
-        norms = string_array(sorted({wm.normalize(x) for x in keys}))
-        digit_keys = string_array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2}))
+        norms = string_array(sorted({wm.normalize(x) for x in keys})).cast(pa.large_string())
+        digit_keys = string_array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2})).cast(pa.large_string())
         mask = pc.or_(pc.is_in(norm, value_set=norms), pc.is_in(digit, value_set=digit_keys))
         values = set(pc.unique(text.filter(mask)).to_pylist())
         return sorted(v for v in values if v and any(wm.near_miss_reason(k, v) for k in keys))

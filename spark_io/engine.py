@@ -80,6 +80,22 @@ def native_reader(info: CheckpointInfo) -> NativeReader:
     return NativeReader(info)
 
 
+def warm_native_in_background() -> threading.Thread:
+    """Import the native reader and load its compiled loops in a thread, for the app (about 1–2 s
+    its first answer would otherwise wait)."""
+
+    def warm() -> None:
+        import pandas  # noqa: F401  (the app's tables need it anyway; pyarrow imports it on first use)
+
+        from spark_io.native import access, kernels  # noqa: F401  (access imports the whole reader)
+
+        kernels.warm()
+
+    t = threading.Thread(target=warm, name="statelens-native-warm-up", daemon=True)
+    t.start()
+    return t
+
+
 def tagged(table: pa.Table, engine: str, why: str | None = None) -> pa.Table:
     meta = dict(table.schema.metadata or {})
     meta[_META_ENGINE] = engine.encode()

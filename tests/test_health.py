@@ -67,6 +67,8 @@ def test_vectorised_replay_equals_the_loop(changes: list[tuple[int, bool, int]],
     base = [(k, k % 3) for k in base_keys]
     batches = [0, 1, 2, 4]
     assert health.replay_changes(batches, feed, base) == _replay_reference(batches, feed, base)
+    in_batch_order = sorted(feed, key=lambda c: c[0])  # as a change feed lists them (the fast path)
+    assert health.replay_changes(batches, in_batch_order, base) == _replay_reference(batches, in_batch_order, base)
 
 
 def test_skew_ratio_is_infinite_with_an_empty_partition() -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli import no_java_env, run_cli
 
 from analysis import diagnose
@@ -196,3 +198,23 @@ def test_auto_hands_what_the_native_reader_cannot_read_to_spark(array_state_chec
     assert out["engine"] == "spark" and "array" in out["engine_note"]
     r = run_cli("skew", str(array_state_checkpoint), "--engine", "native")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "array" in r.stderr
+
+
+@given(st.lists(st.binary(max_size=6), max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_key_codes_number_equal_keys_alike(keys: list[bytes]) -> None:
+    """The compiled hash table behind ``latest`` and ``fold_merges`` (a state's last record per
+    key) gives equal byte strings one code and unequal ones different codes, numbered in order
+    of first appearance, whatever their bytes (empty keys, shared prefixes, hash collisions)."""
+    import numpy as np
+
+    from spark_io.native.records import Records, key_codes
+
+    sizes = np.array([len(k) for k in keys], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if keys else np.zeros(0, np.int64)
+    buf = np.frombuffer(b"".join(keys) or b"\0", np.uint8)
+    z = np.zeros(len(keys), np.int64)
+    codes, n = key_codes(Records(buf, np.zeros(len(keys), np.int8), offsets, sizes, z, z, z))
+    first: dict[bytes, int] = {}
+    assert codes.tolist() == [first.setdefault(k, len(first)) for k in keys]
+    assert n == len(first)

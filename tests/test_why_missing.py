@@ -12,6 +12,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analysis import why_missing as wm
 from analysis.errors import BatchOutOfRange, InvalidInput, UnknownOperator
@@ -249,3 +251,21 @@ def test_timeline_draws_the_keys_own_event_times_from_batch_0() -> None:
     payment = next(p for p in b0["payments"] if p["order_id"] == "ord-3")
     got = {(x, int(y.timestamp() * 1000)) for x, y in zip(entered.x, entered.y, strict=True) if isinstance(y, dt.datetime)}
     assert {(0, ms(order["order_time"])), (0, ms(payment["payment_time"]))} <= got
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=30), st.integers(0, 5))
+@settings(max_examples=300, deadline=None)
+def test_near_miss_columns_equal_the_regular_expressions(words: list[str | None], cut: int) -> None:
+    """The byte-table columns the near-miss search filters on equal the regex way, on any text
+    (several-byte characters, nulls, a sliced array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, translate_ascii
+
+    column = pa.array(words, pa.string()).slice(min(cut, len(words)))
+    digits = pc.replace_substring_regex(column, "[^0-9]", "")
+    norm = pc.utf8_lower(pc.replace_substring_regex(column, "[^0-9A-Za-z]", ""))
+    assert translate_ascii(column, DIGITS).to_pylist() == digits.to_pylist()
+    assert translate_ascii(pa.chunked_array([column], pa.string()), ALNUM_LOWER).to_pylist() == norm.to_pylist()
+    assert [None if w is None else wm.digits(w) for w in column.to_pylist()] == digits.to_pylist()

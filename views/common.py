@@ -470,15 +470,24 @@ def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
         button.empty()
 
 
-def start_spark_in_background() -> None:
-    """Warm Spark up while the user looks at the overview, when Spark is what will read the state
-    (``--engine spark`` or a cluster): with the native reader a JVM would only take the CPU the
-    first answers need; the first read that needs Spark starts it."""
+def warm_up_in_background() -> None:
+    """Warm up what will read the state while the user looks at the overview: Spark when it reads
+    the state (``--engine spark`` or a cluster), else the native reader's compiled loops (with the
+    native reader a JVM would only take the CPU the first answers need; the first read that needs
+    Spark starts it)."""
     if engine.current() == engine.SPARK or engine.spark_chosen_on_purpose():
         _start_spark_once()
+    else:
+        _warm_native_once()
 
 
 @st.cache_resource(show_spinner=False)
 def _start_spark_once() -> bool:
     session.start_in_background()
+    return True
+
+
+@st.cache_resource(show_spinner=False)
+def _warm_native_once() -> bool:
+    engine.warm_native_in_background()
     return True

@@ -134,8 +134,9 @@ class NativeState(ArrowState):
             parts = None if source in self.feeds else self._partitions(source, query)
             if parts is None:
                 return super(NativeState, self).changes(source, start, end, query)
+            texts = self._texts(source, query)
             table = self._partial(
-                ("feed", source, start, end, tuple(parts)), lambda: self.reader.changes(source, start, end, parts)
+                ("feed", source, start, end, tuple(parts), texts), lambda: self.reader.changes(source, start, end, parts, texts)
             )
             return _matching(self._prefilter(table, query).to_pylist(), query)
 

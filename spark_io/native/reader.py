@@ -31,9 +31,9 @@ from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateSource, is_tws, operator_of
 from spark_io.checkpoint import is_local, local_path, parse_schema_file
 from spark_io.native import kernels
-from spark_io.native.records import Records, concat, containing, fold_merges, latest, of_deleted_keys
+from spark_io.native.records import Records, containing, fold_merges, latest, of_deleted_keys
 from spark_io.native.schema import Family, read_v3
-from spark_io.native.stores import PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
+from spark_io.native.stores import PartitionFiles, RocksPartition, SnapshotCache, commit_ids, hdfs_changes, hdfs_records
 from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
 
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
@@ -69,6 +69,7 @@ class NativeReader:
         self._lock = threading.Lock()
         self._families: dict[tuple[int, str], dict[str, Family]] = {}
         self._rocks_cache: dict[tuple[int, str, int], RocksPartition] = {}
+        self._snapshots = SnapshotCache()
         self._commit_ids: dict[int, dict[int, list[list[str]]]] = {}  # operator -> batch -> partition -> ids
 
     # ---------------------------------------------------------------- public
@@ -80,14 +81,21 @@ class NativeReader:
         partitions: Iterable[int] | None = None,
         texts: tuple[str, ...] = (),
         keys_only: bool = False,
+        value_fields: frozenset[str] | None = None,
     ) -> pa.Table:
         """Rows of a store, join side, state variable or the timers at a batch. ``texts``: only
         keys whose bytes hold one of these strings are decoded (a superset of the rows of those
         text keys, for a lookup to filter exactly). ``keys_only``: a store's ``key`` and
-        ``partition_id`` without its values (near-miss searches)."""
+        ``partition_id`` without its values (near-miss searches). ``value_fields``: a store's
+        ``value`` with these fields only (the others are not decoded)."""
         op = source.operator_id
         return self._read(
-            source, partitions, lambda store, p: self._state_records(op, store, p, batch + 1, texts), False, keys_only
+            source,
+            partitions,
+            lambda store, p, values: self._state_records(op, store, p, batch + 1, texts, values),
+            False,
+            keys_only,
+            value_fields,
         )
 
     def changes(
@@ -107,7 +115,7 @@ class NativeReader:
             raise NativeUnsupported(f"{source.describe()} has no change feed")
         op = source.operator_id
 
-        def records(store: str, p: int) -> Records:
+        def records(store: str, p: int, values: bool) -> Records:  # changelogs hold values either way
             rec = containing(self._change_records(op, store, p, start + 1, end + 1), texts)
             return of_deleted_keys(rec) if deleted_keys_only else rec
 
@@ -135,31 +143,34 @@ class NativeReader:
         self,
         source: StateSource,
         partitions: Iterable[int] | None,
-        records: Callable[[str, int], Any],
+        records: Callable[[str, int, bool], Any],
         changes: bool,
         keys_only: bool = False,
+        value_fields: frozenset[str] | None = None,
     ) -> pa.Table:
         op = operator_of(self.info, source.operator_id)
         view = self._view(op, source)
-        view.keys_only = keys_only and isinstance(view, _Plain)
+        if isinstance(view, _Plain):  # the other views need every value field to build their rows
+            view.keys_only, view.value_only = keys_only, value_fields
         parts = sorted(set(partitions)) if partitions is not None else list(range(self.partitions(source)))
-        pieces = []
         try:
             schema = view.schema(changes)
         except Undecodable as e:
             raise NativeUnsupported(f"{source.describe()} holds {e.message}") from e
         if view.keys_only:
             schema = schema.remove(schema.get_field_index("value"))
-        for p in parts:
-            recs = {store: records(store, p) for store in view.stores}
+
+        def piece(p: int) -> _Piece:
+            recs = {store: records(store, p, not view.keys_only) for store in view.stores}
             try:
-                pieces.append(view.build(recs, p, changes))
+                return view.build(recs, p, changes)
             except Damaged as e:
                 raise StateReadError(
                     f"The state of {source.describe()} in partition {p} is damaged: {e} (row {e.row}); its files are under "
                     f"state/{op.operator_id}/{p}/."
                 ) from e
-        return _concat(pieces, schema)
+
+        return _concat([piece(p) for p in parts], schema)
 
     def _view(self, op: OperatorInfo, source: StateSource) -> _View:
         try:
@@ -270,17 +281,20 @@ class NativeReader:
                         found = [u for u in candidates if part.name("changelog", b + 1, u) or part.name("zip", b + 1, u)]
                         if found:
                             ids[b + 1] = found[0]
-                self._rocks_cache[key] = RocksPartition(part, ids, v2)
+                self._rocks_cache[key] = RocksPartition(part, ids, v2, self._snapshots)
             return self._rocks_cache[key]
 
-    def _state_records(self, op_id: int, store: str, partition: int, version: int, texts: tuple[str, ...] = ()) -> Records:
+    def _state_records(
+        self, op_id: int, store: str, partition: int, version: int, texts: tuple[str, ...] = (), values: bool = True
+    ) -> Records:
         """The records that make up a version of one store partition (a snapshot, then the changes
-        after it, in order), in one buffer; each file's own buffer is released once copied."""
+        after it, in order), in one buffer; each file's own buffer is released once copied.
+        ``values=False``: a RocksDB snapshot's values are not read (they come back empty)."""
         if self.rocksdb:
-            chain = self._rocks(op_id, store, partition).state(version)
+            rec = self._rocks(op_id, store, partition).state(version, values)
         else:
-            chain = hdfs_records(self._files(op_id, store, partition), version)
-        return concat([containing(chain.pop(0), texts) for _ in range(len(chain))])
+            rec = hdfs_records(self._files(op_id, store, partition), version)
+        return containing(rec, texts)
 
     def _change_records(self, op_id: int, store: str, partition: int, start: int, end: int) -> Records:
         if self.rocksdb:
@@ -343,6 +357,7 @@ class _View:
     stores: list[str]
     key_fields: list[dict[str, Any]]
     keys_only = False  # decode the key only (a plain store's near-miss search)
+    value_only: frozenset[str] | None = None  # decode these value fields only (a plain store)
 
     def __init__(self, reader: NativeReader, op_id: int) -> None:
         self.reader = reader
@@ -399,17 +414,20 @@ class _Plain(_View):
             cols |= _feed_columns(rec)
         cols["key"] = key
         if not self.keys_only:
-            cols["value"] = _decode_value(rec, self.fam.value, self.rocks)
+            cols["value"] = _decode_value(rec, self.fam.value, self.rocks, self.value_only)
         cols["partition_id"] = arrow_of(np.full(len(rec), partition, np.int32), pa.int32())
         return _Piece(cols)
 
     def schema(self, changes: bool) -> pa.Schema:
-        return self._with_feed({"key": _struct_type(self.fam.key), "value": _struct_type(self.fam.value)}, changes)
+        value = self.fam.value
+        if self.value_only is not None:
+            value = [f for f in unique_fields(value) if f["name"] in self.value_only]
+        return self._with_feed({"key": _struct_type(self.fam.key), "value": _struct_type(value)}, changes)
 
 
-def _decode_value(rec: Records, fields: list[dict[str, Any]], rocks: bool) -> pa.Array:
+def _decode_value(rec: Records, fields: list[dict[str, Any]], rocks: bool, only: frozenset[str] | None = None) -> pa.Array:
     present = rec.kind != kernels.DELETE
-    return decode(_rows(rec, "value", 1 if rocks else 0, present), fields)
+    return decode(_rows(rec, "value", 1 if rocks else 0, present), fields, only)
 
 
 def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:

@@ -51,7 +51,9 @@ class Records:
     @staticmethod
     def empty() -> Records:
         z = np.zeros(0, np.int64)
-        return Records(np.zeros(0, np.uint8), np.zeros(0, np.int8), z, z, z, z, z)
+        buf = np.zeros(0, np.uint8)
+        buf.flags.writeable = False
+        return Records(buf, np.zeros(0, np.int8), z, z, z, z, z)
 
 
 LZ4_SEED = 0x9747B28C  # lz4-java's block checksum seed, as Spark's LZ4CompressionCodec uses it
@@ -105,39 +107,64 @@ def changelog_header(raw: bytes) -> tuple[int, int, list[tuple[int, str]]]:
     return 1, 0, []
 
 
-def scan(raw: bytes, start: int, fmt: int, version: int, rel: str) -> Records:
-    """The records of one decompressed file from ``start``."""
-    buf = np.frombuffer(raw, np.uint8)
+def _scan(buf: np.ndarray, base: int, start: int, end: int, fmt: int, version: int, rel: str) -> Records:
+    """The records of the file at ``buf[base:end]``, from ``base + start``."""
     z = np.zeros(0, np.int64)
-    count, status, where = kernels.scan(buf, start, len(buf), fmt, False, z, z, z, z, z)
+    count, status, where = kernels.scan(buf, base + start, end, fmt, False, np.zeros(0, np.int8), z, z, z, z)
     if status != kernels.OK:
         raise StateReadError(
-            f"The state file {rel} is damaged at byte {where} of {len(buf):,} decompressed: {_STATUS[status]} "
+            f"The state file {rel} is damaged at byte {where - base} of {end - base:,} decompressed: {_STATUS[status]} "
             f"after {count:,} records."
         )
     kind = np.empty(count, np.int8)
     koff, klen, voff, vlen = (np.empty(count, np.int64) for _ in range(4))
-    kernels.scan(buf, start, len(buf), fmt, True, kind, koff, klen, voff, vlen)
+    kernels.scan(buf, base + start, end, fmt, True, kind, koff, klen, voff, vlen)
     return Records(buf, kind, koff, klen, voff, vlen, np.full(count, version, np.int64))
 
 
-def concat(parts: list[Records]) -> Records:
-    """Records of several files over one buffer (offsets moved)."""
-    parts = [p for p in parts if len(p)]
+class Chain:
+    """The records of a store's files, oldest first, over one buffer that grows as files are
+    added: each file's decompressed bytes are copied in once and scanned where they landed, so the
+    files' own buffers and a joined copy of them never coexist (peak memory: the whole plus one file)."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._items: list[tuple[int, Records | tuple[int, int, int, str]]] = []  # base, records or a file span
+
+    def add_file(self, raw: bytes, start: int, fmt: int, version: int, rel: str) -> None:
+        self._items.append((len(self._data), (start, fmt, version, rel)))
+        self._data += raw
+
+    def add_records(self, rec: Records) -> None:
+        """Records decoded elsewhere (a RocksDB snapshot's pairs)."""
+        self._items.append((len(self._data), rec))
+        self._data += rec.buf.data  # the array's bytes, not copied first
+
+    def records(self) -> Records:
+        if len(self._items) == 1 and isinstance(self._items[0][1], Records):
+            return self._items[0][1]  # one snapshot: its own buffer, no copy
+        buf = np.frombuffer(self._data, np.uint8) if self._data else np.zeros(0, np.uint8)
+        buf.flags.writeable = False  # as every buffer the kernels see: one compiled variant each
+        ends = [base for base, _ in self._items[1:]] + [len(self._data)]
+        parts = []
+        for (base, item), end in zip(self._items, ends, strict=True):
+            if isinstance(item, Records):
+                parts.append(Records(buf, item.kind, item.koff + base, item.klen, item.voff + base, item.vlen, item.version))
+            else:
+                start, fmt, version, rel = item
+                parts.append(_scan(buf, base, start, end, fmt, version, rel))
+        return _over(buf, parts)
+
+
+def _over(buf: np.ndarray, parts: list[Records]) -> Records:
+    """Records of several parts that share ``buf``, in order."""
     if not parts:
         return Records.empty()
     if len(parts) == 1:
         return parts[0]
-    shifts = np.cumsum([0] + [len(p.buf) for p in parts[:-1]])
-    buf = np.concatenate([p.buf for p in parts])
     return Records(
         buf,
-        np.concatenate([p.kind for p in parts]),
-        np.concatenate([p.koff + s for p, s in zip(parts, shifts, strict=True)]),
-        np.concatenate([p.klen for p in parts]),
-        np.concatenate([p.voff + s for p, s in zip(parts, shifts, strict=True)]),
-        np.concatenate([p.vlen for p in parts]),
-        np.concatenate([p.version for p in parts]),
+        *(np.concatenate([getattr(p, f) for p in parts]) for f in ("kind", "koff", "klen", "voff", "vlen", "version")),
     )
 
 
@@ -151,9 +178,8 @@ def from_pairs(pairs: list[tuple[bytes, bytes]], version: int) -> Records:
     np.cumsum(lengths[:-1], out=starts[1:])
     buf = np.frombuffer(b"".join(flat), np.uint8)
     n = len(pairs)
-    return Records(
-        buf, np.full(n, kernels.PUT, np.int8), starts[0::2], lengths[0::2], starts[1::2], lengths[1::2], np.full(n, version)
-    )
+    koff, klen, voff, vlen = (np.ascontiguousarray(a) for a in (starts[0::2], lengths[0::2], starts[1::2], lengths[1::2]))
+    return Records(buf, np.full(n, kernels.PUT, np.int8), koff, klen, voff, vlen, np.full(n, version))
 
 
 def key_bytes(rec: Records) -> pa.Array:
@@ -176,8 +202,8 @@ def containing(rec: Records, needles: tuple[str, ...]) -> Records:
 
 def key_codes(rec: Records) -> tuple[np.ndarray, int]:
     """A dense code per distinct key bytes (equal bytes, equal key: UnsafeRow equality)."""
-    encoded = pc.dictionary_encode(key_bytes(rec))
-    return numpy_of(encoded.indices).astype(np.int64), len(encoded.dictionary)
+    codes, n = kernels.dense_codes(rec.buf, rec.koff, rec.klen)
+    return codes, int(n)
 
 
 def of_deleted_keys(rec: Records) -> Records:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis import why_missing as wm
+from analysis.arrow_numpy import numpy_of
 from analysis.model import CheckpointInfo, StateSource
 from spark_io.native.reader import NativeReader
 from spark_io.spark_stats import EvictionStats
@@ -46,7 +47,7 @@ def spark_json(value: Any) -> Any:
 
 def _signed(column: pa.ChunkedArray) -> np.ndarray:
     """DuckDB's unsigned 64-bit hashes as int64 (the same bits)."""
-    return column.to_numpy().astype(np.uint64).view(np.int64)
+    return numpy_of(column).astype(np.uint64).view(np.int64)
 
 
 class NativeStats:
@@ -71,7 +72,7 @@ class NativeStats:
 
     def skew_counts(self, src: StateSource, batch: int) -> tuple[dict[int, int], list[tuple[str, int]]]:
         t = self.reader.state(src, batch)
-        parts = np.bincount(t["partition_id"].to_numpy(), minlength=0) if t.num_rows else np.zeros(0, np.int64)
+        parts = np.bincount(numpy_of(t["partition_id"]), minlength=0) if t.num_rows else np.zeros(0, np.int64)
         per_part = {int(p): int(n) for p, n in enumerate(parts) if n}
         fields = [f.name for f in t.schema.field("key").type if f.name != "index"]
         key = "struct_pack(" + ", ".join(f"{_q(f)} := key.{_q(f)}" for f in fields) + ")"
@@ -83,7 +84,7 @@ class NativeStats:
     def key_ids(self, src: StateSource, batch: int) -> tuple[np.ndarray, np.ndarray]:
         t = self.reader.state(src, batch, keys_only=True)
         ids = self._sql(t, f"SELECT {self._identity(t)} AS k, partition_id FROM t")
-        return _signed(ids["k"]), ids["partition_id"].to_numpy().astype(np.int64)
+        return _signed(ids["k"]), numpy_of(ids["partition_id"]).astype(np.int64)
 
     def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         t = self.reader.changes(src, start, end, keys_only=True)
@@ -92,14 +93,25 @@ class NativeStats:
             f"SELECT batch_id, CAST(change_type = 'delete' AS BIGINT) AS d, {self._identity(t)} AS k, partition_id FROM t",
         )
         return (
-            ids["batch_id"].to_numpy().astype(np.int64),
-            ids["d"].to_numpy(),
+            numpy_of(ids["batch_id"]).astype(np.int64),
+            numpy_of(ids["d"]),
             _signed(ids["k"]),
-            ids["partition_id"].to_numpy().astype(np.int64),
+            numpy_of(ids["partition_id"]).astype(np.int64),
         )
 
     def eviction(self, src: StateSource, batch: int, watermark_ms: int | None) -> EvictionStats:
-        t = self.reader.state(src, batch)
+        schema = self.reader.schema(src)
+        value_type = schema.field("value").type if "value" in schema.names else None
+        needed = None  # the value fields read below: event times, windows, the timeout
+        if value_type is not None and pa.types.is_struct(value_type):
+            needed = frozenset(
+                f.name
+                for f in value_type
+                if pa.types.is_timestamp(f.type)
+                or f.name == "timeoutTimestamp"
+                or (pa.types.is_struct(f.type) and "end" in [c.name for c in f.type])
+            )
+        t = self.reader.state(src, batch, value_fields=needed)
 
         def times(col: str) -> list[Any]:
             if col not in t.column_names or not pa.types.is_struct(t.schema.field(col).type):

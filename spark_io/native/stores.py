@@ -23,14 +23,15 @@ import shutil
 import tempfile
 import threading
 import zipfile
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import cast
 
 from analysis.errors import NativeUnsupported, StateReadError
 from spark_io.native import kernels
-from spark_io.native.records import Records, changelog_header, concat, from_pairs, read_file, scan
+from spark_io.native.records import Chain, Records, changelog_header, from_pairs, read_file
 
 _NAME = re.compile(r"^(\d+)(?:_([0-9a-fA-F-]+))?\.(delta|snapshot|changelog|zip)$")
 
@@ -80,37 +81,37 @@ class PartitionFiles:
 # --------------------------------------------------------------------------- HDFS
 
 
-def hdfs_records(part: PartitionFiles, version: int) -> list[Records]:
+def hdfs_records(part: PartitionFiles, version: int) -> Records:
     """The snapshot and deltas that make up ``version``, oldest first."""
+    chain = Chain()
     if version <= 0:
-        return []
+        return chain.records()
     base = max((v for v in part.files["snapshot"] if v <= version), default=0)
-    out = []
     if base:
         name = part.need("snapshot", base)
-        out.append(scan(part.read(name), 0, kernels.FMT_PLAIN, base, f"{part.rel}/{name}"))
+        chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, base, f"{part.rel}/{name}")
     for v in range(base + 1, version + 1):
         name = part.need("delta", v)
-        out.append(scan(part.read(name), 0, kernels.FMT_PLAIN, v, f"{part.rel}/{name}"))
-    return out
+        chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, v, f"{part.rel}/{name}")
+    return chain.records()
 
 
 def hdfs_changes(part: PartitionFiles, start: int, end: int) -> Records:
-    parts = []
+    chain = Chain()
     for v in range(start, end + 1):
         name = part.need("delta", v)
-        parts.append(scan(part.read(name), 0, kernels.FMT_PLAIN, v, f"{part.rel}/{name}"))
-    return concat(parts)
+        chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, v, f"{part.rel}/{name}")
+    return chain.records()
 
 
 # --------------------------------------------------------------------------- RocksDB
 
 
-def _changelog(part: PartitionFiles, name: str, version: int) -> tuple[Records, list[tuple[int, str]]]:
-    raw = part.read(name)
-    fmt_version, start, lineage = changelog_header(raw)
+def _add_changelog(chain: Chain, part: PartitionFiles, name: str, version: int, raw: bytes | None = None) -> None:
+    raw = part.read(name) if raw is None else raw
+    fmt_version, start, _ = changelog_header(raw)
     fmt = kernels.FMT_TYPED if fmt_version in (2, 4) else kernels.FMT_PLAIN
-    return scan(raw, start, fmt, version, f"{part.rel}/{name}"), lineage
+    chain.add_file(raw, start, fmt, version, f"{part.rel}/{name}")
 
 
 _SCRATCH: list[str] = []
@@ -126,9 +127,10 @@ def _scratch() -> str:
         return _SCRATCH[0]
 
 
-def rocksdb_snapshot(part: PartitionFiles, name: str, version: int) -> tuple[Records, dict[str, int]]:
-    """Every key and value of a RocksDB snapshot (``N.zip`` plus its SST files), and its column
-    family ids (checkpoint metadata ``columnFamilyMapping``)."""
+def rocksdb_snapshot(part: PartitionFiles, name: str, version: int, values: bool = True) -> tuple[Records, dict[str, int]]:
+    """Every key and value of a RocksDB snapshot (``N.zip`` plus its SST files; ``values=False``:
+    keys only, the values empty), and its column family ids (checkpoint metadata
+    ``columnFamilyMapping``)."""
     rel = f"{part.rel}/{name}"
     try:
         with zipfile.ZipFile(part.folder / name) as z:
@@ -149,14 +151,14 @@ def rocksdb_snapshot(part: PartitionFiles, name: str, version: int) -> tuple[Rec
             if not src.is_file():
                 raise StateReadError(f"The SST file SSTs/{sst['dfsSstFileName']} of {rel} is missing.")
             os.symlink(src.resolve(), os.path.join(dest, sst["localFileName"]))
-        pairs = _rocksdb_pairs(dest, rel)
+        pairs = _rocksdb_pairs(dest, rel, values)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
     mapping = {str(k): int(v) for k, v in (meta.get("columnFamilyMapping") or {}).items()}
     return from_pairs(pairs, version), mapping
 
 
-def _rocksdb_pairs(folder: str, rel: str) -> list[tuple[bytes, bytes]]:
+def _rocksdb_pairs(folder: str, rel: str, values: bool) -> list[tuple[bytes, bytes]]:
     try:
         from rocksdict import AccessType, Options, Rdict
     except ImportError as e:  # pragma: no cover - rocksdict is pinned
@@ -167,6 +169,9 @@ def _rocksdb_pairs(folder: str, rel: str) -> list[tuple[bytes, bytes]]:
             raise NativeUnsupported(f"{rel} keeps state in RocksDB column families {families}")
         db = Rdict(folder, Options(raw_mode=True), access_type=AccessType.read_only())
         try:
+            if not values:
+                keys = cast(list[bytes], list(db.keys()))  # raw mode: bytes
+                return [(k, b"") for k in keys]
             return cast(list[tuple[bytes, bytes]], list(db.items()))  # raw mode: bytes keys and values
         finally:
             db.close()
@@ -176,14 +181,51 @@ def _rocksdb_pairs(folder: str, rel: str) -> list[tuple[bytes, bytes]]:
         raise StateReadError(f"RocksDB could not open the snapshot {rel}: {e}") from e
 
 
+class SnapshotCache:
+    """RocksDB snapshots already read, kept for the next question (a snapshot file never changes
+    once written; it is known by its path, size and modification time). RocksDB has no bulk read,
+    so a snapshot costs about a microsecond per pair to read again. Past ``budget`` bytes the
+    least recently used are dropped."""
+
+    def __init__(self, budget: int = 512 << 20) -> None:
+        self.budget = budget
+        self._kept: OrderedDict[tuple[str, int, int, bool], Records] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _nbytes(rec: Records) -> int:
+        return int(rec.buf.nbytes) + 41 * len(rec)  # the buffer, five int64 and one int8 per record
+
+    def read(self, part: PartitionFiles, name: str, version: int, values: bool) -> Records:
+        try:
+            st = (part.folder / name).stat()
+        except OSError:
+            return rocksdb_snapshot(part, name, version, values)[0]  # names the problem
+        ident = (str(part.folder / name), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            for k in ((*ident, True), (*ident, values)):  # one read with values serves a keys-only one
+                if k in self._kept:
+                    self._kept.move_to_end(k)
+                    return self._kept[k]
+        rec = rocksdb_snapshot(part, name, version, values)[0]
+        with self._lock:
+            self._kept[(*ident, values)] = rec
+            total = sum(self._nbytes(r) for r in self._kept.values())
+            while total > self.budget and len(self._kept) > 1:
+                _, dropped = self._kept.popitem(last=False)
+                total -= self._nbytes(dropped)
+        return rec
+
+
 @dataclass
 class RocksPartition:
     """One RocksDB store partition: its files and, for checkpoint format v2, the unique id of
-    each version (from the commit log)."""
+    each version (from the commit log); snapshots are read through the reader's cache."""
 
     part: PartitionFiles
     ids: dict[int, str]  # version -> unique id (checkpoint format v2)
     v2: bool
+    snapshots: SnapshotCache = field(default_factory=SnapshotCache)
 
     @cached_property
     def families(self) -> dict[str, int]:
@@ -213,24 +255,28 @@ class RocksPartition:
             )
         return self.ids[version]
 
-    def state(self, version: int) -> list[Records]:
-        """The snapshot and changelogs that make up ``version``, oldest first."""
+    def state(self, version: int, values: bool = True) -> Records:
+        """The snapshot and changelogs that make up ``version``, oldest first (``values=False``: the
+        snapshot's values are not read)."""
         if version <= 0:
-            return []
+            return Records.empty()
         uid = self._uid(version)
         zip_name = self.part.name("zip", version, uid)
         if zip_name:
-            return [rocksdb_snapshot(self.part, zip_name, version)[0]]
+            return self.snapshots.read(self.part, zip_name, version, values)
         if not self.part.files["changelog"]:
             self.part.need("zip", version, uid)  # no changelog checkpointing: only the zip of the version
         name = self.part.need("changelog", version, uid)
-        last, lineage = _changelog(self.part, name, version)
-        chain = self._chain(version, lineage)
-        out: list[Records] = []
-        for v, u, kind in chain:
+        last = self.part.read(name)
+        chain = Chain()
+        for v, u, kind in self._chain(version, changelog_header(last)[2]):
             n = self.part.need(kind, v, u)
-            out.append(rocksdb_snapshot(self.part, n, v)[0] if kind == "zip" else _changelog(self.part, n, v)[0])
-        return [*out, last]
+            if kind == "zip":
+                chain.add_records(self.snapshots.read(self.part, n, v, values))
+            else:
+                _add_changelog(chain, self.part, n, v)
+        _add_changelog(chain, self.part, name, version, last)
+        return chain.records()
 
     def _chain(self, version: int, lineage: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
         """(version, id, kind) of the files before ``version``: the newest snapshot and the changelogs after it."""
@@ -251,11 +297,10 @@ class RocksPartition:
         return chain
 
     def changes(self, start: int, end: int) -> Records:
-        parts = []
+        chain = Chain()
         for v in range(start, end + 1):
-            name = self.part.need("changelog", v, self._uid(v))
-            parts.append(_changelog(self.part, name, v)[0])
-        return concat(parts)
+            _add_changelog(chain, self.part, self.part.need("changelog", v, self._uid(v)), v)
+        return chain.records()
 
 
 def commit_ids(root: Path, batches: list[int], operator_id: int) -> dict[int, list[list[str]]]:

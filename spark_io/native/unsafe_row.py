@@ -99,8 +99,9 @@ class Rows:
     keep: np.ndarray
 
 
-def decode(rows: Rows, fields: list[dict[str, Any]]) -> pa.StructArray:
-    """The rows as one Arrow struct column of the fields (null where not ``keep``)."""
+def decode(rows: Rows, fields: list[dict[str, Any]], only: frozenset[str] | None = None) -> pa.StructArray:
+    """The rows as one Arrow struct column of the fields (null where not ``keep``); ``only``: of
+    these fields only (the others are not decoded)."""
     fields = unique_fields(fields)
     n = len(rows.base)
     bitset = ((len(fields) + 63) // 64) * 8
@@ -110,12 +111,14 @@ def decode(rows: Rows, fields: list[dict[str, Any]]) -> pa.StructArray:
     if bad >= 0:
         raise Damaged(f"a row of {rows.size[bad]} bytes is shorter than its {len(fields)} fields need", int(bad))
     children = []
-    for i, f in enumerate(fields):
+    wanted = [(i, f) for i, f in enumerate(fields) if only is None or f["name"] in only]
+    for i, f in wanted:
         is_null = kernels.null_bits(rows.buf, rows.base, i, rows.keep)
         present = rows.keep & ~is_null
         slot = rows.base + bitset + 8 * i
         children.append(_column(rows, f["type"], slot, present, end, f["name"]))
-    names = [f["name"] for f in fields]
+    names = [f["name"] for _, f in wanted]
+    fields = [f for _, f in wanted]
     mask = arrow_of(~rows.keep, pa.bool_()) if not rows.keep.all() else None
     if not fields:
         return pa.StructArray.from_arrays([], fields=[], mask=mask) if n else pa.array([], pa.struct([]))
