@@ -237,6 +237,14 @@ def state_access(info: CheckpointInfo) -> StateAccess:
     return SparkState(info)
 
 
+def between_questions(access: StateAccess) -> None:
+    """After an answer, when more keys will follow (the app): the native reader reads the rest of
+    the stores just asked about in the background (Spark's loaded state needs nothing)."""
+    warm = getattr(access, "warm_in_background", None)
+    if warm is not None:
+        warm()
+
+
 def load_state(info: CheckpointInfo, operator_id: int, batch: int, row_budget: int = ROW_BUDGET) -> StateAccess:
     """State to diagnose many keys with. Native: the native reader's access, which keeps what it
     reads. Spark: loaded in memory when the operator has a change feed and its stores fit the row

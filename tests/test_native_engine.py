@@ -218,3 +218,42 @@ def test_key_codes_number_equal_keys_alike(keys: list[bytes]) -> None:
     first: dict[bytes, int] = {}
     assert codes.tolist() == [first.setdefault(k, len(first)) for k in keys]
     assert n == len(first)
+
+
+def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike() -> None:
+    """After a key's answer (its partition read), the other partitions' RocksDB snapshots are read
+    in the background; the next keys are answered from them exactly as from a fresh reader."""
+    from spark_io.diagnosis import between_questions
+
+    info = read_checkpoint(sample("join_rocksdb"))
+    warmed = NativeState(info)
+    op_id, field, keys = _keys_to_ask(info, NativeState(info))
+    first = diagnose.why_missing(warmed, info, keys[:1], op_id, None, field)
+    cache = warmed.reader._snapshots
+    before = len(cache._kept)
+    thread = warmed.warm_in_background()
+    assert thread is not None
+    thread.join()
+    asked = {p.parent for p in Path(info.path, "state", str(op_id)).glob("*/*-keyWithIndexToValue/*.zip")}
+    assert len(cache._kept) > before and len(cache._kept) >= len(asked)  # the stores asked about, every partition
+    assert warmed.warm_in_background() is None  # once per store and batch
+    between_questions(warmed)  # nothing new to read: a no-op
+    later = diagnose.why_missing(warmed, info, keys, op_id, None, field)
+    fresh = diagnose.why_missing(NativeState(info), info, keys, op_id, None, field)
+    assert later.to_dict() == fresh.to_dict()
+    assert first.results[0].to_dict() == fresh.results[0].to_dict()
+
+
+def test_the_snapshot_cache_keeps_to_its_budget_and_reads_the_same(tmp_path: Path) -> None:
+    from spark_io.native.stores import PartitionFiles, SnapshotCache
+
+    root = Path(sample("join_rocksdb"))
+    parts = [PartitionFiles.list(root, f"state/0/{p}/left-keyWithIndexToValue") for p in range(2)]
+    big, small = SnapshotCache(), SnapshotCache(budget=1)
+    for part in parts:
+        for version in sorted(part.files["zip"]):
+            name = part.files["zip"][version][""]
+            a, b = big.read(part, name, version, True), small.read(part, name, version, True)
+            assert a.buf.tobytes() == b.buf.tobytes() and len(a) == len(b) > 0
+            assert big.read(part, name, version, False) is a  # a read with values serves a keys-only one
+    assert len(small._kept) == 1 and len(big._kept) == sum(len(p.files["zip"]) for p in parts)

@@ -201,9 +201,11 @@ def _diagnose(
 ) -> diagnosis.WhyMissingReport:
     access = _loaded_state(path, operator_id, batch, fp, engine_name)
     progress = _progress(path, event_log, fp, log_fp) if event_log and event_time_ms is not None else None
-    return diagnose.why_missing(
+    report = diagnose.why_missing(
         access, _info(path, fp), list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress
     )
+    diagnosis.between_questions(access)
+    return report
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

@@ -8,6 +8,8 @@ decode goes to Spark (``SparkState``) and ``fallbacks`` says which and why.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +44,8 @@ class NativeState(ArrowState):
         self.fallbacks: list[str] = []
         self._parts: dict[Any, pa.Table] = {}
         self._spark: Any = None
+        self._looked_up: dict[tuple[StateSource, int], None] = {}  # (source, batch) read by partition, in order
+        self._warmed: set[tuple[StateSource, int]] = set()
 
     def _or_spark(self, read: Any, spark_read: Any) -> Any:
         try:
@@ -124,6 +128,7 @@ class NativeState(ArrowState):
             if parts is None:
                 return super(NativeState, self).rows(source, batch, query)
             texts = self._texts(source, query)
+            self._looked_up[(source, batch)] = None
             table = self._partial((source, batch, tuple(parts), texts), lambda: self.reader.state(source, batch, parts, texts))
             return _matching(self._prefilter(table, query).to_pylist(), query)
 
@@ -166,6 +171,24 @@ class NativeState(ArrowState):
 
             self.derived[k] = self._or_spark(native, lambda s: s.eviction_horizon(source, start, end, watermarks))
         return self.derived[k]  # type: ignore[no-any-return]
+
+    def warm_in_background(self) -> threading.Thread | None:
+        """Between questions (the app): read the other partitions' snapshots of the stores looked
+        up so far, in a thread, so the next keys find them kept. A read that fails here fails
+        again, with its message, in the question that needs it."""
+        todo = [k for k in self._looked_up if k not in self._warmed]
+        if not todo:
+            return None
+        self._warmed.update(todo)
+
+        def warm() -> None:
+            for source, batch in todo:
+                with contextlib.suppress(StateReadError, NativeUnsupported):  # said by the question that reads it
+                    self.reader.warm(source, batch)
+
+        t = threading.Thread(target=warm, name="statelens-warm-snapshots", daemon=True)
+        t.start()
+        return t
 
     def has_change_feed(self, operator_id: int) -> bool:
         operator_of(self.info, operator_id)

@@ -121,6 +121,16 @@ class NativeReader:
 
         return self._read(source, partitions, records, True, keys_only)
 
+    def warm(self, source: StateSource, batch: int) -> None:
+        """Read the RocksDB snapshots the source's state at ``batch`` starts from, in every
+        partition, into the snapshot cache (for the questions after; nothing is decoded)."""
+        if not self.rocksdb:
+            return  # HDFS files are read in one pass each: nothing worth keeping
+        op = operator_of(self.info, source.operator_id)
+        for store in self._view(op, source).stores:
+            for p in range(self.partitions(source)):
+                self._rocks(op.operator_id, store, p).warm(batch + 1)
+
     def partitions(self, source: StateSource) -> int:
         op = operator_of(self.info, source.operator_id)
         return max((s.num_partitions for s in op.stores), default=0)

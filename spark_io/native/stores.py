@@ -278,6 +278,21 @@ class RocksPartition:
         _add_changelog(chain, self.part, name, version, last)
         return chain.records()
 
+    def warm(self, version: int) -> None:
+        """Read the snapshot that ``version`` starts from into the cache (nothing else)."""
+        uid = self._uid(version)
+        zip_name = self.part.name("zip", version, uid)
+        if zip_name:
+            self.snapshots.read(self.part, zip_name, version, True)
+            return
+        name = self.part.name("changelog", version, uid)
+        if name is None:
+            return
+        lineage = changelog_header(self.part.read(name))[2] if self.v2 else []
+        for v, u, kind in self._chain(version, lineage)[:1]:
+            if kind == "zip":
+                self.snapshots.read(self.part, self.part.need(kind, v, u), v, True)
+
     def _chain(self, version: int, lineage: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
         """(version, id, kind) of the files before ``version``: the newest snapshot and the changelogs after it."""
         if self.v2:
