@@ -111,7 +111,7 @@ class NativeStats:
                 or f.name == "timeoutTimestamp"
                 or (pa.types.is_struct(f.type) and "end" in [c.name for c in f.type])
             )
-        t = self.reader.state(src, batch, value_fields=needed)
+        t = self.reader.state(src, batch, keys_only=needed == frozenset(), value_fields=needed or None)
 
         def times(col: str) -> list[Any]:
             if col not in t.column_names or not pa.types.is_struct(t.schema.field(col).type):
