@@ -39,6 +39,15 @@ def numpy_of(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.frombuffer(data, dtype, count=n, offset=offset * dtype.itemsize)
 
 
+def numpy_filled(column: pa.Array | pa.ChunkedArray, fill: int | bool) -> np.ndarray:
+    """``numpy_of`` with ``fill`` where the column is null (``pc.fill_null`` with a Python value
+    makes a pyarrow scalar, which imports pandas)."""
+    values = numpy_of(column)
+    if column.null_count:
+        values = np.where(numpy_of(column.is_valid()), values, fill)
+    return values
+
+
 def arrow_of(values: np.ndarray, type_: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
     """A fixed-width numpy array as an Arrow array of ``type_`` (the same bytes; booleans packed),
     null where ``valid`` is False."""

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis import why_missing as wm
-from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, numpy_of, string_array, translate_ascii
+from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, numpy_filled, numpy_of, string_array, translate_ascii
 from analysis.errors import StateReadError
 from analysis.model import StateSource
 
@@ -252,7 +252,7 @@ def _codes(column: Any) -> np.ndarray:
         valid = numpy_of(column.is_valid())
         return np.where(valid, codes, -1)
     encoded = pc.dictionary_encode(column)
-    return numpy_of(pc.fill_null(encoded.indices, -1)).astype(np.int64)
+    return numpy_filled(encoded.indices, -1).astype(np.int64)
 
 
 def arrow_eviction_horizon(feed: pa.Table, watermarks: dict[int, int]) -> tuple[int, int] | None:
@@ -268,11 +268,11 @@ def arrow_eviction_horizon(feed: pa.Table, watermarks: dict[int, int]) -> tuple[
         return None
     times = pc.struct_field(feed["value"], time_field)
     micros = pc.cast(times, pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    t = numpy_of(pc.fill_null(micros, 0)) // 1000
+    t = numpy_filled(micros, 0) // 1000
     has_t = numpy_of(pc.is_valid(micros))
     key = _codes(feed["key"])
     batch = numpy_of(feed["batch_id"]).astype(np.int64)
-    delete = numpy_of(pc.fill_null(pc.equal(feed["change_type"], "delete"), False))
+    delete = numpy_filled(pc.equal(feed["change_type"], string_array(["delete"])[0]), False)
     order = np.lexsort((delete, batch, key))
     key, batch, delete, t, has_t = key[order], batch[order], delete[order], t[order], has_t[order]
     evicted = np.zeros(len(key), np.bool_)

@@ -121,7 +121,9 @@ def decode(rows: Rows, fields: list[dict[str, Any]], only: frozenset[str] | None
     fields = [f for _, f in wanted]
     mask = arrow_of(~rows.keep, pa.bool_()) if not rows.keep.all() else None
     if not fields:  # a struct without fields has its length from its mask
-        return pa.StructArray.from_arrays([], fields=[], mask=arrow_of(~rows.keep, pa.bool_())) if n else pa.array([], pa.struct([]))
+        return (
+            pa.StructArray.from_arrays([], fields=[], mask=arrow_of(~rows.keep, pa.bool_())) if n else pa.array([], pa.struct([]))
+        )
     return pa.StructArray.from_arrays(children, names=names, mask=mask)
 
 
