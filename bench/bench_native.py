@@ -36,6 +36,8 @@ from timing import median_seconds  # noqa: E402
 
 ENV = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "STATELENS_ENGINE")}
 ENV["STATELENS_SERVE_DIR"] = "/nonexistent-statelens-serve"  # never a warm served engine
+# as on a user's machine, Python keeps compiled modules (this machine's environment turns that off)
+ENV.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def cli(*args: str) -> str:

@@ -156,15 +156,16 @@ def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def dense_codes(buf, off, size):  # type: ignore[no-untyped-def]
     """A dense code per distinct byte string ``buf[off[i]:off[i]+size[i]]``, numbered in order of
-    first appearance, and the number of codes: an open-addressing table of record indexes (FNV-1a
-    hashes, bytes compared on a hit), about 16 bytes a record, where Arrow's dictionary encoding
-    takes over 100."""
+    first appearance, and the number of codes: an open-addressing table of record indexes and
+    their FNV-1a hashes (bytes compared only where the hashes agree), about 32 bytes a record,
+    where Arrow's dictionary encoding takes over 100."""
     n = off.shape[0]
     cap = 16
     while cap < 2 * n:
         cap <<= 1
     mask = np.uint64(cap - 1)
     slots = np.full(cap, -1, np.int64)
+    hashes = np.zeros(cap, np.uint64)
     codes = np.empty(n, np.int64)
     count = 0
     for i in range(n):
@@ -178,10 +179,11 @@ def dense_codes(buf, off, size):  # type: ignore[no-untyped-def]
             r = slots[k]
             if r == -1:
                 slots[k] = i
+                hashes[k] = h
                 codes[i] = count
                 count += 1
                 break
-            if size[r] == s:
+            if hashes[k] == h and size[r] == s:
                 ro = off[r]
                 same = True
                 for j in range(s):
