@@ -58,6 +58,13 @@ class OperatorInfo:
         """transformWithState state variable names (operator metadata v2)."""
         return [v.get("stateName", "") for v in self.properties.get("stateVariables", []) if v.get("stateName")]
 
+    def state_variable_type(self, name: str) -> str | None:
+        """``ValueState``, ``ListState``, ``MapState`` or ``TimerState`` of a transformWithState variable."""
+        return next(
+            (v.get("stateVariableType") for v in self.properties.get("stateVariables", []) if v.get("stateName") == name),
+            None,
+        )
+
 
 @dataclass
 class CheckpointInfo:

@@ -176,6 +176,60 @@ def tws_ttl(_spark: Any, s: dict[str, Any]) -> Any:
     )
 
 
+def tws_collections(_spark: Any, s: dict[str, Any]) -> Any:
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class Collections(StatefulProcessor):
+        """Per user: a value state ``total`` (events seen), a list state ``events`` (every event id,
+        the oldest dropped past 5), a map state ``per_kind`` kept with a 30 minute TTL, and a
+        processing-time timer that clears the list."""
+
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.handle = handle
+            self.total = handle.getValueState("total", StructType([StructField("n", LongType())]))
+            self.events = handle.getListState("events", StructType([StructField("event_id", StringType())]))
+            self.per_kind = handle.getMapState(
+                "per_kind",
+                StructType([StructField("kind", StringType())]),
+                StructType([StructField("n", LongType())]),
+                ttlDurationMs=30 * 60 * 1000,
+            )
+
+        def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+            n = self.total.get()[0] if self.total.exists() else 0
+            kept = [e[0] for e in self.events.get()] if self.events.exists() else []
+            for pdf in rows:
+                n += len(pdf)
+                for event_id, kind in zip(pdf["event_id"], pdf["kind"], strict=True):
+                    kept.append(event_id)
+                    prev = self.per_kind.getValue((kind,))[0] if self.per_kind.containsKey((kind,)) else 0
+                    self.per_kind.updateValue((kind,), (prev + 1,))
+            self.total.update((n,))
+            self.events.put([(e,) for e in kept[-5:]])
+            self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + 60 * 60 * 1000)
+            yield pd.DataFrame({"user_id": [key[0]], "events": [n]})
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
+            self.events.clear()
+            yield pd.DataFrame({"user_id": [key[0]], "events": [0]})
+
+        def close(self) -> None:
+            pass
+
+    return (
+        s["events"]
+        .groupBy("user_id")
+        .transformWithStateInPandas(
+            statefulProcessor=Collections(),
+            outputStructType="user_id STRING, events LONG",
+            outputMode="Update",
+            timeMode="ProcessingTime",
+        )
+    )
+
+
 def odd_key_batches() -> list[dict[str, Rows]]:
     """Events whose user ids hold quotes, backslashes and non-ASCII characters."""
     users = ["o'brien", 'say "hi"', "back\\slash", "zoë", "東京", "plain"]
@@ -215,6 +269,7 @@ class Compat:
     stop_after: int | None = None  # stop after this many batches and restart on the rest
     fail_at: int | None = None  # the sink fails in this batch: its offsets stay uncommitted
     operators: tuple[int, ...] = (0,)
+    state_vars: tuple[str, ...] = ("count",)  # transformWithState: the state variables the truth reads
 
 
 HDFS = {**g.SMALL, "spark.sql.streaming.stateStore.providerClass": g.HDFS}
@@ -286,6 +341,12 @@ def compat_scenarios() -> list[Compat]:
                g.event_batches(6, 6, 4, users=4), tws_ttl, "transform_with_state", output_mode="update",
                conf={**ROCKS, "spark.sql.streaming.noDataMicroBatches.enabled": "false"},  # as for processing-time timeouts
                min_version="4.0", why_not_before="transformWithState arrived in Spark 4.0"),
+        Compat("tws_collections", "transformWithStateInPandas with a value, a list and a map state (30 minute TTL) "
+               "and processing-time timers.", EVENTS, g.event_batches(6, 6, 4, users=4), tws_collections,
+               "transform_with_state", output_mode="update",
+               conf={**ROCKS, "spark.sql.streaming.noDataMicroBatches.enabled": "false"},
+               versions=("4.0.5", "4.3.0"), min_version="4.0", why_not_before="transformWithState arrived in Spark 4.0",
+               state_vars=("total", "events", "per_kind")),
     ]  # fmt: skip
 
 
@@ -313,7 +374,7 @@ def state_reads(s: Compat) -> list[tuple[str, dict[str, str]]]:
             for side in ("left", "right"):
                 out.append((side, {"operatorId": str(op), "storeName": f"{side}-keyWithIndexToValue"}))
         elif s.kind == "transform_with_state":
-            out.append((f"{op}:count", {"operatorId": str(op), "stateVarName": "count"}))
+            out += [(f"{op}:{v}", {"operatorId": str(op), "stateVarName": v}) for v in s.state_vars]
         else:
             out.append((str(op), {"operatorId": str(op)}))
     return out

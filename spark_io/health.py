@@ -172,8 +172,9 @@ def _growth_sources(op: OperatorInfo) -> list[StateSource]:
 def store_growth(
     info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile], stats: StateStats
 ) -> health.StoreGrowth:
-    """Rows per batch of one store from its change feed, in one pass."""
-    if not has_change_feed(info, op.operator_id):
+    """Rows per batch of one store from its change feed, in one pass. A list state counts its
+    elements, which its change feed does not give one by one: from its state at each batch."""
+    if not has_change_feed(info, op.operator_id) or (src.state_var and op.state_variable_type(src.state_var) == "ListState"):
         return _growth_from_state(info, op, src, files, stats)
     committed = [b.batch_id for b in info.committed_batches]
     first, last = committed[0], committed[-1]
@@ -197,7 +198,8 @@ def store_growth(
 def _growth_from_state(
     info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile], stats: StateStats
 ) -> health.StoreGrowth:
-    """Rows per batch without a change feed (RocksDB without changelog checkpointing): the state at
+    """Rows per batch without a change feed (RocksDB without changelog checkpointing), or of a list
+    state (its elements, one by one): the state at
     each of the last MAX_STATE_BATCHES retained batches, as key ids, compared batch to batch."""
     batches = [b.batch_id for b in info.committed_batches][-MAX_STATE_BATCHES:]
     snapshots = []

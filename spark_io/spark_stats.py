@@ -40,9 +40,14 @@ class StateStats(Protocol):
 
 
 def _identity(columns: list[str]) -> list[Any]:
-    """What tells two rows apart as the same state entry: the key, and a map state's user key."""
+    """What tells two rows apart as one state entry: the key, a map state's user key, a list
+    state's element and its occurrence (a list may hold one element twice)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if "list_element" in columns:
+        row = [F.to_json("key"), F.to_json("list_element")]
+        return [*row, F.row_number().over(Window.partitionBy(*row).orderBy(F.lit(1)))]
     return [F.to_json("key")] + ([F.to_json("user_map_key")] if "user_map_key" in columns else [])
 
 

@@ -257,3 +257,35 @@ def test_the_snapshot_cache_keeps_to_its_budget_and_reads_the_same(tmp_path: Pat
             assert a.buf.tobytes() == b.buf.tobytes() and len(a) == len(b) > 0
             assert big.read(part, name, version, False) is a  # a read with values serves a keys-only one
     assert len(small._kept) == 1 and len(big._kept) == sum(len(p.files["zip"]) for p in parts)
+
+
+TWS_SAMPLES = [
+    n for n in ALL if any(o.operator_name.startswith("transformWithState") for o in read_checkpoint(sample(n)).operators)
+]
+
+
+@pytest.mark.parametrize("name", TWS_SAMPLES)
+def test_growth_of_every_state_variable_counts_the_rows_spark_reads(name: str, spark: Any, engine_choice: Any) -> None:
+    """Each transformWithState variable's growth series (value, list elements one by one, map
+    entries, TTL where present) equals the rows Spark's ``statestore`` reads with ``stateVarName``
+    at each of its batches, on both engines."""
+    from pyspark.sql import functions as F
+
+    from spark_io.state_reader import state_frame, to_arrow
+
+    info = read_checkpoint(sample(name))
+    for which in ("native", "spark"):
+        engine_choice(which)
+        report = health.growth(info.path, info=info)
+        assert report.engine == which
+        variables = {s.store_name for s in report.stores}
+        assert variables == {v for o in info.operators for v in o.state_variables if not v.startswith("$")}
+        for g in report.stores:
+            src = StateSource(g.operator_id, state_var=g.store_name)
+            frames = [state_frame(info.path, src, {"batchId": str(b)}).withColumn("_b", F.lit(b)) for b in g.rows]
+            union = frames[0]
+            for f in frames[1:]:
+                union = union.unionByName(f)
+            counted = to_arrow(union.groupBy("_b").count(), src.describe()).to_pylist()
+            spark_rows = {b: 0 for b in g.rows} | {r["_b"]: r["count"] for r in counted}
+            assert g.rows == spark_rows, f"{which}: {g.store_name}"

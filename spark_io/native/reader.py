@@ -212,14 +212,7 @@ class NativeReader:
         if source.state_var not in fams:
             raise NativeUnsupported(f"no state schema for state variable {source.state_var}")
         fam = fams[source.state_var]
-        kind = next(
-            (
-                v.get("stateVariableType")
-                for v in op.properties.get("stateVariables", [])
-                if v.get("stateName") == source.state_var
-            ),
-            "ValueState",
-        )
+        kind = op.state_variable_type(source.state_var) or "ValueState"
         if kind == "ListState":
             return _Tws(self, op.operator_id, fam, "list")
         if kind == "MapState":

@@ -67,6 +67,10 @@ class NativeStats:
 
     @staticmethod
     def _identity(table: pa.Table) -> str:
+        """What tells two rows apart as one state entry: the key, a map state's user key, a list
+        state's element and its occurrence (a list may hold one element twice)."""
+        if "list_element" in table.column_names:
+            return "hash(key, list_element, row_number() OVER (PARTITION BY key, list_element))"
         cols = ["key"] + (["user_map_key"] if "user_map_key" in table.column_names else [])
         return "hash(" + ", ".join(cols) + ")"
 
