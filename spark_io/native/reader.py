@@ -577,4 +577,10 @@ def _list_elements(rec: Records) -> tuple[Records, Rows]:
     owner = np.concatenate([owner, deletes])[order]
     off = np.concatenate([off + 1, np.zeros(len(deletes), np.int64)])[order]
     size = np.concatenate([size - 1, np.zeros(len(deletes), np.int64)])[order]
-    return rec.take(owner), Rows(rec.buf, off, size, keep)
+    out = rec.take(owner)
+    # a put of several elements (ListState.put) is, in Spark's change feed, the first element's
+    # update and the others' appends
+    later = np.zeros(len(owner), np.bool_)
+    later[1:] = owner[1:] == owner[:-1]
+    out.kind = np.where(later & (out.kind == kernels.PUT), np.int8(kernels.MERGE), out.kind).astype(np.int8)
+    return out, Rows(rec.buf, off, size, keep)
