@@ -143,6 +143,20 @@ def processing_time_timeout(_spark: Any, s: dict[str, Any]) -> Any:
     )
 
 
+def _per_user(s: dict[str, Any], processor: Any) -> Any:
+    """The events per user through a transformWithStateInPandas processor (processing time)."""
+    return (
+        s["events"]
+        .groupBy("user_id")
+        .transformWithStateInPandas(
+            statefulProcessor=processor,
+            outputStructType="user_id STRING, events LONG",
+            outputMode="Update",
+            timeMode="ProcessingTime",
+        )
+    )
+
+
 def tws_ttl(_spark: Any, s: dict[str, Any]) -> Any:
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -164,16 +178,7 @@ def tws_ttl(_spark: Any, s: dict[str, Any]) -> Any:
         def close(self) -> None:
             pass
 
-    return (
-        s["events"]
-        .groupBy("user_id")
-        .transformWithStateInPandas(
-            statefulProcessor=CountWithTTL(),
-            outputStructType="user_id STRING, events LONG",
-            outputMode="Update",
-            timeMode="ProcessingTime",
-        )
-    )
+    return _per_user(s, CountWithTTL())
 
 
 def tws_collections(_spark: Any, s: dict[str, Any]) -> Any:
@@ -218,16 +223,7 @@ def tws_collections(_spark: Any, s: dict[str, Any]) -> Any:
         def close(self) -> None:
             pass
 
-    return (
-        s["events"]
-        .groupBy("user_id")
-        .transformWithStateInPandas(
-            statefulProcessor=Collections(),
-            outputStructType="user_id STRING, events LONG",
-            outputMode="Update",
-            timeMode="ProcessingTime",
-        )
-    )
+    return _per_user(s, Collections())
 
 
 def odd_key_batches() -> list[dict[str, Rows]]:
