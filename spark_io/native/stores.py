@@ -90,18 +90,18 @@ def hdfs_records(part: PartitionFiles, version: int) -> Records:
     if base:
         name = part.need("snapshot", base)
         chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, base, f"{part.rel}/{name}")
-    for v in range(base + 1, version + 1):
-        name = part.need("delta", v)
-        chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, v, f"{part.rel}/{name}")
-    return chain.records()
+    return _add_deltas(chain, part, base + 1, version).records()
 
 
 def hdfs_changes(part: PartitionFiles, start: int, end: int) -> Records:
-    chain = Chain()
+    return _add_deltas(Chain(), part, start, end).records()
+
+
+def _add_deltas(chain: Chain, part: PartitionFiles, start: int, end: int) -> Chain:
     for v in range(start, end + 1):
         name = part.need("delta", v)
         chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, v, f"{part.rel}/{name}")
-    return chain.records()
+    return chain
 
 
 # --------------------------------------------------------------------------- RocksDB
@@ -127,10 +127,9 @@ def _scratch() -> str:
         return _SCRATCH[0]
 
 
-def rocksdb_snapshot(part: PartitionFiles, name: str, version: int, values: bool = True) -> tuple[Records, dict[str, int]]:
+def rocksdb_snapshot(part: PartitionFiles, name: str, version: int, values: bool = True) -> Records:
     """Every key and value of a RocksDB snapshot (``N.zip`` plus its SST files; ``values=False``:
-    keys only, the values empty), and its column family ids (checkpoint metadata
-    ``columnFamilyMapping``)."""
+    keys only, the values empty). Its column family ids are read apart (``RocksPartition.families``)."""
     rel = f"{part.rel}/{name}"
     try:
         with zipfile.ZipFile(part.folder / name) as z:
@@ -154,8 +153,7 @@ def rocksdb_snapshot(part: PartitionFiles, name: str, version: int, values: bool
         pairs = _rocksdb_pairs(dest, rel, values)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
-    mapping = {str(k): int(v) for k, v in (meta.get("columnFamilyMapping") or {}).items()}
-    return from_pairs(pairs, version), mapping
+    return from_pairs(pairs, version)
 
 
 def _rocksdb_pairs(folder: str, rel: str, values: bool) -> list[tuple[bytes, bytes]]:
@@ -200,14 +198,14 @@ class SnapshotCache:
         try:
             st = (part.folder / name).stat()
         except OSError:
-            return rocksdb_snapshot(part, name, version, values)[0]  # names the problem
+            return rocksdb_snapshot(part, name, version, values)  # names the problem
         ident = (str(part.folder / name), st.st_size, st.st_mtime_ns)
         with self._lock:
             for k in ((*ident, True), (*ident, values)):  # one read with values serves a keys-only one
                 if k in self._kept:
                     self._kept.move_to_end(k)
                     return self._kept[k]
-        rec = rocksdb_snapshot(part, name, version, values)[0]
+        rec = rocksdb_snapshot(part, name, version, values)
         with self._lock:
             self._kept[(*ident, values)] = rec
             total = sum(self._nbytes(r) for r in self._kept.values())
