@@ -13,9 +13,9 @@ import streamlit as st
 from views.common import (
     CHECKPOINT_KEY,
     EVENT_LOG_KEY,
-    INPUT_KEY,
     TIMEZONES,
     TZ_KEY,
+    checkpoint_input_key,
     current_path,
     default_checkpoint,
     engine_settings,
@@ -36,9 +36,6 @@ if CHECKPOINT_KEY not in st.session_state:
     st.session_state[CHECKPOINT_KEY] = st.query_params.get("checkpoint") or default_checkpoint()
     # the query's event log (optional): ?event_log=..., else the bundled sample's own
     st.session_state[EVENT_LOG_KEY] = st.query_params.get("event_log") or sample_event_log(st.session_state[CHECKPOINT_KEY])
-# Re-seed the input every run: a page switch remounts the widget, which otherwise shows empty.
-# (Its on_change callback has already copied any edit into CHECKPOINT_KEY by now.)
-st.session_state[INPUT_KEY] = st.session_state[CHECKPOINT_KEY]
 # The other sidebar widgets keep their values across page switches the same way.
 for _key, _default in ((EVENT_LOG_KEY, ""), (TZ_KEY, "UTC"), ("live", False)):
     st.session_state[_key] = st.session_state.get(_key, _default)
@@ -47,12 +44,12 @@ for _key, _default in ((EVENT_LOG_KEY, ""), (TZ_KEY, "UTC"), ("live", False)):
 def _pick() -> None:
     name = st.session_state.get("sample_pick")
     if name:
-        st.session_state[CHECKPOINT_KEY] = st.session_state[INPUT_KEY] = sample_checkpoints()[name]
+        st.session_state[CHECKPOINT_KEY] = sample_checkpoints()[name]
         st.session_state[EVENT_LOG_KEY] = sample_event_log(sample_checkpoints()[name])
 
 
-def _typed() -> None:
-    old, new = st.session_state[CHECKPOINT_KEY], st.session_state[INPUT_KEY].strip()
+def _typed(input_key: str) -> None:
+    old, new = st.session_state[CHECKPOINT_KEY], st.session_state[input_key].strip()
     st.session_state[CHECKPOINT_KEY] = new
     if st.session_state.get(EVENT_LOG_KEY, "") == sample_event_log(old):  # filled in for a sample, not by the user
         st.session_state[EVENT_LOG_KEY] = sample_event_log(new)
@@ -61,10 +58,16 @@ def _typed() -> None:
 # the name above the navigation (st.logo sits at the sidebar's top; a title in the sidebar would land below the pages)
 st.logo(str(Path(__file__).parent / "assets" / "logo.svg"), size="large")
 with st.sidebar:
+    # The input opens on the chosen checkpoint as its own default, under a key that follows it: a
+    # page switch or a new session shows the path at once, and a value a page still sends from
+    # before a change is never taken for an edit.
+    input_key = checkpoint_input_key(st.session_state[CHECKPOINT_KEY])
     st.text_input(
         "Checkpoint path",
-        key=INPUT_KEY,
+        value=st.session_state[CHECKPOINT_KEY],
+        key=input_key,
         on_change=_typed,
+        args=(input_key,),
         help="The folder the streaming query was started with as checkpointLocation.",
     )
     st.text_input(

@@ -11,6 +11,7 @@
     python cli.py report CHECKPOINT --out FILE.html [--event-log PATH]
     python cli.py doctor CHECKPOINT [--json]
     python cli.py serve [--stop | --status]    # a warm Spark engine for the commands after it
+    python cli.py app [--engine E] [--master URL | --remote URL] [STREAMLIT OPTIONS]  # the web app
 
 Exit codes: 0 on success, 2 on bad input or a failed read, with one line on stderr.
 """
@@ -169,12 +170,12 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
     elif report.history:
         print(f"history: batches {report.history[0]}-{report.history[1]} ({report.history_method})")
     for r in report.results:
-        side = f" ({r.side} side)" if r.side else ""
+        side = f" ({r.side_text})" if r.side else ""
         typed = f" [matched {r.matched_as}]" if r.matched_as and r.matched_as != "as text" else ""
         print(f"\n{r.key}: {r.verdict}{side}{typed}")
         print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
         for n in r.near_misses:
-            print(f"  near miss: {n['key']!r} ({n['reason']})")
+            print(f"  near miss: {n['key']!r} ({n['reason']}; {n['where']}, {n['seen']})")
         if r.evidence:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
 
@@ -368,7 +369,42 @@ def cmd_serve(args: argparse.Namespace) -> None:
     )
 
 
-NO_SPARK = ("overview", "doctor", "serve")  # commands that never need a Spark engine
+# How the web app is served unless the user's Streamlit options say otherwise: on loopback only
+# (state and SQL are data), without Streamlit's file watcher (it watches the whole folder, .venv
+# included, and reloads modules under a running page) and without the Deploy button.
+APP_DEFAULTS = {
+    "server.address": "127.0.0.1",
+    "server.fileWatcherType": "none",
+    "client.toolbarMode": "viewer",
+    "browser.gatherUsageStats": "false",
+}
+
+
+def app_command(options: list[str]) -> list[str]:
+    """``streamlit run app.py`` with State Lens' defaults; the user's options come last and win
+    (Streamlit takes an option's last value)."""
+    for i, opt in enumerate(options):
+        value_of_previous = i > 0 and options[i - 1].startswith("--") and "=" not in options[i - 1]
+        if not (value_of_previous or (opt.startswith("--") and "." in opt.split("=")[0])):
+            from analysis.errors import InvalidInput
+
+            raise InvalidInput(f"{opt!r} is not a Streamlit option: app takes options like --server.port 8600.")
+    app = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.py")
+    defaults = [f"--{name}={value}" for name, value in APP_DEFAULTS.items()]
+    return [sys.executable, "-m", "streamlit", "run", app, *defaults, *options]
+
+
+def cmd_app(args: argparse.Namespace) -> None:
+    env = dict(os.environ)
+    for name, value in (("STATELENS_ENGINE", args.engine), ("STATELENS_MASTER", args.master), ("SPARK_REMOTE", args.remote)):
+        if value:
+            env[name] = value
+    command = app_command(args.streamlit_options)
+    sys.stdout.flush()
+    os.execve(command[0], command, env)  # the server is this process: a signal to it stops the app
+
+
+NO_SPARK = ("overview", "doctor", "serve", "app")  # commands that never need a Spark engine in this process
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -490,11 +526,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, help="FILE.html")
     r.add_argument("--event-log", default=None, help="the query's event log or progress JSON lines: late rows, rates, durations")
     r.set_defaults(func=cmd_report)
+
+    a = sub.add_parser(
+        "app",
+        help="start the web app (on 127.0.0.1; Streamlit options pass through: --server.port 8600, "
+        "--server.address 0.0.0.0 to serve other machines)",
+    )
+    a.set_defaults(func=cmd_app, streamlit_options=[])
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "app":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.streamlit_options = extra
     try:
         from spark_io import engine
 

@@ -17,6 +17,7 @@ from typing import Any
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput, StateReadError, UnknownOperator
 from analysis.model import (
+    JOIN_SIDES,
     CheckpointInfo,
     OperatorInfo,
     StateSource,
@@ -167,17 +168,38 @@ def why_missing(
         return out
 
     results = run_all()
-    # 3. near-miss keys, only for keys that are waiting or were never seen (a malformed key is the usual
-    # cause), searched in the stores that do not hold the key (a waiting key: the other side)
-    suspicious = [r.key for r in results if r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)]
+    # 3. near-miss keys, only for keys that are waiting, were never seen or left unmatched (a malformed
+    # key is the usual cause), searched in the stores that do not hold the key (a waiting key: the other
+    # side): in their state at the batch and in their change feed (a look-alike already evicted)
+    suspicious = [
+        r.key
+        for r in results
+        if r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)
+        or (r.verdict in (wm.EVICTED, wm.EMITTED_UNMATCHED) and r.was_matched is False)
+    ]
+    searched_history = ctx.history is not None and ctx.history_method == "change feed" and not ctx.history_error
     for name, src in sources:
         absent = [key for key in suspicious if not lookups[key][name].rows]
-        if absent:
-            near = access.near_keys(src, batch, key_field, absent)
-            for key in absent:
-                lookups[key][name].near = sorted(n for n in near if wm.near_miss_reason(key, n))
-    # 4. joins: for keys waiting on one side, when the watermark evicts them (from this side's observed evictions)
-    waiting_sides = {r.side for r in results if r.verdict in (wm.WAITING_OTHER_SIDE, wm.CONDITION_NOT_MET) and r.side}
+        if not absent:
+            continue
+        near = access.near_keys(src, batch, key_field, absent)
+        seen = []
+        if searched_history and ctx.history is not None and src.has_change_feed:
+            try:
+                seen = access.near_history(src, ctx.history[0], ctx.history[1], key_field, absent)
+            except StateReadError as e:
+                ctx.notes.append(f"(Similar keys in the {name} store's history were not searched: {e.message})")
+        for key in absent:
+            lookups[key][name].near = sorted(n for n in near if wm.near_miss_reason(key, n))
+            lookups[key][name].near_seen = [s for s in seen if wm.near_miss_reason(key, s.key)]
+    # 4. joins: for keys waiting on one side, when the watermark evicts them, and for pairs the condition
+    # rejected, the join's bound (both from the sides' observed evictions)
+    waiting_sides: set[str] = set()
+    for r in results:
+        if r.verdict == wm.WAITING_OTHER_SIDE and r.side:
+            waiting_sides.add(r.side)
+        elif r.verdict == wm.CONDITION_NOT_MET:
+            waiting_sides |= {r.side} if r.side in JOIN_SIDES else set(JOIN_SIDES)
     if kind == wm.JOIN and ctx.history_method == "change feed" and not ctx.history_error and any(watermarks.values()):
         for side in sorted(waiting_sides):
             try:

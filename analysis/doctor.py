@@ -137,7 +137,7 @@ def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
         if f.partition_id >= 0 and f.version is not None:
             groups[(f.operator_id, f.store_name, f.partition_id)].append(f)
     for op in info.operators:
-        for st in op.stores:
+        for st in op.folders:
             for p in range(st.num_partitions):
                 groups.setdefault((op.operator_id, st.store_name, p), [])
     broken: dict[int, list[str]] = defaultdict(list)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from analysis.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable
@@ -19,8 +20,8 @@ from analysis.key_verdicts import (
     KeyDiagnosis,
     StoreLookup,
 )
-from analysis.near_miss import near_misses
-from analysis.verdict_common import not_in_state, side_history
+from analysis.near_miss import near_misses, near_text
+from analysis.verdict_common import matched_batch, not_in_state, side_history
 
 
 def diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup) -> KeyDiagnosis:
@@ -28,18 +29,14 @@ def diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup)
     all_rows = [(name, r) for name, lk in sides.items() for r in lk.rows]
     other_seen = {name: side_history(sides["right" if name == "left" else "left"]) for name in sides}
     if any((r.get("value") or {}).get("matched") for _, r in all_rows):
-        matched_batches = [
-            r["batch_id"]
-            for lk in (left, right)
-            for r in history_rows(lk)
-            if r["change_type"] == "update" and (r.get("value") or {}).get("matched")
-        ]
-        when = f" It became matched in batch {min(matched_batches)}." if matched_batches else ""
+        joined_in = matched_batch([left, right])
+        when = f" It became matched in batch {joined_in}." if joined_in is not None else ""
         d = KeyDiagnosis(
             key,
             MATCHED,
             f"Rows with this key are in the join state marked matched: the key joined and its output was emitted.{when}",
             was_matched=True,
+            matched_at_batch=joined_in,
         )
     elif ctx.join_format == 1 and (
         (left.rows and right.rows) or (left.rows and other_seen["left"][2]) or (right.rows and other_seen["right"][2])
@@ -53,41 +50,34 @@ def diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup)
             "(look for the key in the output).",
         )
     elif left.rows and right.rows:
-        pairs = []
-        for lr in left.rows:
-            lf, lt = event_time_ms(lr.get("value"))
-            for rr in right.rows:
-                rf, rt = event_time_ms(rr.get("value"))
-                if lt is not None and rt is not None:
-                    pairs.append((lf, lt, rf, rt))
-        detail = "; ".join(
-            f"{lf} {fmt_ms(lt)} vs {rf} {fmt_ms(rt)} (difference {fmt_duration(rt - lt)})" for lf, lt, rf, rt in pairs[:5]
-        )
+        pairs = _pairs(_timed(left.rows), _timed(right.rows))
         d = KeyDiagnosis(
             key,
             CONDITION_NOT_MET,
             "Both sides hold this key but no row is matched: the rest of the join condition (usually the "
-            f"event-time range) rejected every pair. {detail}.",
+            f"event-time range) rejected every pair. {_pairs_text(pairs, ctx)}",
             was_matched=False,
         )
-        for _lf, lt, _rf, rt in pairs:
-            d.evidence.append(
-                {"store": "pair", "left_time": fmt_ms(lt), "right_time": fmt_ms(rt), "difference_s": (rt - lt) / 1000}
-            )
+        d.evidence += _pair_evidence(pairs)
     elif left.rows or right.rows:
         side = "left" if left.rows else "right"
         other = "right" if side == "left" else "left"
         evicted_at, other_matched, _ = other_seen[side]
         if evicted_at is not None and not other_matched:
+            kept = _timed(sides[side].rows)
+            gone = _timed(r for r in history_rows(sides[other]) if r["change_type"] != "delete")
+            pairs = _pairs(kept, gone) if side == "left" else _pairs(gone, kept)
             d = KeyDiagnosis(
                 key,
                 CONDITION_NOT_MET,
                 f"The key is in the {side} side's state, unmatched. The {other} side held it too and evicted it unmatched in "
                 f"batch {evicted_at}: the rest of the join condition (usually the event-time range) rejected the pair, "
-                f"and no {other} row with this key can come back. {_eviction_estimate(ctx, side, _times(sides[side]))}",
+                f"and no {other} row with this key can come back. {_pairs_text(pairs, ctx)} "
+                f"{_eviction_estimate(ctx, side, _times(sides[side]))}",
                 side=side,
                 was_matched=False,
             )
+            d.evidence += _pair_evidence(pairs)
         else:
             d = KeyDiagnosis(
                 key,
@@ -97,11 +87,11 @@ def diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup)
                 side=side,
                 was_matched=False,
             )
-            d.near_misses = near_misses(key, sides[other].near)
+            d.near_misses = near_misses(key, [sides[other]], ctx.batch)
             if d.near_misses:
                 d.explanation += (
-                    f" The {other} side holds similar keys ({', '.join(repr(n['key']) for n in d.near_misses[:3])}): "
-                    "a malformed key is the usual cause."
+                    f" The {other} side holds or held similar keys: {near_text(d.near_misses, True)}. A malformed key "
+                    "is the usual cause."
                 )
         if ctx.join_type in PRESERVED and side in PRESERVED[ctx.join_type]:
             d.explanation += (
@@ -109,13 +99,65 @@ def diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup)
             )
     else:
         d = not_in_state(key, ctx, [left, right], "The key")
-        d.near_misses = near_misses(key, left.near + right.near)
-        if d.near_misses and d.verdict == NEVER_IN_STATE:
-            d.explanation += f" Similar keys are in state: {', '.join(repr(n['key']) for n in d.near_misses[:3])}."
+        d.near_misses = near_misses(key, [left, right], ctx.batch)
+        if d.near_misses and (d.verdict == NEVER_IN_STATE or d.was_matched is False):
+            d.explanation += (
+                f" Similar keys are or were in state: {near_text(d.near_misses, True)}. A malformed key is the usual cause."
+            )
         return d
     for name, r in all_rows:
         d.evidence.append(row_evidence(name, r, ctx.batch))
     return d
+
+
+Timed = tuple[str | None, int]  # a row's event-time field and its time (ms)
+
+
+def _timed(rows: Iterable[dict[str, Any]]) -> list[Timed]:
+    out = []
+    for r in rows:
+        field, t = event_time_ms(r.get("value"))
+        if t is not None and (field, t) not in out:
+            out.append((field, t))
+    return out
+
+
+def _pairs(left: list[Timed], right: list[Timed]) -> list[tuple[Timed, Timed]]:
+    return [(lt, rt) for lt in left for rt in right]
+
+
+def _pairs_text(pairs: list[tuple[Timed, Timed]], ctx: Context) -> str:
+    """Both event times of each pair the condition rejected, their difference, and the join's bound."""
+    if not pairs:
+        return "The rows carry no event time to compare."
+    shown = "; ".join(
+        f"left {lf} {fmt_ms(lt)} vs right {rf} {fmt_ms(rt)} (right {'after' if rt >= lt else 'before'} left by "
+        f"{fmt_duration(abs(rt - lt))})"
+        for (lf, lt), (rf, rt) in pairs[:5]
+    )
+    more = f" and {len(pairs) - 5} more pairs" if len(pairs) > 5 else ""
+    return f"{shown}{more}. {_bound_text(ctx)}"
+
+
+def _bound_text(ctx: Context) -> str:
+    spans = {s: h for s, h in ctx.eviction_horizon.items() if h}
+    if not spans:
+        return "The join's time range is not recorded in the checkpoint, and no eviction shows it yet."
+    parts = [
+        f"{s} rows {fmt_duration(max(0, lo))}" + ("" if lo == hi else f"–{fmt_duration(max(0, hi))}")
+        for s, (lo, hi) in sorted(spans.items())
+    ]
+    return (
+        "The join's bound, as its evictions show it: rows are kept until the watermark is this far past their event "
+        f"time ({', '.join(parts)}); pairs further apart than the join's time range never match."
+    )
+
+
+def _pair_evidence(pairs: list[tuple[Timed, Timed]]) -> list[dict[str, Any]]:
+    return [
+        {"store": "pair", "left_time": fmt_ms(lt), "right_time": fmt_ms(rt), "difference_s": (rt - lt) / 1000}
+        for (_, lt), (_, rt) in pairs
+    ]
 
 
 def _times(lk: StoreLookup) -> list[int]:

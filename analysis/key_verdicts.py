@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.near_miss import NearSeen
+
 MATCHED = "matched"
 WAITING_OTHER_SIDE = "waiting_for_other_side"
 CONDITION_NOT_MET = "condition_not_met"
@@ -58,7 +60,8 @@ class StoreLookup:
     rows: list[dict[str, Any]] = field(default_factory=list)  # state rows at the batch
     changes: list[dict[str, Any]] | None = None  # change-feed rows for the key; None: no history
     changes_table: str | None = None
-    near: list[str] = field(default_factory=list)  # other keys that look like this one
+    near: list[str] = field(default_factory=list)  # other keys in state at the batch that look like this one
+    near_seen: list[NearSeen] = field(default_factory=list)  # and in the change feed (history)
 
 
 @dataclass
@@ -90,14 +93,20 @@ class KeyDiagnosis:
     key: str
     verdict: str
     explanation: str
-    side: str | None = None
+    side: str | None = None  # a join side: "left", "right" or "both"
     was_matched: bool | None = None
     evicted_at_batch: int | None = None
+    matched_at_batch: int | None = None  # a join key: the batch its rows became matched (joined)
+    dropped_in_batch: int | None = None  # dropped_as_late: the batch that dropped it, when only one can have
     evidence: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     near_misses: list[dict[str, str]] = field(default_factory=list)
     queries: list[dict[str, str]] = field(default_factory=list)  # title, sql: reproduce the evidence
     matched_as: str | None = None  # how the typed key was compared
+
+    @property
+    def side_text(self) -> str:
+        return "" if not self.side else "both sides" if self.side == "both" else f"{self.side} side"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +115,8 @@ class KeyDiagnosis:
             "side": self.side,
             "was_matched": self.was_matched,
             "evicted_at_batch": self.evicted_at_batch,
+            "matched_at_batch": self.matched_at_batch,
+            "dropped_in_batch": self.dropped_in_batch,
             "matched_as": self.matched_as,
             "explanation": self.explanation,
             "evidence": self.evidence,

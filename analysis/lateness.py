@@ -87,14 +87,23 @@ def apply_lateness(
     counts = _counts(late.drops)
     if window_missing:
         whose = f"no state row of the key (in any batch searched) covers {t}"
-    elif d.verdict in (WAITING_OTHER_SIDE, EVICTED) and d.side:
+    elif d.verdict in (WAITING_OTHER_SIDE, EVICTED) and d.side in ("left", "right"):
         whose = f"the {('right' if d.side == 'left' else 'left')} side's row for this key never reached the join state"
     else:
         whose = "no row of the key reached the state"
     d.verdict = DROPPED_AS_LATE
+    drops = sorted(late.drops)
+    if len(drops) == 1:
+        d.dropped_in_batch = drops[0]
+        which = f"It was dropped in batch {drops[0]}, the only batch from {n} on that dropped rows."
+    else:
+        which = (
+            f"It was dropped in one of batches {', '.join(map(str, drops))}, the batches from {n} on that dropped rows: "
+            "which one depends on the batch the record arrived in, which the progress does not say."
+        )
     d.explanation = (
         f"{would} Operator {ctx.operator_id} dropped rows by the watermark in those batches ({counts}) and "
-        f"{whose}: the record most likely arrived late and was dropped. To keep such records, raise the "
+        f"{whose}: the record most likely arrived late and was dropped. {which} To keep such records, raise the "
         f"withWatermark delay above how late they arrive, or send late rows elsewhere before the stateful "
         f"operator.{chained} {d.explanation}"
     )

@@ -36,6 +36,18 @@ class StoreInfo:
     store_name: str
     num_partitions: int
     num_cols_prefix_key: int = 0
+    # a virtual column family of this store's files (join state format 3 keeps a join's four
+    # stores as column families of one RocksDB store, "default"); None: the store's own folder
+    family_of: str | None = None
+
+    @property
+    def folder(self) -> str:
+        """The store whose files hold this one's rows (``state/<op>/<partition>/[<folder>/]``)."""
+        return self.family_of or self.store_name
+
+
+# a stream-stream join's stores, as Spark names them (and as storeName reads them in every format)
+JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
 
 
 @dataclass
@@ -52,6 +64,22 @@ class OperatorInfo:
     @property
     def is_join(self) -> bool:
         return self.operator_name == "symmetricHashJoin" or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
+
+    def store(self, name: str | None) -> StoreInfo | None:
+        return next((s for s in self.stores if s.store_name == (name or DEFAULT_STORE)), None)
+
+    def folder_of(self, name: str | None) -> str:
+        """The store folder of a store name (a join store in format 3 lives in "default")."""
+        found = self.store(name)
+        return found.folder if found else name or DEFAULT_STORE
+
+    @property
+    def folders(self) -> list[StoreInfo]:
+        """The stores as they are on disk: one per folder, a format 3 join's "default" once."""
+        out: dict[str, StoreInfo] = {}
+        for s in self.stores:
+            out.setdefault(s.folder, StoreInfo(s.folder, s.num_partitions, s.num_cols_prefix_key))
+        return list(out.values())
 
     @property
     def state_variables(self) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ from analysis import why_missing as wm
 from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, numpy_filled, numpy_of, string_array, translate_ascii
 from analysis.errors import StateReadError
 from analysis.model import StateSource
+from analysis.near_miss import NearSeen
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ class StateAccess(Protocol):
 
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
         """Key field values at the batch that look like one of the keys (case, punctuation, digits)."""
+        ...
+
+    def near_history(self, source: StateSource, start: int, end: int, key_field: str, keys: list[str]) -> list[NearSeen]:
+        """Key field values in the change feed over the batches that look like one of the keys, with
+        when they came and went (a payment keyed ``ORD-7`` evicted before the question)."""
         ...
 
     def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
@@ -226,11 +232,31 @@ class ArrowState:
 
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
         text, norm, digit = self._near_columns(source, batch, key_field)
-        norms = string_array(sorted({wm.normalize(x) for x in keys})).cast(pa.large_string())
-        digit_keys = string_array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2})).cast(pa.large_string())
-        mask = pc.or_(pc.is_in(norm, value_set=norms), pc.is_in(digit, value_set=digit_keys))
-        values = set(pc.unique(text.filter(mask)).to_pylist())
+        values = set(pc.unique(text.filter(_near_mask(norm, digit, keys))).to_pylist())
         return sorted(v for v in values if v and any(wm.near_miss_reason(k, v) for k in keys))
+
+    def _feed_keys(self, source: StateSource, start: int, end: int) -> pa.Table:
+        """``batch_id``, ``change_type`` and ``key`` of the change feed over the batches."""
+        feed = self._feed_table(source)
+        return feed.filter(pc.and_(pc.greater_equal(feed["batch_id"], start), pc.less_equal(feed["batch_id"], end)))
+
+    def near_history(self, source: StateSource, start: int, end: int, key_field: str, keys: list[str]) -> list[NearSeen]:
+        k = ("near_history", source, start, end, key_field)
+        if k not in self.derived:
+            feed = self._feed_keys(source, start, end)
+            text = pc.cast(pc.struct_field(feed["key"], key_field), pa.string())
+            self.derived[k] = (feed, text, translate_ascii(text, ALNUM_LOWER), translate_ascii(text, DIGITS))
+        feed, text, norm, digit = self.derived[k]
+        mask = _near_mask(norm, digit, keys)
+        return near_seen(
+            zip(
+                feed["batch_id"].filter(mask).to_pylist(),
+                feed["change_type"].filter(mask).to_pylist(),
+                text.filter(mask).to_pylist(),
+                strict=True,
+            ),
+            keys,
+        )
 
     def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
         feed = self._feed_table(source)
@@ -239,6 +265,28 @@ class ArrowState:
 
     def has_change_feed(self, operator_id: int) -> bool:
         return any(s.operator_id == operator_id for s in self.feeds)
+
+
+def _near_mask(norm: Any, digit: Any, keys: list[str]) -> Any:
+    """Rows whose normalised text or digits equal a key's: the candidates ``near_miss_reason`` checks."""
+    norms = string_array(sorted({wm.normalize(x) for x in keys})).cast(pa.large_string())
+    digit_keys = string_array(sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2})).cast(pa.large_string())
+    return pc.or_(pc.is_in(norm, value_set=norms), pc.is_in(digit, value_set=digit_keys))
+
+
+def near_seen(changes: Iterable[tuple[int, str, str | None]], keys: list[str]) -> list[NearSeen]:
+    """(batch, change type, key text) of the change feed -> each near-miss key's first and last
+    batch, and the batch that removed it when its last change was a delete."""
+    by_key: dict[str, list[tuple[int, str]]] = {}
+    for batch, change, text in changes:
+        if text and any(wm.near_miss_reason(k, text) for k in keys):
+            by_key.setdefault(text, []).append((int(batch), str(change)))
+    out = []
+    for text, seen in sorted(by_key.items()):
+        seen.sort(key=lambda c: (c[0], c[1] == "delete"))
+        last_batch, last_change = seen[-1]
+        out.append(NearSeen(text, seen[0][0], last_batch, last_batch if last_change == "delete" else None))
+    return out
 
 
 def _codes(column: Any) -> np.ndarray:

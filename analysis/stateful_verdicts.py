@@ -21,7 +21,7 @@ from analysis.key_verdicts import (
     KeyDiagnosis,
     StoreLookup,
 )
-from analysis.near_miss import near_misses
+from analysis.near_miss import near_misses, near_text
 from analysis.verdict_common import not_in_state
 
 
@@ -31,9 +31,9 @@ def diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Key
     what = f"The key ({ctx.key_field} = {key!r})"
     if not rows:
         d = not_in_state(key, ctx, lookups, what)
-        d.near_misses = near_misses(key, [n for lk in lookups for n in lk.near])
+        d.near_misses = near_misses(key, lookups, ctx.batch)
         if d.near_misses and d.verdict == NEVER_IN_STATE:
-            d.explanation += f" Similar keys are in state: {', '.join(repr(n['key']) for n in d.near_misses[:3])}."
+            d.explanation += f" Similar keys are or were in state: {near_text(d.near_misses, False)}."
         return d
     state_rows = [r for _, r in rows]
     if ctx.kind == AGGREGATION:

@@ -59,7 +59,7 @@ def not_in_state(key: str, ctx: Context, lookups: list[StoreLookup], what: str) 
         per_side = {lk.name: side_history(lk) for lk in lookups}
         evicted = {n: (b, m) for n, (b, m, _) in per_side.items() if b is not None}
         if evicted and ctx.kind == JOIN:
-            d = _join_evicted(key, ctx, evicted)
+            d = _join_evicted(key, ctx, evicted, lookups)
         elif evicted:
             batch = max(b for b, _ in evicted.values())
             d = KeyDiagnosis(
@@ -82,16 +82,38 @@ def not_in_state(key: str, ctx: Context, lookups: list[StoreLookup], what: str) 
     return d
 
 
-def _join_evicted(key: str, ctx: Context, evicted: dict[str, tuple[int, bool | None]]) -> KeyDiagnosis:
+def matched_batch(lookups: list[StoreLookup]) -> int | None:
+    """The first batch whose change feed shows a row of the key marked matched (it joined then)."""
+    found = [
+        r["batch_id"]
+        for lk in lookups
+        for r in history_rows(lk)
+        if r["change_type"] != "delete" and (r.get("value") or {}).get("matched")
+    ]
+    return min(found) if found else None
+
+
+def _join_evicted(
+    key: str, ctx: Context, evicted: dict[str, tuple[int, bool | None]], lookups: list[StoreLookup]
+) -> KeyDiagnosis:
     """Rows with the key were evicted from one or both sides: matched, emitted null-padded, or dropped."""
     sides = sorted(evicted)
     batch = max(b for b, _ in evicted.values())
+    side = sides[0] if len(sides) == 1 else "both"
+
+    def when(names: list[str]) -> str:
+        return " and ".join(
+            f"the {n} side in batch {evicted[n][0]} (watermark {fmt_ms(ctx.watermarks.get(evicted[n][0], 0))})" for n in names
+        )
+
     where = f" on the {' and '.join(sides)} side{'s' if len(sides) > 1 else ''}"
     flags = [m for _, m in evicted.values()]
     matched: bool | None = True if any(flags) else (None if any(m is None for m in flags) else False)
-    head = f"The key was in state{where} and was evicted in batch {batch}, whose watermark was {fmt_ms(ctx.watermarks.get(batch, 0))}."
+    head = f"The key was in state{where} and was evicted from {when(sides)}."
+    joined_in = matched_batch(lookups) if matched else None
     if matched:
-        note = " It had joined before it was evicted: its output was emitted."
+        at = f" in batch {joined_in}" if joined_in is not None else ""
+        note = f" It had joined{at}, before it was evicted: its output was emitted{at}."
     elif matched is None:
         note = (
             " This checkpoint uses join state format 1, which does not record whether a row matched: "
@@ -101,8 +123,7 @@ def _join_evicted(key: str, ctx: Context, evicted: dict[str, tuple[int, bool | N
         unmatched = [s for s in sides if evicted[s][1] is False]
         if ctx.join_type is None:
             emits = "; ".join(
-                f"in a {'left' if s == 'left' else 'right'} or full outer join it was emitted null-padded in batch {evicted[s][0]}"
-                for s in unmatched
+                f"in a {s} or full outer join it was emitted null-padded in batch {evicted[s][0]}" for s in unmatched
             )
             note = (
                 f" It never matched before the watermark evicted it. In an inner join no output was emitted for it; {emits}. "
@@ -111,28 +132,20 @@ def _join_evicted(key: str, ctx: Context, evicted: dict[str, tuple[int, bool | N
         else:
             preserved = [s for s in unmatched if s in PRESERVED.get(ctx.join_type, ())]
             if preserved:
-                s0 = preserved[0]
-                b0 = evicted[s0][0]
-                d = KeyDiagnosis(
+                emitted = "; ".join(f"the {s} side's row was emitted null-padded in batch {evicted[s][0]}" for s in preserved)
+                return KeyDiagnosis(
                     key,
                     EMITTED_UNMATCHED,
-                    f"The key was in state{where} and never matched. This is a {ctx.join_type.replace('_', ' ')} join, so when the "
-                    f"watermark evicted the {s0} side's row{'s' if len(preserved) == 1 else ''} in batch {b0} (watermark "
-                    f"{fmt_ms(ctx.watermarks.get(b0, 0))}) the join emitted {'it' if len(preserved) == 1 else 'them'} "
-                    "with nulls for the other side's columns.",
-                    side=s0,
+                    f"The key was in state{where} and never matched. This is a {ctx.join_type.replace('_', ' ')} join, so "
+                    f"when the watermark evicted it the join emitted it with nulls for the other side's columns: "
+                    f"{emitted} (watermark {fmt_ms(ctx.watermarks.get(evicted[preserved[0]][0], 0))}).",
+                    side=preserved[0] if len(preserved) == 1 else "both",
                     was_matched=False,
-                    evicted_at_batch=b0,
+                    evicted_at_batch=evicted[preserved[0]][0],
                 )
-                return d
             note = f" It never matched before the watermark evicted it: a {ctx.join_type.replace('_', ' ')} join emits nothing for it."
     return KeyDiagnosis(
-        key,
-        EVICTED,
-        head + note,
-        side=sides[0] if len(sides) == 1 else None,
-        evicted_at_batch=batch,
-        was_matched=matched,
+        key, EVICTED, head + note, side=side, evicted_at_batch=batch, was_matched=matched, matched_at_batch=joined_in
     )
 
 

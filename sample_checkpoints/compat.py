@@ -305,6 +305,9 @@ def compat_scenarios() -> list[Compat]:
         Compat("agg_state_format_1", "Windowed aggregation with aggregation state format 1, written by 3.5.", EVENTS, ev,
                g.windowed_agg, "aggregation",
                conf={**g.SMALL, "spark.sql.streaming.aggregation.stateFormatVersion": "1"}, versions=("3.5.9",)),
+        Compat("join_state_format_3", "Inner join with join state format 3: the four stores as virtual column "
+               "families of one RocksDB store, default.", JOIN_SCHEMAS, op, join("inner"), "join",
+               conf={**ROCKS, "spark.sql.streaming.join.stateFormatVersion": "3"}, join_type="inner"),
         Compat("rocksdb_no_changelog", "Inner join on RocksDB without changelog checkpointing: no change feed.",
                JOIN_SCHEMAS, op, join("inner"), "join", conf=ROCKS_PLAIN, join_type="inner"),
         Compat("checkpoint_v2", "Windowed aggregation on RocksDB with checkpoint format version 2, restarted once.",

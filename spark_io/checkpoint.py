@@ -24,8 +24,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint, NotAllowed
-from analysis.model import DEFAULT_STORE, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
+from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint, NotAllowed, StateLensError
+from analysis.model import DEFAULT_STORE, JOIN_STORES, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
 from analysis.sources import SourceBatch, batch_sources, parse_offset
 
 _DIGITS = re.compile(r"^\d+$")
@@ -417,7 +417,11 @@ def read_operators(files: Files) -> list[OperatorInfo]:
                     props = json.loads(raw_props)
                 except json.JSONDecodeError:
                     props = {}
-            ops.append(OperatorInfo(op_id, str(info.get("operatorName", "unknown")), stores, version, props))
+            name = str(info.get("operatorName", "unknown"))
+            if name == "symmetricHashJoin" and props.get("useVirtualColumnFamilies") and len(stores) == 1:
+                # join state format 3: the join's four stores are column families of one store
+                stores = [StoreInfo(n, stores[0].num_partitions, family_of=stores[0].store_name) for n in JOIN_STORES]
+            ops.append(OperatorInfo(op_id, name, stores, version, props))
         else:
             # no operator metadata (checkpoints written before Spark 4.0): stores from the folders,
             # the operator from the store names and the state schema file
@@ -613,6 +617,24 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
     return batch_sources(offsets, entries, initial)
 
 
+def _family_key_fields(files: Files, folder: str, family: str) -> list[dict[str, Any]] | str:
+    """The key fields of a column family from the newest v3 schema file in ``folder``, or why not."""
+    from spark_io.native.schema import read_v3
+
+    def version(rel: str) -> tuple[int, str]:
+        head = rel.rsplit("/", 1)[-1].split("_")[0]
+        return (int(head) if head.isdigit() else -1, rel)
+
+    rels = sorted((rel for rel, _ in files.walk(folder)), key=version)
+    if not rels:
+        return f"{folder} holds no state schema file."
+    try:
+        found = {f.name: f.key for f in read_v3(files.read(rels[-1]), rels[-1])}
+    except StateLensError as e:
+        return e.message
+    return found.get(family) or f"{rels[-1]} holds no column family {family}."
+
+
 def read_key_fields(path: str) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:
     """Each operator's state key fields, from its state schema files (no JVM): the schema of its
     main store (a join's keyWithIndexToValue), or transformWithState's first _stateSchema file.
@@ -625,6 +647,14 @@ def read_key_fields(path: str) -> tuple[dict[int, list[dict[str, Any]]], dict[in
         op_rel = f"state/{op.operator_id}"
         names = [s.store_name for s in op.stores]
         store = next((n for n in names if n.endswith("keyWithIndexToValue")), names[0] if names else DEFAULT_STORE)
+        folder = op.folder_of(store)
+        if folder != store:  # a column family of another store (join state format 3): its v3 schema file
+            family = _family_key_fields(files, f"{op_rel}/_stateSchema/{folder}", store)
+            if isinstance(family, str):
+                problems[op.operator_id] = family
+            else:
+                out[op.operator_id] = family
+            continue
         try:
             schema = _schema_of(files, op_rel, store)
         except CorruptCheckpoint as e:

@@ -16,7 +16,8 @@ from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import CheckpointInfo, StateSource, operator_of, resolve_batch
-from analysis.state_access import ArrowState, KeyQuery, StateAccess
+from analysis.near_miss import NearSeen
+from analysis.state_access import ArrowState, KeyQuery, StateAccess, near_seen
 from spark_io import engine
 from spark_io.checkpoint import read_checkpoint
 from spark_io.state_reader import has_change_feed, read_changes, read_state, state_frame, to_arrow
@@ -145,9 +146,8 @@ class SparkState:
             for f in list_state_files(self.info.path):
                 if f.kind in ("snapshot", "zip") and f.version is not None:
                     self._snapshots.setdefault((f.operator_id, f.store_name, f.partition_id), []).append(f.version)
-        found = [
-            v for v in self._snapshots.get((source.operator_id, source.store_name or "default", partition), []) if v <= version
-        ]
+        folder = operator_of(self.info, source.operator_id).folder_of(source.store_name)
+        found = [v for v in self._snapshots.get((source.operator_id, folder, partition), []) if v <= version]
         return max(found) if found else None
 
     def _feed(self, source: StateSource, start: int, end: int) -> tuple[Any, str]:
@@ -163,6 +163,12 @@ class SparkState:
         k, cond = _key_filter(key_field, keys, near=True)
         df = self._state(source, batch).where(cond).select(k.alias("_key")).distinct()
         return [r["_key"] for r in to_arrow(df, source.describe()).to_pylist() if r["_key"]]
+
+    def near_history(self, source: StateSource, start: int, end: int, key_field: str, keys: list[str]) -> list[NearSeen]:
+        k, cond = _key_filter(key_field, keys, near=True)
+        df, what = self._feed(source, start, end)
+        rows = to_arrow(df.where(cond).select("batch_id", "change_type", k.alias("_key")), what).to_pylist()
+        return near_seen(((r["batch_id"], r["change_type"], r["_key"]) for r in rows), keys)
 
     def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
         """``why_missing.eviction_horizon`` computed inside Spark: for every delete, the event time of the

@@ -17,7 +17,6 @@ from analysis import why_missing as wm
 from analysis.diagnose import MAX_STATE_BATCHES
 from analysis.errors import UnknownStore
 from analysis.model import (
-    DEFAULT_STORE,
     CheckpointInfo,
     OperatorInfo,
     StateFile,
@@ -66,11 +65,6 @@ def source_for(op: OperatorInfo, store: str) -> StateSource:
     )
 
 
-def _store_dir(src: StateSource) -> str:
-    """The folder name of a source's store (transformWithState variables share "default")."""
-    return src.store_name or DEFAULT_STORE
-
-
 # --------------------------------------------------------------------------- skew
 
 
@@ -98,7 +92,7 @@ def skew(
         only,
     )
     files = files if files is not None else list_state_files(info.path)
-    store_dir = _store_dir(src)
+    store_dir = op.folder_of(src.store_name)  # transformWithState variables and format 3 joins share one
     sizes: dict[int, int] = {}
     for f in files:
         if (
@@ -108,7 +102,7 @@ def skew(
             and f.kind not in ("schema", "metadata")
         ):
             sizes[f.partition_id] = sizes.get(f.partition_id, 0) + f.size
-    num_partitions = next((s.num_partitions for s in op.stores if s.store_name == store_dir), len(sizes))
+    num_partitions = next((s.num_partitions for s in op.folders if s.store_name == store_dir), len(sizes))
     report = health.skew_report(
         op.operator_id,
         store,
@@ -189,9 +183,14 @@ def store_growth(
         changes = stats.change_ids(src, start, last)
     rows, parts, ins, dels = health.replay_changes(batches, changes, base)
     name = src.state_var or src.store_name or "default"
-    store_dir = _store_dir(src)
     return health.StoreGrowth(
-        op.operator_id, name, rows, parts, ins, dels, health.bytes_per_batch(files, op.operator_id, store_dir, batches)
+        op.operator_id,
+        name,
+        rows,
+        parts,
+        ins,
+        dels,
+        health.bytes_per_batch(files, op.operator_id, op.folder_of(src.store_name), batches),
     )
 
 
@@ -209,7 +208,6 @@ def _growth_from_state(
     base = snapshots[0][1]
     changes = health.diff_snapshots(snapshots)
     rows, parts_by_batch, ins, dels = health.replay_changes(batches, [c for c in changes if c[0] != batches[0]], base)
-    store_dir = _store_dir(src)
     name = src.state_var or src.store_name or "default"
     return health.StoreGrowth(
         op.operator_id,
@@ -218,7 +216,7 @@ def _growth_from_state(
         parts_by_batch,
         ins,
         dels,
-        health.bytes_per_batch(files, op.operator_id, store_dir, batches),
+        health.bytes_per_batch(files, op.operator_id, op.folder_of(src.store_name), batches),
         method="state per batch",
     )
 

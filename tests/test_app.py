@@ -27,6 +27,10 @@ def open_app(checkpoint: str | None = None, page: str | None = None) -> AppTest:
     return at
 
 
+def checkpoint_box(at: AppTest):  # type: ignore[no-untyped-def]
+    return next(t for t in at.sidebar.text_input if t.label == "Checkpoint path")
+
+
 def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
@@ -95,10 +99,10 @@ def test_overview_event_log_of_another_query_is_one_error() -> None:
 def test_typing_a_checkpoint_drops_the_samples_event_log() -> None:
     at = open_app()
     assert at.session_state["event_log"].endswith("event_logs/join_hdfs")
-    at.sidebar.text_input(key="checkpoint_input").set_value(sample("unbounded_agg")).run()
+    checkpoint_box(at).set_value(sample("unbounded_agg")).run()
     assert at.session_state["event_log"] == "" and not at.error
     at.sidebar.text_input(key="event_log").set_value(str(ROOT / "nowhere")).run()
-    at.sidebar.text_input(key="checkpoint_input").set_value(sample("windowed_agg")).run()
+    checkpoint_box(at).set_value(sample("windowed_agg")).run()
     assert at.session_state["event_log"] == str(ROOT / "nowhere")  # typed by the user: kept
     (err,) = at.error
     assert "does not exist" in err.value
@@ -193,7 +197,10 @@ def test_browser_labels_timers_and_shows_epoch_ms_as_times() -> None:
 def test_sql_page_runs_an_example_and_offers_downloads() -> None:
     at = open_app(sample("join_hdfs"), "views/sql.py")
     at.toggle(key="sql_plain").set_value(True).run()
-    at.selectbox(key="sql_example").set_value("Join 0: unmatched rows per side").run()
+    examples = next(s for s in at.selectbox if s.label == "Example queries")
+    assert examples.value == "Join 0: left ⋈ right state, who is waiting for whom"  # the example the editor opens with
+    examples.set_value("Join 0: unmatched rows per side").run()
+    assert "op0_left_keyWithIndexToValue GROUP" in at.text_area(key="sql_text").value.replace("\n", " ")
     at.button(key="sql_run").click().run()
     assert not at.error, [e.value for e in at.error]
     df = at.dataframe[-1].value

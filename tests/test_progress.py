@@ -204,6 +204,9 @@ def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
     assert late is not None and late.late_from_batch == _first_late_batch("join_hdfs", t)
     assert arrived in late.drops and late.drops == {b: 1 for b in range(late.late_from_batch, 16)}
     assert f"late from batch {late.late_from_batch}" in r.explanation
+    # several batches dropped rows: each is named, none is claimed
+    assert r.dropped_in_batch is None
+    assert f"dropped in one of batches {', '.join(map(str, sorted(late.drops)))}" in r.explanation
     # without the event log the verdict stays, and says from when it would have been late
     (plain,) = why_missing(sample("join_hdfs"), ["ord-153"], event_time_ms=t).results
     assert plain.verdict == wm.WAITING_OTHER_SIDE
@@ -241,6 +244,10 @@ def test_windowed_agg_late_event_in_a_window_never_in_state() -> None:
     (r,) = report.results
     assert r.verdict == wm.DROPPED_AS_LATE
     assert report.lateness is not None and 4 in report.lateness.drops
+    # batches 4, 7 and 10 dropped rows: each is named, none is claimed
+    drops = sorted(report.lateness.drops)
+    assert len(drops) > 1 and r.dropped_in_batch is None
+    assert f"dropped in one of batches {', '.join(map(str, drops))}" in r.explanation
 
 
 def test_lateness_without_progress_has_no_drops() -> None:

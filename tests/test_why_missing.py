@@ -41,8 +41,12 @@ def first_batch_past(name: str, t: int) -> int:
     return next(b.batch_id for b in read_checkpoint(sample(name)).batches if b.watermark_ms > t)
 
 
+def outputs(name: str) -> list[dict]:  # type: ignore[type-arg]
+    return json.loads((SAMPLES / "outputs" / f"{name}.json").read_text())  # type: ignore[no-any-return]
+
+
 def emitted(name: str) -> set[str]:
-    return {r["order_id"] for r in json.loads((SAMPLES / "outputs" / f"{name}.json").read_text())}
+    return {r["order_id"] for r in outputs(name)}
 
 
 @pytest.mark.parametrize("name", JOINS)
@@ -68,7 +72,7 @@ def test_every_join_verdict_on_both_providers(name: str) -> None:
         "missing-150": (wm.WAITING_OTHER_SIDE, "right"),
         "ORD-155": (wm.WAITING_OTHER_SIDE, "right"),
         "ord-1": (wm.EVICTED, "left"),  # early, never paid: evicted unmatched
-        "ord-6": (wm.EVICTED, None),  # early, paid: evicted after matching, on both sides
+        "ord-6": (wm.EVICTED, "both"),  # early, paid: evicted after matching, on both sides
         "ord-1000": (wm.NEVER_IN_STATE, None),
     }
     assert {k: (r.verdict, r.side) for k, r in v.items()} == expected
@@ -82,13 +86,27 @@ def test_every_join_verdict_on_both_providers(name: str) -> None:
     pair = next(e for e in v["ord-154"].evidence if e["store"] == "pair")
     assert pair["difference_s"] == 480.0
     assert {e["key"]["index"] for e in v["ord-159"].evidence if e["store"] == "left"} == {0, 1}
-    assert v["ord-155"].near_misses == [{"key": "ORD-155", "reason": "letter case differs"}]
-    assert {"key": "missing-150", "reason": "same digits, other prefix"} in v["ord-150"].near_misses
-    assert {"key": "ord-155", "reason": "letter case differs"} in v["ORD-155"].near_misses
+    now = f"in state at batch {report.batch}"
+    assert v["ord-155"].near_misses == [{"key": "ORD-155", "reason": "letter case differs", "where": "right", "seen": now}]
+    assert {"key": "missing-150", "reason": "same digits, other prefix", "where": "right", "seen": now} in v[
+        "ord-150"
+    ].near_misses
+    assert {"key": "ord-155", "reason": "letter case differs", "where": "left", "seen": now} in v["ORD-155"].near_misses
     # eviction: the first batch whose watermark passed event time + the 5 minute bound
     assert v["ord-1"].evicted_at_batch == first_batch_past(name, order_time(1) + five_min)
     assert v["ord-1"].was_matched is False
     assert v["ord-6"].evicted_at_batch == first_batch_past(name, order_time(6) + five_min) and v["ord-6"].was_matched is True
+    # a matched key, since evicted, keeps the batch it joined in: the batch the query emitted it
+    joined = min(r["batch_id"] for r in outputs(name) if r["order_id"] == "ord-6")
+    assert v["ord-6"].matched_at_batch == joined and f"It had joined in batch {joined}" in v["ord-6"].explanation
+    assert f"the left side in batch {v['ord-6'].evicted_at_batch}" in v["ord-6"].explanation
+    assert v["ord-156"].matched_at_batch == min(r["batch_id"] for r in outputs(name) if r["order_id"] == "ord-156")
+    # condition not met: both event times and their difference
+    assert re.search(
+        r"left order_time 2026-01-01 00:\d\d:\d\d UTC vs right payment_time 2026-01-01 00:\d\d:\d\d UTC "
+        r"\(right after left by 8m\)",
+        v["ord-154"].explanation,
+    ), v["ord-154"].explanation
     assert "batches 0–16" in v["ord-1000"].explanation
     # the eviction estimate is learnt from the sample's own evictions: the 5 minute bound
     assert re.search(r"evicted once the watermark was 5m–5m 5s past", v["ord-153"].explanation)
@@ -269,3 +287,23 @@ def test_near_miss_columns_equal_the_regular_expressions(words: list[str | None]
     assert translate_ascii(column, DIGITS).to_pylist() == digits.to_pylist()
     assert translate_ascii(pa.chunked_array([column], pa.string()), ALNUM_LOWER).to_pylist() == norm.to_pylist()
     assert [None if w is None else wm.digits(w) for w in column.to_pylist()] == digits.to_pylist()
+
+
+@pytest.mark.parametrize("name", JOINS)
+def test_near_miss_already_evicted_is_found_in_the_history(name: str) -> None:
+    """ord-5's payment was keyed ORD-5: it waited on the right side and was evicted before the question."""
+    arrived = next(b for b, batch in enumerate(scenario(name).batches) for p in batch["payments"] if p["order_id"] == "ORD-5")
+    (payment,) = [p for batch in scenario(name).batches for p in batch["payments"] if p["order_id"] == "ORD-5"]
+    evicted = first_batch_past(name, ms(payment["payment_time"]) + 5 * 60_000)
+    (r,) = why_missing(sample(name), ["ord-5"]).results
+    assert r.verdict == wm.EVICTED and r.was_matched is False
+    assert "ORD-5" not in emitted(name) and "ord-5" not in emitted(name)  # truth: neither joined
+    assert r.near_misses == [
+        {
+            "key": "ORD-5",
+            "reason": "letter case differs",
+            "where": "right",
+            "seen": f"batches {arrived}–{evicted}, removed in batch {evicted}",
+        }
+    ]
+    assert f"'ORD-5' on the right side (batches {arrived}–{evicted}, removed in batch {evicted})" in r.explanation

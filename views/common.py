@@ -8,6 +8,7 @@ by ``guard()``, as one ``st.error`` with a title and a message.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import zoneinfo
@@ -36,7 +37,13 @@ from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))
 CHECKPOINT_KEY = "checkpoint"
-INPUT_KEY = "checkpoint_input"
+INPUT_KEY = "checkpoint_input"  # the sidebar's path input: this, then the path's digest
+
+
+def checkpoint_input_key(path: str) -> str:
+    return f"{INPUT_KEY}_{hashlib.sha1(path.encode()).hexdigest()[:12]}"
+
+
 EVENT_LOG_KEY = "event_log"
 TZ_KEY = "tz"
 TIMEZONES = ["UTC", *sorted(zoneinfo.available_timezones() - {"UTC"})]

@@ -17,6 +17,9 @@ if info is not None:
     else:
         for op in info.operators:
             stores = ", ".join(f"`{s.store_name}`" for s in op.stores)
+            families = sorted({s.family_of for s in op.stores if s.family_of})
+            if families:  # join state format 3
+                stores += f" (column families of store {', '.join(f'`{f}`' for f in families)})"
             extra = f" — state variables: {', '.join(op.state_variables)}" if op.state_variables else ""
             st.markdown(
                 f"**Operator {op.operator_id}: {op.operator_name}** ({op.stores[0].num_partitions if op.stores else '?'} partitions) — {stores}{extra}"
@@ -42,7 +45,7 @@ if info is not None:
         )
         op = info.operator(op_id)
         assert op is not None
-        store = c2.selectbox("Store", [s.store_name for s in op.stores], key="ops_store")
+        store = c2.selectbox("Store", [s.store_name for s in op.folders], key="ops_store")  # as on disk
         history = version_history(files, info.batches, op_id, str(store))
         purged = (
             sum(1 for v in history.column("on_disk").to_pylist() if v == "purged") if "on_disk" in history.column_names else 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import streamlit as st
 
 from analysis.examples import example_queries
@@ -23,9 +25,19 @@ RUN_BUTTON = {
     "hasText": True,
     "showWithIcon": True,
     "commands": ["submit"],
+    "alwaysOn": True,  # shown without hovering over the editor
     "style": {"bottom": "0.44rem", "right": "0.4rem"},
 }
 MAX_ROWS = 100_000
+YOURS = "(your query)"
+
+
+def _pick_example(examples: dict[str, str], select_key: str) -> None:
+    """Runs before the page: the editor then opens with the picked example's text."""
+    name = st.session_state.get(select_key)
+    if name in examples:
+        st.session_state[SQL_KEY] = examples[name]
+
 
 st.header("SQL")
 info = checkpoint_info()
@@ -36,7 +48,6 @@ if info is not None:
     else:
         examples = example_queries(info)
         c1, c2, c3 = st.columns([4, 1, 1])
-        choice = c1.selectbox("Example queries", ["(choose an example)", *examples], key="sql_example")
         linked = st.query_params.get("batch", "")
         if "sql_batch" not in st.session_state and linked.isdigit() and int(linked) in committed:
             st.session_state["sql_batch"] = int(linked)
@@ -47,11 +58,6 @@ if info is not None:
         if SQL_KEY not in st.session_state and st.query_params.get("sql"):
             st.session_state[SQL_KEY] = st.query_params["sql"]
             st.session_state["sql_autorun"] = True
-        # picking an example replaces the editor's text (once per pick)
-        if choice in examples and st.session_state.get("_sql_example_applied") != (info.path, choice):
-            st.session_state[SQL_KEY] = examples[choice]
-            st.session_state["_sql_example_applied"] = (info.path, choice)
-            st.session_state["_editor_version"] = st.session_state.get("_editor_version", 0) + 1
         st.session_state.setdefault(SQL_KEY, next(iter(examples.values()), "SELECT 1"))
 
         submitted = False
@@ -61,14 +67,17 @@ if info is not None:
             # Run lives inside the editor (and Ctrl+Enter): it sends the text as it is at the click. A
             # button outside raced the editor's debounced updates (running the text of 100 ms before),
             # and a debounced update arriving after the click restarted the page and dropped the run:
-            # the editor reports only on Run.
+            # the editor reports only on Run. One editor for the page's life: a picked example replaces
+            # its text (allow_reset), no second editor mounts beside the first.
             resp = code_editor(
                 st.session_state[SQL_KEY],
                 lang="sql",
                 height=[10, 24],
                 response_mode="default",
                 buttons=[RUN_BUTTON],
-                key=f"sql_editor_{st.session_state.get('_editor_version', 0)}",
+                options={"wrap": True},
+                allow_reset=True,
+                key="sql_editor",
             )
             st.caption("Run: the button in the editor, or Ctrl+Enter.")
             if resp and resp.get("text") and resp.get("id"):
@@ -76,6 +85,20 @@ if info is not None:
                 if resp.get("type") == "submit" and resp["id"] != st.session_state.get("_sql_submit_id"):
                     st.session_state["_sql_submit_id"] = resp["id"]
                     submitted = True
+        # the example select names the example the editor holds. Its key follows the text, so a
+        # changed text shows a fresh select, and a select value a page still sends from before
+        # (a click while the page reran) is never taken for a pick.
+        held = next((name for name, text in examples.items() if text.strip() == st.session_state[SQL_KEY].strip()), YOURS)
+        options = [YOURS, *examples]
+        select_key = "sql_example_" + hashlib.sha1(st.session_state[SQL_KEY].encode()).hexdigest()[:12]
+        c1.selectbox(
+            "Example queries",
+            options,
+            index=options.index(held),
+            key=select_key,
+            on_change=_pick_example,
+            args=(examples, select_key),
+        )
 
         with st.expander("Loading: row budget, filters, spill to Parquet"):
             l1, l2, l3 = st.columns([1, 2, 1])
@@ -127,7 +150,7 @@ if info is not None:
                 cut = f" (cut at {MAX_ROWS:,} rows)" if result.truncated else ""
                 st.caption(f"**{result.table.num_rows:,} rows**{cut} · {result.seconds * 1000:.0f} ms")
                 with st.expander("The query that produced this result (this page's URL links to it)"):
-                    st.code(ran, language="sql")
+                    st.code(ran, language="sql", wrap_lines=True)
                 st.dataframe(result.table, hide_index=True, width="stretch", height=480)
                 d1, d2, _ = st.columns([1, 1, 4])
                 with guard():

@@ -160,13 +160,16 @@ if info is not None and info.operators and info.committed_batches:
             for r in report.results:
                 color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
                 with st.container(border=True):
-                    side = f" · {r.side} side" if r.side else ""
+                    side = f" · {r.side_text}" if r.side else ""
                     if r.matched_as and r.matched_as != "as text":
                         side += f" · matched {r.matched_as}"
                     st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
                     st.write(r.explanation)
                     if r.near_misses:
-                        st.markdown("**Near misses:** " + ", ".join(f"`{n['key']}` ({n['reason']})" for n in r.near_misses))
+                        st.markdown(
+                            "**Near misses:** "
+                            + ", ".join(f"`{n['key']}` ({n['reason']}; {n['where']}, {n['seen']})" for n in r.near_misses)
+                        )
                     tabs = st.tabs(["Evidence", "Timeline", "SQL"])
                     with tabs[0]:
                         if r.evidence:

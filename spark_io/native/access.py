@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.model import CheckpointInfo, StateSource, operator_of
+from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, _matching, arrow_eviction_horizon
 from spark_io import engine
 from spark_io.native.hashing import partition_of
@@ -156,6 +157,17 @@ class NativeState(ArrowState):
         return self._or_spark(  # type: ignore[no-any-return]
             lambda: super(NativeState, self).near_keys(source, batch, key_field, keys),
             lambda s: s.near_keys(source, batch, key_field, keys),
+        )
+
+    def _feed_keys(self, source: StateSource, start: int, end: int) -> pa.Table:
+        if source in self.feeds:
+            return super()._feed_keys(source, start, end)
+        return self._partial(("feed keys", source, start, end), lambda: self.reader.changes(source, start, end, keys_only=True))
+
+    def near_history(self, source: StateSource, start: int, end: int, key_field: str, keys: list[str]) -> list[NearSeen]:
+        return self._or_spark(  # type: ignore[no-any-return]
+            lambda: super(NativeState, self).near_history(source, start, end, key_field, keys),
+            lambda s: s.near_history(source, start, end, key_field, keys),
         )
 
     def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:

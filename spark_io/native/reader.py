@@ -187,16 +187,16 @@ class NativeReader:
             if is_tws(op):
                 return self._tws_view(op, source)
             if source.join_side:
-                side = source.join_side
-                counts = self._family(op, f"{side}-keyToNumValues")
-                values = self._family(op, f"{side}-keyWithIndexToValue")
-                return _JoinSide(self, op.operator_id, f"{side}-keyToNumValues", f"{side}-keyWithIndexToValue", counts, values)
+                counts, values = (f"{source.join_side}-{kind}" for kind in ("keyToNumValues", "keyWithIndexToValue"))
+                folder = op.folder_of(values)
+                return _JoinSide(self, op.operator_id, counts, values, self._family(op, counts), self._family(op, values), folder)
             store = source.store_name or DEFAULT_STORE
             fam = self._family(op, store)
             prefix = next((s.num_cols_prefix_key for s in op.stores if s.store_name == store), 0)
             if prefix and not fam.prefix_cols:
                 fam.encoder = {"keyStateEncoderType": "PrefixKeyScanStateEncoderSpec", "numColsPrefixKey": prefix}
-            return _Plain(self, op.operator_id, store, fam, cf=None)
+            folder = op.folder_of(store)
+            return _Plain(self, op.operator_id, folder, fam, cf=store if folder != store else None)
         except Undecodable as e:
             raise NativeUnsupported(f"{source.describe()} holds {e}") from e
 
@@ -255,7 +255,8 @@ class NativeReader:
         return fams
 
     def _family(self, op: OperatorInfo, store: str) -> Family:
-        fams = self._families_of(op, store)
+        """The schema of a store, or of a store kept as a column family of another (format 3 joins)."""
+        fams = self._families_of(op, op.folder_of(store))
         if store in fams:
             return fams[store]
         if len(fams) == 1:
@@ -455,24 +456,40 @@ def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:
 
 class _JoinSide(_View):
     """A join side as ``joinSide`` shows it: the rows of keyWithIndexToValue whose index is below
-    the key's count in keyToNumValues, without ``index`` and ``matched``."""
+    the key's count in keyToNumValues, without ``index`` and ``matched``. The two stores are
+    folders of their own, or column families of ``folder`` (join state format 3)."""
 
     def __init__(
-        self, reader: NativeReader, op_id: int, counts: str, values: str, counts_fam: Family, values_fam: Family
+        self,
+        reader: NativeReader,
+        op_id: int,
+        counts: str,
+        values: str,
+        counts_fam: Family,
+        values_fam: Family,
+        folder: str,
     ) -> None:
         super().__init__(reader, op_id)
-        self.stores = [counts, values]
+        self.names = [counts, values]
+        self.families = folder not in self.names
+        self.stores = [folder] if self.families else self.names
         self.counts_fam, self.values_fam = counts_fam, values_fam
         self.key_fields = [f for f in values_fam.key if f["name"] != "index"]
         self.value_fields = [f for f in values_fam.value if f["name"] != "matched"]
 
+    def _store(self, recs: dict[str, Any], partition: int, name: str) -> Records:
+        if not self.families:
+            return _merge(recs[name], False)
+        folder = self.stores[0]
+        return _merge(_split_cf(recs[folder], self.reader.cf_id(self.op_id, folder, partition, name)), False)
+
     def build(self, recs: dict[str, Any], partition: int, changes: bool) -> _Piece:
-        counts = _merge(recs[self.stores[0]], False)
-        values = _merge(recs[self.stores[1]], False)
-        ck = decode(_rows(counts, "key", 1 if self.rocks else 0), self.counts_fam.key)
-        cv = decode(_rows(counts, "value", 1 if self.rocks else 0), self.counts_fam.value)
-        vk = decode(_rows(values, "key", 1 if self.rocks else 0), self.values_fam.key)
-        vv = decode(_rows(values, "value", 1 if self.rocks else 0), self.values_fam.value)
+        counts = self._store(recs, partition, self.names[0])
+        values = self._store(recs, partition, self.names[1])
+        ck = _decode_key(counts, self.counts_fam, self.rocks, self.families)
+        cv = _decode_value(counts, self.counts_fam.value, self.rocks)
+        vk = _decode_key(values, self.values_fam, self.rocks, self.families)
+        vv = _decode_value(values, self.values_fam.value, self.rocks)
         key_names = [f["name"] for f in self.key_fields]
         count_of = pa.table({"k": _json_keys(ck, key_names), "n": cv.field(0)})
         rows = pa.table(

@@ -6,10 +6,10 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -24,27 +24,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class AppServer:
+    url: str
+    pid: int  # the Streamlit server itself: start.sh and cli.py app exec into it
+
+
 @pytest.fixture(scope="session")
-def app_url() -> Iterator[str]:
+def app_server() -> Iterator[AppServer]:
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     log = (ARTIFACTS / "streamlit.log").open("w")
+    # started as a user starts it (the README's command), so the tests see its defaults
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
+        ["bash", str(ROOT / "scripts" / "start.sh"), "--server.headless", "true", "--server.port", str(port)],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -60,10 +53,15 @@ def app_url() -> Iterator[str]:
     else:
         proc.kill()
         pytest.fail("the Streamlit server did not start; see test-artifacts/streamlit.log")
-    yield url
+    yield AppServer(url, proc.pid)
     proc.terminate()
     proc.wait(timeout=30)
     log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(app_server: AppServer) -> str:
+    return app_server.url
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ def test_linked_diagnosis(app_url: str, page) -> None:  # type: ignore[no-untype
     expect(keys_box).to_have_value("ord-155\nord-6", timeout=120_000)  # shown once Spark has started
     # a linked diagnosis runs on open, without a click
     expect(page.get_by_text("Waiting for the other side · left side")).to_be_visible(timeout=180_000)
-    expect(page.get_by_text("Evicted", exact=True)).to_be_visible()
+    expect(page.get_by_text("Evicted · both sides", exact=True)).to_be_visible()  # ord-6 left both sides
     expect(page.get_by_text("ORD-155").first).to_be_visible()  # the near miss
     page.get_by_role("tab", name="Timeline").first.click()
     expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=30_000)
