@@ -331,11 +331,9 @@ def _int_list(text: str) -> list[int]:
 
 
 def cmd_doctor(args: argparse.Namespace) -> None:
-    from analysis.doctor import examine
-    from spark_io.checkpoint import list_state_files, read_checkpoint
+    from spark_io.checkpoint import doctor
 
-    info = read_checkpoint(args.checkpoint)
-    report = examine(info, list_state_files(info.path))
+    report = doctor(args.checkpoint)
     if args.json:
         _dump(report.to_dict())
         return
@@ -343,7 +341,11 @@ def cmd_doctor(args: argparse.Namespace) -> None:
     print(f"checkpoint   {report.path}")
     print(f"committed    {len(c)} batches" + (f" ({c[0]}–{c[-1]})" if c else ""))
     print(f"restart at   batch {report.restart_batch}")
-    print(f"loadable     {len(report.loadable_batches)} of {len(c)} committed batches can be read by the state reader")
+    print(
+        f"loadable     {len(report.loadable_batches)} of {len(c)} committed batches can be read by the state reader"
+        if report.loadable_known
+        else "loadable     unknown: folders of the checkpoint cannot be read (see below)"
+    )
     print(f"format       checkpoint format version {report.checkpoint_format_version}")
     if not report.problems:
         print("\nNo problems found.")

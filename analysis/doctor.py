@@ -55,6 +55,7 @@ class DoctorReport:
     checkpoint_format_version: int
     problems: list[Problem] = field(default_factory=list)
     chains: list[Chain] = field(default_factory=list)
+    loadable_known: bool = True  # False: some state folders cannot be read, so which batches load is unknown
 
     @property
     def ok(self) -> bool:
@@ -84,7 +85,31 @@ def loadable(version: int, snapshots: set[int], deltas: set[int], snapshot_per_v
         base = max(older)
 
 
-def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
+def unreadable_problem(folders: list[str]) -> Problem:
+    return Problem(
+        "unreadable",
+        "error",
+        f"{len(folders)} folder(s) of the checkpoint cannot be read",
+        f"{', '.join(folders[:5])}{' …' if len(folders) > 5 else ''}: the user State Lens runs as may not read "
+        "them (permission denied), so what they hold is unknown: they are not reported as missing, and which "
+        "batches still load cannot be told.",
+        "Give that user read access to the checkpoint and every folder in it (ls -l shows who may read them), "
+        "then run the doctor again.",
+        {"folders": folders[:50]},
+    )
+
+
+def unreadable_report(path: str, message: str, folder: str) -> DoctorReport:
+    """The doctor's answer when the checkpoint's log itself cannot be read."""
+    report = DoctorReport(path, [], [], [], None, [], 0, False, 1, loadable_known=False)
+    problem = unreadable_problem([folder])
+    problem.meaning = message
+    report.problems.append(problem)
+    return report
+
+
+def examine(info: CheckpointInfo, files: list[StateFile], unreadable: list[str] | None = None) -> DoctorReport:
+    """``unreadable``: state folders that could not be listed (their files are unknown, not missing)."""
     committed = [b.batch_id for b in info.committed_batches]
     uncommitted = info.uncommitted
     min_keep, recorded = min_batches_to_retain(info.conf)
@@ -132,11 +157,15 @@ def examine(info: CheckpointInfo, files: list[StateFile]) -> DoctorReport:
     # state chains
     has_state = any(f.partition_id >= 0 for f in files)
     snapshot_per_version = "RocksDB" in info.provider and not any(f.kind == "changelog" for f in files)
+    if unreadable:  # what the unreadable folders hold is unknown: no chain is judged
+        problems.append(unreadable_problem(unreadable))
+        report.loadable_known = False
+        has_state = False
     groups: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
-    for f in files:
+    for f in files if has_state else []:
         if f.partition_id >= 0 and f.version is not None:
             groups[(f.operator_id, f.store_name, f.partition_id)].append(f)
-    for op in info.operators:
+    for op in info.operators if has_state else []:
         for st in op.folders:
             for p in range(st.num_partitions):
                 groups.setdefault((op.operator_id, st.store_name, p), [])

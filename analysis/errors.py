@@ -35,6 +35,21 @@ class CorruptCheckpoint(StateLensError):
     title = "Corrupt checkpoint file"
 
 
+class CheckpointUnreadable(StateLensError):
+    title = "Checkpoint cannot be read"
+    folder = ""  # the folder or file, relative to the checkpoint
+
+    @classmethod
+    def of(cls, rel: str, error: OSError) -> CheckpointUnreadable:
+        why = "permission denied" if isinstance(error, PermissionError) else (error.strerror or str(error)).lower()
+        err = cls(
+            f"{rel or 'The checkpoint folder'} cannot be read ({why}): give the user State Lens runs as read access "
+            "to the checkpoint and every folder in it (ls -l shows who may read them)."
+        )
+        err.folder = rel
+        return err
+
+
 class NoState(StateLensError):
     title = "No state in this checkpoint"
 

@@ -20,11 +20,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint, NotAllowed, StateLensError
+from analysis.doctor import DoctorReport
+from analysis.errors import (
+    CheckpointNotFound,
+    CheckpointUnreadable,
+    CorruptCheckpoint,
+    NotACheckpoint,
+    NotAllowed,
+    StateLensError,
+)
 from analysis.model import DEFAULT_STORE, JOIN_STORES, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
 from analysis.sources import SourceBatch, batch_sources, parse_offset
 
@@ -55,45 +64,73 @@ class Files:
     def has_versioned_files(self, folder: str) -> bool:
         raise NotImplementedError
 
-    def walk(self, folder: str) -> list[tuple[str, int]]:  # (rel path, size) of every file below
+    def walk(self, folder: str, unreadable: list[str] | None = None) -> list[tuple[str, int]]:
+        """(rel path, size) of every file below; ``unreadable``: collect folders that cannot be
+        read there instead of raising ``CheckpointUnreadable``."""
         raise NotImplementedError
 
 
 class LocalFiles(Files):
+    """A local checkpoint folder. A folder or file that exists but cannot be read raises
+    ``CheckpointUnreadable`` (never taken for a missing one), except in ``walk`` with
+    ``unreadable``, which lists such folders and goes on (the doctor reports them)."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.location = str(root)
 
+    def _kind(self, rel: str) -> str | None:
+        """ "dir", "file" or None when nothing is there."""
+        try:
+            st = os.stat(self.root / rel)
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return None
+        except OSError as e:
+            raise CheckpointUnreadable.of(rel, e) from e
+        return "dir" if stat.S_ISDIR(st.st_mode) else "file"
+
+    def _scan(self, folder: str) -> list[os.DirEntry[str]]:
+        if self._kind(folder) != "dir":
+            return []
+        try:
+            with os.scandir(self.root / folder) as it:
+                return list(it)
+        except OSError as e:
+            raise CheckpointUnreadable.of(folder, e) from e
+
     def numbered(self, folder: str) -> dict[int, str]:
-        d = self.root / folder
-        if not d.is_dir():
-            return {}
-        with os.scandir(d) as it:
-            return {int(e.name): f"{folder}/{e.name}" for e in it if _DIGITS.match(e.name) and e.is_file()}
+        return {int(e.name): f"{folder}/{e.name}" for e in self._scan(folder) if _DIGITS.match(e.name) and e.is_file()}
 
     def read(self, rel: str) -> bytes:
         try:
             return (self.root / rel).read_bytes()
+        except PermissionError as e:
+            raise CheckpointUnreadable.of(rel, e) from e
         except OSError as e:
             raise CorruptCheckpoint(f"{rel} cannot be read ({e.strerror}).") from e
 
     def is_file(self, rel: str) -> bool:
-        return (self.root / rel).is_file()
+        return self._kind(rel) == "file"
 
     def subdirs(self, folder: str) -> list[str]:
-        d = self.root / folder
-        if not d.is_dir():
-            return []
-        with os.scandir(d) as it:
-            return sorted(e.name for e in it if e.is_dir())
+        return sorted(e.name for e in self._scan(folder) if e.is_dir())
 
     def has_versioned_files(self, folder: str) -> bool:
-        with os.scandir(self.root / folder) as it:
-            return any(e.is_file() and _VERSIONED.match(e.name) for e in it)
+        return any(e.is_file() and _VERSIONED.match(e.name) for e in self._scan(folder))
 
-    def walk(self, folder: str) -> list[tuple[str, int]]:
-        out = []
-        for dirpath, dirnames, filenames in os.walk(self.root / folder):
+    def walk(self, folder: str, unreadable: list[str] | None = None) -> list[tuple[str, int]]:
+        def failed(e: OSError) -> None:
+            rel = str(Path(e.filename).relative_to(self.root)) if e.filename else folder
+            if unreadable is None:
+                raise CheckpointUnreadable.of(rel, e) from e
+            unreadable.append(rel)
+
+        out: list[tuple[str, int]] = []
+        if self._kind(folder) != "dir":
+            return out
+        for dirpath, dirnames, filenames in os.walk(self.root / folder, onerror=failed):
             dirnames.sort()
             rel_dir = Path(dirpath).relative_to(self.root)
             for name in sorted(filenames):
@@ -196,7 +233,7 @@ class SparkFiles(Files):
             for rel in self._sizes
         )
 
-    def walk(self, folder: str) -> list[tuple[str, int]]:
+    def walk(self, folder: str, unreadable: list[str] | None = None) -> list[tuple[str, int]]:
         return sorted((rel, size) for rel, size in self._sizes.items() if rel.startswith(f"{folder}/"))
 
 
@@ -521,6 +558,20 @@ def checkpoint_format_version(files: Files, conf: dict[str, str] | None = None) 
 # --------------------------------------------------------------------------- state files
 
 
+def doctor(path: str) -> DoctorReport:
+    """The checkpoint doctor on what can be read: folders that cannot be read are among its
+    problems (never taken for missing files), as is a log that cannot be read at all."""
+    from analysis.doctor import examine, unreadable_report
+
+    try:
+        info = read_checkpoint(path)
+    except CheckpointUnreadable as e:
+        return unreadable_report(path, e.message, e.folder)
+    unreadable: list[str] = []
+    files = list_state_files(info.path, unreadable)
+    return examine(info, files, unreadable)
+
+
 def _file_kind(name: str) -> tuple[str, int | None]:
     m = _VERSIONED.match(name)
     if m:
@@ -530,15 +581,16 @@ def _file_kind(name: str) -> tuple[str, int | None]:
     return "other", None
 
 
-def list_state_files(path: str) -> list[StateFile]:
+def list_state_files(path: str, unreadable: list[str] | None = None) -> list[StateFile]:
     """Every state file with its operator, partition, store, kind, version and size.
 
     Hidden ``.crc`` checksum files are skipped. Schema and metadata files are reported with
-    kind ``schema`` / ``metadata`` and partition -1 when they belong to the operator.
+    kind ``schema`` / ``metadata`` and partition -1 when they belong to the operator. A folder
+    that cannot be read raises ``CheckpointUnreadable``, or is added to ``unreadable``.
     """
     files = open_files(path)
     out: list[StateFile] = []
-    for rel, size in files.walk("state"):
+    for rel, size in files.walk("state", unreadable):
         parts = rel.split("/")  # state, op, partition?, store?, ..., name
         if len(parts) < 3 or not _DIGITS.match(parts[1]):
             continue

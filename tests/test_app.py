@@ -167,7 +167,8 @@ def test_operators_page_shows_transform_with_state_properties_whole() -> None:
 
 def test_browser_reads_join_side_at_a_chosen_batch() -> None:
     at = open_app(sample("hot_key_join"), "views/browser.py")
-    at.selectbox[1].select_index(len(at.selectbox[1].options) - 2).run()  # join side: left
+    # a join opens on its left side (joinSide), the rows a user means, not a store of counts
+    assert at.selectbox[1].index == len(at.selectbox[1].options) - 2
     assert "1,548 rows" in at.caption[0].value and "join side left at batch 5" in at.caption[0].value
     at.selectbox[2].set_value(0).run()  # batch 0
     assert "258 rows" in at.caption[0].value
@@ -293,6 +294,23 @@ def test_why_missing_page_opens_from_a_link() -> None:
     assert at.text_area(key="wm_keys").value == "user-3"
     # the linked diagnosis runs on open, without a click
     assert "#### `user-3` &nbsp; :violet-badge[Evicted]" in [m.value for m in at.markdown]
+
+
+def test_why_missing_link_carries_batch_key_field_and_join_type() -> None:
+    at = open_app(sample("join_hdfs"), "views/why_missing.py")
+    at.selectbox(key="wm_batch").set_value(12).run()
+    at.selectbox(key="wm_join_type").set_value("left_outer").run()
+    at.text_area(key="wm_keys").set_value("ord-1").run()
+    at.button(key="wm_run").click().run()
+    link = {k: at.query_params[k] for k in ("batch", "key_field", "join_type")}
+    assert link == {"batch": "12", "key_field": "field0", "join_type": "left_outer"}
+    # the link opens the same diagnosis: at batch 12, as a left outer join
+    again = AppTest.from_file(APP, default_timeout=300)
+    again.query_params.update(dict(at.query_params) | {"key": ["ord-1"]})
+    again.run()
+    again.switch_page("views/why_missing.py").run()
+    assert again.selectbox(key="wm_batch").value == 12 and again.selectbox(key="wm_join_type").value == "left_outer"
+    assert any("Emitted unmatched" in m.value for m in again.markdown)  # left outer: ord-1 was emitted null-padded
 
 
 def test_why_missing_link_to_a_missing_operator_says_so() -> None:

@@ -37,7 +37,9 @@ if info is not None:
         op = info.operator(op_id)
         assert op is not None
         sources = sources_of(op)
-        source = c2.selectbox("Store, join side or state variable", sources, format_func=source_label)
+        # a join opens on its left side's rows as joinSide shows them, not on a store of counts
+        first = next((i for i, s in enumerate(sources) if s.join_side == "left"), 0)
+        source = c2.selectbox("Store, join side or state variable", sources, index=first, format_func=source_label)
         batch = c3.selectbox("Batch", committed[::-1], help="Committed batches, newest first.")
         modes = (
             ["State at batch", "Change feed up to batch"] if source is not None and source.has_change_feed else ["State at batch"]

@@ -21,7 +21,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from analysis import diagnose
-from analysis.doctor import DoctorReport, examine
+from analysis.doctor import DoctorReport
 from analysis.errors import SparkUnavailable, StateLensError
 from analysis.export import figure_bytes, to_csv_bytes
 from analysis.health import SkewReport
@@ -239,8 +239,7 @@ def diagnose_cached(
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _doctor(path: str, fp: tuple[int, int]) -> DoctorReport:
-    info = checkpoint.read_checkpoint(path)
-    return examine(info, checkpoint.list_state_files(info.path))
+    return checkpoint.doctor(path)
 
 
 def doctor_cached(path: str) -> DoctorReport:

@@ -143,7 +143,7 @@ if info is not None:
                 ("Restart resumes at batch", "-" if doc.restart_batch is None else doc.restart_batch, None),
                 (
                     "Batches the state reader can load",
-                    f"{len(doc.loadable_batches)} / {len(doc.committed)}",
+                    f"{len(doc.loadable_batches)} / {len(doc.committed)}" if doc.loadable_known else "unknown",
                     "Committed batches whose every store partition has its snapshot and deltas on disk.",
                 ),
                 ("Checkpoint format", f"v{doc.checkpoint_format_version}", None),

@@ -69,12 +69,20 @@ if info is not None and info.operators and info.committed_batches:
             f"{', '.join(operator_label(info, o) for o in ops)}): showing {operator_label(info, default_op)}."
         )
     committed = [b.batch_id for b in info.committed_batches][::-1]
+    # a link chooses the batch, key field and join type too, once, when it opens
+    linked_batch = params.get("batch", "")
+    if "wm_batch" not in st.session_state and linked_batch.isdigit() and int(linked_batch) in committed:
+        st.session_state["wm_batch"] = int(linked_batch)
+    if "wm_join_type" not in st.session_state and params.get("join_type") in JOIN_TYPES:
+        st.session_state["wm_join_type"] = params.get("join_type")
 
     c1, c2, c3 = st.columns([3, 2, 1])
     op_id = c1.selectbox("Operator", ops, index=ops.index(default_op), format_func=lambda i: operator_label(info, i), key="wm_op")
     fields: list[str] = []
     with guard():
         fields = key_fields_cached(info.path, op_id)
+    if "wm_field" not in st.session_state and params.get("key_field") in fields:
+        st.session_state["wm_field"] = params.get("key_field")
     key_field = c2.selectbox("Key field", fields, help="Which field of the state key your keys are values of.", key="wm_field")
     batch = c3.selectbox("Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
     op_info = info.operator(op_id)
@@ -109,10 +117,12 @@ if info is not None and info.operators and info.committed_batches:
     asked = (info.path, op_id, batch, key_field, tuple(keys), join_type, event_time_text, event_log)
     if run or (keys and st.session_state.get("wm_last") == asked):
         st.session_state["wm_last"] = asked
-        link = {"checkpoint": info.path, "operator": str(op_id), "key": keys}
-        st.query_params.update(link | ({"event_time": event_time_text} if event_time_text else {}))
-        if not event_time_text:
-            st.query_params.pop("event_time", None)
+        link = {"checkpoint": info.path, "operator": str(op_id), "batch": str(batch), "key": keys}
+        optional = {"key_field": key_field, "join_type": join_type, "event_time": event_time_text}
+        link |= {k: v for k, v in optional.items() if v}
+        st.query_params.update(link)
+        for k in optional.keys() - link.keys():
+            st.query_params.pop(k, None)
         with guard():
             event_time = parse_event_time(event_time_text) if event_time_text else None
             report = with_progress(
