@@ -29,9 +29,14 @@ from typing import Any, NoReturn
 from analysis.errors import StateLensError
 
 
+def _invoked_as() -> str:
+    """``statelens`` (installed with pip) or ``python cli.py`` (the source folder)."""
+    return "statelens" if os.path.basename(sys.argv[0]) == "statelens" else "python cli.py"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other error
-        print(f"statelens: {message} (see python cli.py --help)", file=sys.stderr)
+        print(f"statelens: {message} (see {_invoked_as()} --help)", file=sys.stderr)
         sys.exit(2)
 
 
@@ -409,10 +414,25 @@ def cmd_app(args: argparse.Namespace) -> None:
 NO_SPARK = ("overview", "doctor", "serve", "app")  # commands that never need a Spark engine in this process
 
 
+def version() -> str:
+    """The installed package's version, or pyproject's when run from the source folder."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("state-lens")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        pyproject = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyproject.toml")
+        with open(pyproject, "rb") as f:
+            return str(tomllib.load(f)["project"]["version"])
+
+
 def build_parser() -> argparse.ArgumentParser:
     from spark_io.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 
-    p = _Parser(prog="python cli.py", description="State Lens: inspect Structured Streaming state.")
+    p = _Parser(prog=_invoked_as(), description="State Lens: inspect Structured Streaming state.")
+    p.add_argument("--version", action="version", version=f"State Lens {version()}")
     spark = _Parser(add_help=False)
     where = spark.add_argument_group("where Spark runs (default: local, or SPARK_REMOTE when set)")
     where.add_argument("--master", default=None, help="a Spark master URL: local[4], spark://host:7077, yarn ...")

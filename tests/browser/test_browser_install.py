@@ -1,0 +1,90 @@
+"""Installed like a tool: the wheel `pip install .` builds gives a `statelens` command, outside the
+source folder, with every CLI command, `statelens --version` and `statelens app`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from conftest import free_port
+from support import ROOT, sample
+
+SOURCES = ["app.py", "cli.py", "pyproject.toml", "README.md", "analysis", "spark_io", "views", "assets"]
+
+
+def test_wheel_gives_a_statelens_command_and_app(tmp_path: Path, browser) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"  # a copy: building never writes into the source folder
+    src.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(dist)], check=True, timeout=600)
+    (wheel,) = dist.glob("state_lens-*.whl")
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    site = Path(
+        subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
+    )
+    # its dependencies: the ones this project installed, seen through a .pth (pyspark again would take minutes);
+    # `pip check` below proves they are the versions the wheel asks for
+    (site / "statelens-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "-q", str(wheel)], check=True, timeout=300)
+    assert subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True).returncode == 0
+
+    statelens = venv / "bin" / "statelens"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(statelens), *args], cwd=elsewhere, capture_output=True, text=True, timeout=300)
+
+    where = subprocess.check_output([str(py), "-c", "import cli, views; print(cli.__file__)"], cwd=elsewhere, text=True)
+    assert where.startswith(str(site)), where  # the installed modules, not the source folder's
+    assert run("--version").stdout.strip() == "State Lens 0.1.0"
+    installed = run("overview", sample("join_hdfs"), "--json")
+    assert installed.returncode == 0, installed.stderr
+    from_source = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "overview", sample("join_hdfs"), "--json"], capture_output=True, text=True
+    )
+    assert json.loads(installed.stdout) == json.loads(from_source.stdout)
+    bad = run("nope")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "statelens --help" in bad.stderr
+
+    port = free_port()
+    app = subprocess.Popen(
+        [str(statelens), "app", "--server.headless", "true", "--server.port", str(port)],
+        cwd=elsewhere,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline, "statelens app did not start"
+                time.sleep(0.5)
+        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        page.goto(f"{url}/?checkpoint={sample('join_hdfs')}")
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("Last committed")).to_be_visible(timeout=60_000)  # it read the checkpoint
+        page.context.close()
+    finally:
+        app.terminate()
+        app.wait(timeout=30)
