@@ -10,6 +10,7 @@
     python cli.py export CHECKPOINT --chart skew|growth|watermark --out FILE.png|.svg|.html|.csv
     python cli.py report CHECKPOINT --out FILE.html [--event-log PATH]
     python cli.py doctor CHECKPOINT [--json]
+    python cli.py unmatched CHECKPOINT [--operator N] [--batch N] [--since N] [--json]  # keys that never matched
     python cli.py serve [--stop | --status]    # a warm Spark engine for the commands after it
     python cli.py app [--engine E] [--master URL | --remote URL] [STREAMLIT OPTIONS]  # the web app
 
@@ -255,6 +256,27 @@ def cmd_skew(args: argparse.Namespace) -> None:
 
         print("\nhottest keys: " + ", ".join(f"{key_json(k['key'])} ({k['rows']} rows)" for k in r.top_keys[:5]))
     _print_findings(r.findings)
+
+
+def cmd_unmatched(args: argparse.Namespace) -> None:
+    from spark_io.unmatched import unmatched
+
+    report = unmatched(args.checkpoint, args.operator, args.batch, args.since)
+    if args.json:
+        _dump(report.to_dict())
+        return
+    span = f"history batches {report.history[0]}-{report.history[1]}" if report.history else "no history"
+    print(
+        f"operator {report.operator_id} ({report.operator_name}) at batch {report.batch}, {span} (state read by {report.engine})"
+    )
+    counts = report.counts()
+    print("\n" + ("\n".join(f"{v:24} {n:,}" for v, n in sorted(counts.items())) if counts else "no unmatched keys"))
+    for note in report.notes:
+        print(f"note: {note}")
+    if report.keys:
+        rows = [[k.key, k.verdict, k.side or "", "" if k.batch is None else k.batch, k.detail] for k in report.keys]
+        print("\n" + _table(["key", "verdict", "side", "batch", "detail"], rows))
+        print(f"\nwhy one is missing: {_invoked_as()} why-missing {args.checkpoint} KEY --operator {report.operator_id}")
 
 
 def _print_findings(findings: list) -> None:  # type: ignore[type-arg]
@@ -509,6 +531,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", ...}]}')
     w.set_defaults(func=cmd_why_missing)
+
+    u = sub.add_parser(
+        "unmatched",
+        help="which keys never matched: a join's keys evicted unmatched, waiting, or rejected by the condition; "
+        "an aggregation's windows still waiting",
+    )
+    u.add_argument("checkpoint")
+    u.add_argument("--operator", type=int, default=None, help="operator id (default: the join, else the first)")
+    u.add_argument("--batch", type=int, default=None, help="state as of this batch (default: last committed)")
+    u.add_argument("--since", type=int, default=None, help="only keys that entered or were evicted from this batch on")
+    u.add_argument("--json", action="store_true", help='print {"counts", "per_batch", "keys": [...]}')
+    u.set_defaults(func=cmd_unmatched)
 
     pr = sub.add_parser("progress", help="per batch: sources and offsets (from the checkpoint), rows, durations, late rows")
     pr.add_argument("checkpoint")

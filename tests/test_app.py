@@ -313,6 +313,28 @@ def test_why_missing_link_carries_batch_key_field_and_join_type() -> None:
     assert any("Emitted unmatched" in m.value for m in again.markdown)  # left outer: ord-1 was emitted null-padded
 
 
+def test_why_missing_page_finds_the_keys_that_never_matched() -> None:
+    from spark_io.unmatched import unmatched
+
+    at = open_app(sample("join_hdfs"), "views/why_missing.py")
+    at.button(key="wm_find_unmatched").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    expected = unmatched(sample("join_hdfs"))
+    shown = {m.label: m.value for m in at.metric}
+    assert shown == {
+        {
+            "condition_not_met": "Join condition not met",
+            "evicted": "Evicted",
+            "waiting_for_other_side": "Waiting for the other side",
+        }[v]: f"{n:,} keys"
+        for v, n in expected.counts().items()
+    }
+    table = at.dataframe[0].value
+    assert list(table["key"]) == [k.key for k in expected.keys]
+    first = table.iloc[0]
+    assert first["diagnosis"].startswith("why_missing?") and f"key={first['key']}" in first["diagnosis"]
+
+
 def test_why_missing_link_to_a_missing_operator_says_so() -> None:
     at = AppTest.from_file(APP, default_timeout=300)
     at.query_params["checkpoint"] = sample("join_hdfs")

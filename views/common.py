@@ -29,7 +29,8 @@ from analysis.model import CheckpointInfo, StateSource
 from analysis.progress import ProgressLog
 from analysis.sources import SourceBatch
 from analysis.state_access import StateAccess
-from spark_io import checkpoint, diagnosis, engine, health, jobs, session, state_reader
+from analysis.unmatched import UnmatchedReport
+from spark_io import checkpoint, diagnosis, engine, health, jobs, session, state_reader, unmatched
 from spark_io.progress import read_progress
 from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
@@ -235,6 +236,15 @@ def diagnose_cached(
 ) -> diagnosis.WhyMissingReport:
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
     return _diagnose(path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current())
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _unmatched(path: str, operator_id: int, batch: int, fp: tuple[int, int], engine_name: str) -> UnmatchedReport:
+    return unmatched.unmatched(path, operator_id, batch)
+
+
+def unmatched_cached(path: str, operator_id: int, batch: int) -> UnmatchedReport:
+    return _unmatched(path, operator_id, batch, fingerprint(path), engine.current())
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -5,11 +5,13 @@ a timeline against the watermark and the SQL that reproduces it. Linkable:
 from __future__ import annotations
 
 import json
+import urllib.parse
 
 import streamlit as st
 
 from analysis.charts import key_timeline_figure
 from analysis.export import ms_times
+from analysis.key_verdicts import AGGREGATION, operator_kind
 from analysis.model import default_operator
 from analysis.progress import parse_event_time
 from spark_io import crosscheck
@@ -24,6 +26,7 @@ from views.common import (
     key_fields_cached,
     operator_label,
     progress_cached,
+    unmatched_cached,
     with_progress,
 )
 
@@ -50,6 +53,58 @@ JOIN_TYPES = {
     "left_semi": "Left semi",
 }
 
+
+def _never_matched(path: str, op_id: int, batch: int) -> None:
+    """Which keys never matched? For when only the counts do not add up: every key to diagnose."""
+    with st.expander("Which keys never matched?", expanded=st.session_state.get("wm_unmatched") == (path, op_id, batch)):
+        st.caption(
+            "A join's keys evicted unmatched, waiting for the other side, or held on both sides that the condition "
+            "rejected; an aggregation's windows still waiting for the watermark. Each links to its diagnosis."
+        )
+        if not st.button("Find them", key="wm_find_unmatched") and st.session_state.get("wm_unmatched") != (path, op_id, batch):
+            return
+        st.session_state["wm_unmatched"] = (path, op_id, batch)
+        with guard():
+            report = with_progress(
+                "Reading the state and its change feed", lambda: unmatched_cached(path, op_id, batch), "unmatched"
+            )
+            counts = report.counts()
+            cols = st.columns(max(1, len(counts)))
+            for col, (verdict, n) in zip(cols, sorted(counts.items()), strict=False):
+                col.metric(VERDICT_STYLE.get(verdict, ("", verdict))[1], f"{n:,} keys")
+            for note in report.notes:
+                st.caption(note)
+            if not report.keys:
+                st.success("No unmatched key at this batch.")
+                return
+            links = [
+                "why_missing?" + urllib.parse.urlencode({"checkpoint": path, "operator": op_id, "batch": batch, "key": k.key})
+                for k in report.keys
+            ]
+            table = {
+                "key": [k.key for k in report.keys],
+                "verdict": [VERDICT_STYLE.get(k.verdict, ("", k.verdict))[1] for k in report.keys],
+                "side": [k.side or "" for k in report.keys],
+                "batch": [k.batch for k in report.keys],
+                "window": [k.detail for k in report.keys],
+                "diagnosis": links,
+            }
+            for column in ("side", "window"):  # a join has no windows, an aggregation no sides
+                if not any(table[column]):
+                    del table[column]
+            st.dataframe(
+                table,
+                column_config={
+                    "batch": st.column_config.NumberColumn("batch", help="evicted in, or entered state in", format="%d"),
+                    "diagnosis": st.column_config.LinkColumn("diagnosis", display_text="why?"),
+                },
+                hide_index=True,
+                width="stretch",
+                height=min(420, 38 + 35 * len(report.keys)),
+            )
+            engine_caption(report.engine, None)
+
+
 st.header("Why is my key missing?")  # the same words as its navigation entry
 info = checkpoint_info()
 if info is not None and info.operators and info.committed_batches:
@@ -73,8 +128,9 @@ if info is not None and info.operators and info.committed_batches:
     linked_batch = params.get("batch", "")
     if "wm_batch" not in st.session_state and linked_batch.isdigit() and int(linked_batch) in committed:
         st.session_state["wm_batch"] = int(linked_batch)
-    if "wm_join_type" not in st.session_state and params.get("join_type") in JOIN_TYPES:
-        st.session_state["wm_join_type"] = params.get("join_type")
+    linked_join = params.get("join_type")
+    if "wm_join_type" not in st.session_state and linked_join and linked_join in JOIN_TYPES:
+        st.session_state["wm_join_type"] = linked_join
 
     c1, c2, c3 = st.columns([3, 2, 1])
     op_id = c1.selectbox("Operator", ops, index=ops.index(default_op), format_func=lambda i: operator_label(info, i), key="wm_op")
@@ -100,6 +156,8 @@ if info is not None and info.operators and info.committed_batches:
         st.caption(
             f"No operator metadata (written before Spark 4.0): the operator kind was inferred from {op_info.inferred_from}."
         )
+    if op_info is not None and (op_info.is_join or operator_kind(op_info.operator_name) == AGGREGATION):
+        _never_matched(info.path, op_id, batch)
     keys_text = st.text_area(
         "Keys that never showed up in the output (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43"
     )

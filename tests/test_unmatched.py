@@ -1,0 +1,94 @@
+"""Which keys never matched, against what the queries really emitted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow.compute as pc
+import pytest
+
+from analysis import why_missing as wm
+from analysis.errors import InvalidInput
+from analysis.model import StateSource
+from spark_io import engine
+from spark_io.unmatched import unmatched
+from support import COMPAT, ROOT, SAMPLES, sample, scenario
+
+JOINS = [sample("join_hdfs"), sample("join_rocksdb"), str(COMPAT / "4.3.0" / "join_state_format_3")]
+
+
+def emitted(path: str) -> set[str]:
+    if path.startswith(str(COMPAT)):
+        truth = json.loads((COMPAT / "4.3.0" / "truth" / "join_state_format_3.json").read_text())
+        return {r["order_id"] for r in truth["emitted"]}
+    name = path.rsplit("/", 1)[-1]
+    return {r["order_id"] for r in json.loads((SAMPLES / "outputs" / f"{name}.json").read_text())}
+
+
+@pytest.mark.parametrize("path", JOINS, ids=lambda p: p.rsplit("/", 1)[-1])
+def test_unmatched_keys_are_the_orders_that_never_joined(path: str) -> None:
+    report = unmatched(path)
+    out = emitted(path)
+    listed = {k.key for k in report.keys}
+    assert listed and not listed & out  # nothing listed was emitted
+    # every order that entered the left state and was never emitted is listed (on whichever side
+    # holds it now, or both sides if evicted from both)
+    left_feed, _, _ = engine.read_changes(path, StateSource(0, store_name="left-keyWithIndexToValue"))
+    entered = set(pc.cast(pc.struct_field(left_feed["key"], "field0"), "string").to_pylist())
+    assert entered - out == listed & entered
+    assert sum(report.counts().values()) == len(report.keys)
+    # each verdict is the one why-missing gives the key
+    sample_keys = {k.verdict: k for k in report.keys}
+    from spark_io.diagnosis import why_missing
+
+    verdicts = {r.key: r for r in why_missing(path, [k.key for k in sample_keys.values()]).results}
+    for k in sample_keys.values():
+        assert verdicts[k.key].verdict == k.verdict, (k, verdicts[k.key].explanation)
+
+
+def test_since_keeps_the_keys_of_later_batches() -> None:
+    full = unmatched(sample("join_hdfs"))
+    later = unmatched(sample("join_hdfs"), since=12)
+    assert later.keys == [k for k in full.keys if k.batch is not None and k.batch >= 12] and later.keys
+
+
+def test_spark_lists_the_same_keys(spark) -> None:  # type: ignore[no-untyped-def]
+    before = engine.current()
+    engine.configure(engine.SPARK)
+    try:
+        by_spark = unmatched(sample("join_rocksdb"))
+    finally:
+        engine.configure(before)
+    assert by_spark.engine == "spark" and by_spark.keys == unmatched(sample("join_rocksdb")).keys
+
+
+def test_windows_still_waiting_are_the_windows_not_yet_emitted() -> None:
+    report = unmatched(sample("windowed_agg"))
+    assert report.keys and {k.verdict for k in report.keys} == {wm.WAITING_WATERMARK}
+    out = json.loads((SAMPLES / "outputs" / "windowed_agg.json").read_text())
+    done = {(r["user_id"], str(r["window"]["start"])[:16].replace("T", " ")) for r in out}
+    for k in report.keys:
+        start = k.detail.removeprefix("window ")[:16]
+        assert (k.key, start) not in done  # a waiting window was not emitted yet
+    users = {e["user_id"] for b in scenario("windowed_agg").batches for e in b["events"]}
+    assert {k.key for k in report.keys} <= users
+
+
+def test_other_operators_say_what_is_answered() -> None:
+    with pytest.raises(InvalidInput, match="deduplication keeps only first occurrences"):
+        unmatched(sample("dedup"))
+
+
+def test_cli_unmatched_json() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "unmatched", sample("join_hdfs"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["counts"] == unmatched(sample("join_hdfs")).counts()
+    assert sum(sum(c.values()) for c in out["per_batch"].values()) == len(out["keys"])
