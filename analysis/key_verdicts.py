@@ -95,7 +95,8 @@ class KeyDiagnosis:
     explanation: str
     side: str | None = None  # a join side: "left", "right" or "both"
     was_matched: bool | None = None
-    evicted_at_batch: int | None = None
+    evicted_at_batch: int | None = None  # the last eviction (from both sides: the later one)
+    evicted_by_side: dict[str, int] = field(default_factory=dict)  # a join key: each side's eviction batch
     matched_at_batch: int | None = None  # a join key: the batch its rows became matched (joined)
     dropped_in_batch: int | None = None  # dropped_as_late: the batch that dropped it, when only one can have
     evidence: list[dict[str, Any]] = field(default_factory=list)
@@ -115,6 +116,7 @@ class KeyDiagnosis:
             "side": self.side,
             "was_matched": self.was_matched,
             "evicted_at_batch": self.evicted_at_batch,
+            "evicted_by_side": self.evicted_by_side,
             "matched_at_batch": self.matched_at_batch,
             "dropped_in_batch": self.dropped_in_batch,
             "matched_as": self.matched_as,

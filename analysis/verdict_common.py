@@ -141,11 +141,19 @@ def _join_evicted(
                     f"{emitted} (watermark {fmt_ms(ctx.watermarks.get(evicted[preserved[0]][0], 0))}).",
                     side=preserved[0] if len(preserved) == 1 else "both",
                     was_matched=False,
-                    evicted_at_batch=evicted[preserved[0]][0],
+                    evicted_at_batch=max(evicted[s][0] for s in preserved),
+                    evicted_by_side={s: evicted[s][0] for s in preserved},
                 )
             note = f" It never matched before the watermark evicted it: a {ctx.join_type.replace('_', ' ')} join emits nothing for it."
     return KeyDiagnosis(
-        key, EVICTED, head + note, side=side, evicted_at_batch=batch, was_matched=matched, matched_at_batch=joined_in
+        key,
+        EVICTED,
+        head + note,
+        side=side,
+        evicted_at_batch=batch,
+        evicted_by_side={s: b for s, (b, _) in evicted.items()},
+        was_matched=matched,
+        matched_at_batch=joined_in,
     )
 
 

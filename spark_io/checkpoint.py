@@ -25,7 +25,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from analysis.doctor import DoctorReport
+from analysis.doctor import DoctorReport, examine, unreadable_report
 from analysis.errors import (
     CheckpointNotFound,
     CheckpointUnreadable,
@@ -80,12 +80,10 @@ class LocalFiles(Files):
         self.location = str(root)
 
     def _kind(self, rel: str) -> str | None:
-        """ "dir", "file" or None when nothing is there."""
+        """Whether ``rel`` is a "dir" or a "file"; None when nothing is there."""
         try:
             st = os.stat(self.root / rel)
-        except FileNotFoundError:
-            return None
-        except NotADirectoryError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
             raise CheckpointUnreadable.of(rel, e) from e
@@ -561,8 +559,6 @@ def checkpoint_format_version(files: Files, conf: dict[str, str] | None = None) 
 def doctor(path: str) -> DoctorReport:
     """The checkpoint doctor on what can be read: folders that cannot be read are among its
     problems (never taken for missing files), as is a log that cannot be read at all."""
-    from analysis.doctor import examine, unreadable_report
-
     try:
         info = read_checkpoint(path)
     except CheckpointUnreadable as e:

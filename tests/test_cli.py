@@ -135,7 +135,7 @@ def test_sql_and_why_missing_json_text_and_errors() -> None:
         None,
     )
     second = j7["results"][1]
-    assert (second["verdict"], second["side"], second["was_matched"], second["evicted_at_batch"]) == ("evicted", None, True, 8)
+    assert (second["verdict"], second["side"], second["was_matched"], second["evicted_at_batch"]) == ("evicted", "both", True, 8)
     assert j7["results"][2]["verdict"] == "never_in_state"
     assert rc8 == 0 and "ord-155: waiting_for_other_side (left side)" in out8 and "near miss: 'ORD-155'" in out8
     assert rc9 == 2 and "no field 'nope'" in err9 and len(err9.strip().splitlines()) == 1
@@ -167,6 +167,8 @@ def _bad_input(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "growth": (["growth", cp, "--operator", "9"], "Operator 9"),
         "export": (["export", cp, "--chart", "skew", "--out", str(tmp / "chart.txt")], "Cannot tell the format"),
         "report": (["report", cp, "--out", str(tmp / "report.pdf")], "HTML file"),
+        "unmatched": (["unmatched", cp, "--operator", "7"], "Operator 7"),
+        "app": (["app", "8600"], "not a Streamlit option"),
     }
 
 

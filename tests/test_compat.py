@@ -192,11 +192,12 @@ def test_why_missing_agrees_with_what_happened(name: str, spark) -> None:  # typ
         for key in keys:
             want = expected_join(sub, key) if kind == "join" else expected_other(sub, label, key, field, last.watermark_ms)
             assert got[key].verdict == want, (key, got[key].explanation)
-            if want == wm.EMITTED_UNMATCHED:
-                col = "order_id" if got[key].side == "left" else "paid_order_id"
-                other = "payment_id" if got[key].side == "left" else "order_id"
-                padded = [r for r in t["emitted"] if r.get(col) == key and r.get(other) is None]
-                assert [r["batch_id"] for r in padded] == [got[key].evicted_at_batch], (key, padded)
+            if want == wm.EMITTED_UNMATCHED:  # each preserved side's null-padded row, in its eviction batch
+                assert got[key].evicted_at_batch == max(got[key].evicted_by_side.values())
+                for side, batch in got[key].evicted_by_side.items():
+                    col, other = ("order_id", "payment_id") if side == "left" else ("paid_order_id", "order_id")
+                    padded = [r for r in t["emitted"] if r.get(col) == key and r.get(other) is None]
+                    assert [r["batch_id"] for r in padded] == [batch], (key, side, padded)
             if want == wm.MATCHED:
                 assert any(r.get("order_id") == key and r.get("payment_id") for r in t["emitted"]), key
             if want in (wm.NEVER_IN_STATE, wm.WAITING_OTHER_SIDE) and kind == "join" and t["join_type"] == "inner":

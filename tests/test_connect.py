@@ -115,7 +115,7 @@ def test_cli_remote_flag_and_unreachable_server(connect_url: str) -> None:
     r = subprocess.run([*args, "--remote", connect_url], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     got = [(x["key"], x["verdict"], x["side"], x["evicted_at_batch"]) for x in json.loads(r.stdout)["results"]]
-    assert got == [("ord-155", "waiting_for_other_side", "left", None), ("ord-6", "evicted", None, 8)]
+    assert got == [("ord-155", "waiting_for_other_side", "left", None), ("ord-6", "evicted", "both", 8)]
     t0 = time.time()
     dead = subprocess.run(
         [*args, "--remote", f"sc://127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=120, cwd=ROOT
