@@ -56,7 +56,7 @@ def unmatched(
         report = UnmatchedReport(op.operator_id, op.operator_name, batch, None)
         watermark = next((b.watermark_ms for b in info.batches if b.batch_id == batch), 0)
         report.keys = waiting_windows(state, fields, watermark)
-        if not any(k for k in report.keys) and not watermark:
+        if not report.keys and not watermark:
             report.notes.append("The query has no watermark: windows are never closed (complete or update mode).")
     else:
         raise InvalidInput(
