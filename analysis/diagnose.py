@@ -177,16 +177,17 @@ def why_missing(
         if r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)
         or (r.verdict in (wm.EVICTED, wm.EMITTED_UNMATCHED) and r.was_matched is False)
     ]
-    searched_history = ctx.history is not None and ctx.history_method == "change feed" and not ctx.history_error
+    # the change-feed batches to search for look-alikes (None: no change feed was read)
+    feed_span = ctx.history if ctx.history_method == "change feed" and not ctx.history_error else None
     for name, src in sources:
         absent = [key for key in suspicious if not lookups[key][name].rows]
         if not absent:
             continue
         near = access.near_keys(src, batch, key_field, absent)
         seen = []
-        if searched_history and ctx.history is not None and src.has_change_feed:
+        if feed_span is not None and src.has_change_feed:
             try:
-                seen = access.near_history(src, ctx.history[0], ctx.history[1], key_field, absent)
+                seen = access.near_history(src, feed_span[0], feed_span[1], key_field, absent)
             except StateReadError as e:
                 ctx.notes.append(f"(Similar keys in the {name} store's history were not searched: {e.message})")
         for key in absent:
