@@ -216,7 +216,7 @@ def cmd_progress(args: argparse.Namespace) -> None:
     table = []
     for r in rows:
         dropped = sum(o["rows_dropped_by_watermark"] or 0 for o in r["operators"])
-        srcs = "; ".join(f"{s['source']} ({s['kind']}): {s['summary']}" for s in r["sources"])
+        srcs = "; ".join(f"{s['label']}: {s['summary']}" for s in r["sources"])
         table.append(
             [
                 r["batch_id"],

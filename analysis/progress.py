@@ -23,6 +23,7 @@ from analysis.errors import InvalidInput, ProgressNotFound
 from analysis.health import Finding
 from analysis.key_format import fmt_duration
 from analysis.model import Batch, CheckpointInfo
+from analysis.sources import name_from_description
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 # durationMs phases in the order a micro-batch runs them
@@ -446,14 +447,25 @@ def batch_rows(info: CheckpointInfo, sources: dict[int, list[Any]], log: Progres
         for i, s in enumerate(cp_sources):
             ps = p.sources[i] if p and i < len(p.sources) else None
             d = s.to_dict()
-            d["description"] = ps.description if ps else f"source {i} ({s.kind})"
+            if not s.name and ps:
+                d["name"] = name_from_description(ps.description)
+            d["label"] = d["name"] if d["name"] == s.kind else f"{d['name'] or f'source {i}'} ({s.kind})"
+            d["description"] = ps.description if ps else d["label"]
             d["input_rows"] = ps.input_rows if ps else s.rows
             d["summary"] = f"{ps.input_rows:,} rows" if ps and s.kind != "file" else s.summary
             if ps and s.kind == "file":
                 d["summary"] = f"{ps.input_rows:,} rows from {s.summary}"
             src.append(d)
         if p and not cp_sources:
-            src = [s.to_dict() for s in p.sources]
+            src = [
+                {
+                    **s.to_dict(),
+                    "name": (n := name_from_description(s.description)),
+                    "label": n or s.description,
+                    "summary": f"{s.input_rows:,} rows",
+                }
+                for s in p.sources
+            ]
         row: dict[str, Any] = {
             "batch_id": b.batch_id,
             "committed": b.committed,

@@ -11,11 +11,17 @@ previous batch's end. By source:
 * rate-micro-batch: ``{"offset": rows, "timestamp": ms}``; rows = end - start.
 * rate: the seconds since the query started (``sources/<n>/0`` holds that start); the rows
   depend on ``rowsPerSecond``, which the checkpoint does not keep.
+
+Each source is named by what it reads: a file source by its folder (the folder its files have in
+common, above any ``key=value`` partition folders), Kafka by its topics, the rate sources by
+their kind; a progress description (``FileStreamSource[file:/data/orders]``,
+``KafkaV2[Subscribe[orders]]``) names a source the checkpoint cannot.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +38,12 @@ class SourceBatch:
     partitions: dict[str, int] = field(default_factory=dict)  # kafka: "topic/partition" -> rows
     files: list[str] = field(default_factory=list)  # file source: the files read
     note: str = ""
+    name: str = ""  # what it reads: the file source's folder, Kafka's topics (source_names)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "source": self.source,
+            "name": self.name,
             "kind": self.kind,
             "start_offset": self.start_offset,
             "end_offset": self.end_offset,
@@ -100,6 +108,70 @@ def _kafka_rows(start: dict[str, Any] | None, end: dict[str, Any]) -> dict[str, 
     return out
 
 
+_GLOB = re.compile(r"[*?\[\]{}]")
+
+
+def _folders(path: str) -> list[str]:
+    return re.sub(r"^[a-zA-Z][\w+.-]*:/*", "/", path).rstrip("/").split("/")
+
+
+def common_folder(folders: list[list[str]]) -> list[str]:
+    """The folder ``folders`` (each split into its parts) have in common, without its
+    ``key=value`` partition folders and globs: ``[..., "in", "orders"]`` for
+    ``/in/orders/date=2026-01-01`` and ``/in/orders``."""
+    common = folders[0] if folders else []
+    for f in folders[1:]:
+        n = next((k for k, (a, b) in enumerate(zip(common, f, strict=False)) if a != b), min(len(common), len(f)))
+        common = common[:n]
+    return [c for c in common if c and "=" not in c and not _GLOB.search(c)]
+
+
+def name_from_description(description: str) -> str:
+    """A source's name from its progress description: ``FileStreamSource[file:/data/orders]`` ->
+    ``orders``, ``KafkaV2[Subscribe[orders,payments]]`` -> ``orders, payments``; ``""`` when the
+    description does not say."""
+    kafka = re.search(r"(?:Subscribe|SubscribePattern|Assign)\[(.*?)\]", description)
+    if description.startswith("Kafka") and kafka:
+        return ", ".join(t.strip() for t in kafka.group(1).split(",") if t.strip())
+    inner = re.fullmatch(r"\w+\[(.*)\]", description.strip())
+    if inner and "/" in inner.group(1):
+        return (common_folder([_folders(inner.group(1).split(",")[0].strip())]) or [""])[-1]
+    return ""
+
+
+def source_names(
+    offsets: dict[int, list[Any]],
+    file_entries: dict[int, list[dict[str, Any]]],
+    descriptions: dict[int, str] | None = None,
+) -> dict[int, str]:
+    """Per source index, what it reads (see the module's docstring). Two file sources whose
+    folders share a name are told apart by their parent folders (``a/in``, ``b/in``)."""
+    descriptions = descriptions or {}
+    count = max([0, *(len(v) for v in offsets.values()), *(i + 1 for i in file_entries), *(i + 1 for i in descriptions)])
+    out: dict[int, str] = {}
+    folders: dict[int, list[str]] = {}
+    for i in range(count):
+        ends = [v[i] for v in offsets.values() if i < len(v) and v[i] is not None]
+        kinds = {kind_of(e) for e in ends}
+        if file_entries.get(i):
+            folders[i] = common_folder([_folders(e["path"])[:-1] for e in file_entries[i]])
+            out[i] = folders[i][-1] if folders[i] else ""
+        elif kinds == {"kafka"}:
+            out[i] = ", ".join(sorted({t for e in ends for t in e}))
+        elif len(kinds) == 1 and kinds != {"unknown"}:
+            out[i] = next(iter(kinds))
+        else:
+            out[i] = name_from_description(descriptions.get(i, ""))
+    for depth in range(2, 8):
+        names = list(out.values())
+        clash = [i for i in folders if out[i] and names.count(out[i]) > 1]
+        if not clash:
+            break
+        for i in clash:
+            out[i] = "/".join(folders[i][-depth:])
+    return out
+
+
 def batch_sources(
     offsets: dict[int, list[Any]],
     file_entries: dict[int, list[dict[str, Any]]],
@@ -110,6 +182,7 @@ def batch_sources(
     ``offsets``: batch -> the parsed end offset of every source; ``file_entries``: source ->
     entries of its file log (``{"path", "batchId"}``); ``initial``: source -> the initial offset
     Spark wrote in ``sources/<n>/0`` (Kafka) or the rate source's start time."""
+    names = source_names(offsets, file_entries)
     out: dict[int, list[SourceBatch]] = {}
     prev: dict[int, Any] = {}
     prev_batch: int | None = None
@@ -152,7 +225,7 @@ def batch_sources(
                 note = f"{secs} s of rows (rowsPerSecond is not in the checkpoint)" if secs is not None else "rate"
             if not follows and b > 0 and end is not None and kind in ("kafka", "rate-micro-batch") and rows is None:
                 note = note or "the previous batch's offsets are purged"
-            row.append(SourceBatch(i, kind, end, start, rows, partitions, files, note))
+            row.append(SourceBatch(i, kind, end, start, rows, partitions, files, note, names.get(i, "")))
             prev[i] = end
         prev_batch = b
         out[b] = row

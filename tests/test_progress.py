@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_checkpoint import expected_watermarks
@@ -331,3 +332,66 @@ def test_kafka_offsets_give_rows_per_partition() -> None:
     assert out[1][0].summary == "15 rows (orders/0 +15)"
     assert out[3][0].rows is None and "not in the checkpoint" in out[3][0].note
     assert out[4][0].rows is None  # the new partition's start is unknown: no guess
+
+
+@pytest.mark.parametrize("name", ["join_hdfs", "join_rocksdb", "windowed_agg", "chained_join_agg"])
+def test_sources_are_named_by_the_folder_spark_says_they_read(name: str) -> None:
+    """Without progress the checkpoint alone names each file source by its folder: the folder
+    Spark's own progress description names (``FileStreamSource[file:/.../in/orders]``)."""
+    spark_said = [s["description"] for s in truth(name)[0]["sources"]]
+    want = [d.rstrip("]").rsplit("/", 1)[-1] for d in spark_said]
+    assert all(d.startswith("FileStreamSource[") for d in spark_said)
+    offsets = read_source_offsets(sample(name))
+    for per_source in offsets.values():
+        assert [s.name for s in per_source] == want
+    p = _cli("progress", sample(name))
+    assert p.returncode == 0, p.stderr
+    assert all(f"{n} (file): " in p.stdout for n in want) and "0 (file)" not in p.stdout
+    with_log = json.loads(_cli("progress", sample(name), "--event-log", str(EVENT_LOGS / name), "--json").stdout)
+    assert [s["label"] for s in with_log["batches"][0]["sources"]] == [f"{n} (file)" for n in want]
+
+
+def test_rate_sources_are_named_by_their_kind() -> None:
+    offsets = read_source_offsets(str(RATE / "checkpoint"))
+    assert {tuple(s.name for s in v) for v in offsets.values()} == {("rate", "rate-micro-batch")}
+
+
+def test_kafka_sources_are_named_by_their_topics() -> None:
+    """Kafka cannot run here: its offsets name the topics ({"topic": {"partition": offset}}), and
+    a progress description without the checkpoint's offsets is Spark's KafkaV2[Subscribe[...]]."""
+    from analysis.sources import batch_sources, name_from_description
+
+    out = batch_sources({0: [{"payments": {"0": 3}, "orders": {"0": 1}}, {"clicks": {"0": 2}}]}, {}, {})
+    assert [s.name for s in out[0]] == ["orders, payments", "clicks"]
+    assert name_from_description("KafkaV2[Subscribe[orders,payments]]") == "orders, payments"
+    assert name_from_description("KafkaV2[SubscribePattern[ord.*]]") == "ord.*"
+    assert name_from_description("FileStreamSource[file:/data/orders/*.json]") == "orders"
+    assert name_from_description("MemoryStream[value#1]") == ""
+
+
+def test_same_named_partitioned_folders_are_told_apart(tmp_path: Path, spark: Any) -> None:
+    """A real query over two sources whose folders are both ``in`` (a/in partitioned by day,
+    b/in plain): each is named by the folders that tell them apart, never by ``day=...``."""
+    for side, files in (("a", ["day=1/0.json", "day=2/1.json"]), ("b", ["0.json"])):
+        for f in files:
+            (tmp_path / side / "in" / f).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / side / "in" / f).write_text('{"k": "x"}\n')
+    a = spark.readStream.schema("k STRING, day INT").json(str(tmp_path / "a" / "in")).select("k")
+    b = spark.readStream.schema("k STRING").json(str(tmp_path / "b" / "in"))
+    cp = tmp_path / "checkpoint"
+    q = (
+        a.union(b)
+        .groupBy("k")
+        .count()
+        .writeStream.format("noop")
+        .outputMode("complete")
+        .option("checkpointLocation", str(cp))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    described = [s["description"] for s in q.lastProgress["sources"]]
+    offsets = read_source_offsets(str(cp))
+    assert [s.name for s in offsets[0]] == ["a/in", "b/in"]
+    assert [len(s.files) for s in offsets[0]] == [2, 1]
+    assert [d.rstrip("]").endswith(f"/{n}") for d, n in zip(described, ["a/in", "b/in"], strict=True)] == [True, True]

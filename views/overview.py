@@ -123,7 +123,7 @@ if info is not None:
             [
                 {
                     "batch": r["batch_id"],
-                    "source": s["description"],
+                    "source": s["label"],
                     "read": s.get("summary", ""),
                     "start offset": json.dumps(s.get("start_offset")),
                     "end offset": json.dumps(s.get("end_offset")),
