@@ -166,7 +166,7 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
         return
     inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
     print(
-        f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field {report.key_field}"
+        f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field {report.key_label}"
         f" (state read by {report.engine})"
     )
     for note in report.engine_notes:
@@ -275,7 +275,7 @@ def cmd_unmatched(args: argparse.Namespace) -> None:
         print(f"note: {note}")
     if report.keys:
         rows = [[k.key, k.verdict, k.side or "", "" if k.batch is None else k.batch, k.detail] for k in report.keys]
-        print("\n" + _table(["key", "verdict", "side", "batch", "detail"], rows))
+        print("\n" + _table([report.key_name, "verdict", "side", "batch", "detail"], rows))
         print(f"\nwhy one is missing: {_invoked_as()} why-missing {args.checkpoint} KEY --operator {report.operator_id}")
 
 

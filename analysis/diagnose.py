@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis import key_columns
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput, StateReadError, UnknownOperator
 from analysis.model import (
@@ -53,6 +54,11 @@ class WhyMissingReport:
     lateness: Lateness | None = None  # given the missing record's event time
     engine: str = "spark"  # which reader answered: native (state files) or spark (State Data Source)
     engine_notes: list[str] = field(default_factory=list)  # reads handed to Spark, and why
+    key_columns: dict[str, str] = field(default_factory=dict)  # join side -> the value column key_field equals
+
+    @property
+    def key_label(self) -> str:
+        return key_columns.field_label(self.key_field, self.key_columns)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +70,7 @@ class WhyMissingReport:
             "operator_inferred_from": self.inferred_from,
             "batch_id": self.batch,
             "key_field": self.key_field,
+            "key_columns": self.key_columns,
             "join_type": self.join_type,
             "history": {
                 "batches": list(self.history) if self.history else None,
@@ -122,10 +129,11 @@ def why_missing(
     fields = ordered_key_fields(typed_fields)
     if not fields:
         raise InvalidInput(f"Operator {op.operator_id} ({op.operator_name}) has no key fields to match.")
+    by_side = {name: access.key_columns(src, batch) for name, src in sources} if kind == wm.JOIN else {}
     if key_field is None:
         key_field = fields[0]
     elif key_field not in fields:
-        raise InvalidInput(f"The key has no field '{key_field}'. Its fields are: {', '.join(n for n, _ in typed_fields)}.")
+        key_field = key_columns.field_of(key_field, by_side) or _no_field(key_field, typed_fields, by_side)
     matched_as, typed = typed_values(dict(typed_fields)[key_field], keys)
     query = KeyQuery(key_field, tuple(keys), tuple(typed.items()))
 
@@ -236,7 +244,13 @@ def why_missing(
         lateness=late,
         engine=str(getattr(access, "engine", "spark")),
         engine_notes=list(dict.fromkeys(getattr(access, "fallbacks", []))),
+        key_columns=key_columns.key_column(key_field, by_side),
     )
+
+
+def _no_field(key_field: str, typed_fields: list[tuple[str, str]], by_side: dict[str, dict[str, str]]) -> str:
+    names = [key_columns.field_label(n, key_columns.key_column(n, by_side)) for n, _ in typed_fields]
+    raise InvalidInput(f"The key has no field '{key_field}'. Its fields are: {', '.join(names)}.")
 
 
 def _without_key(row: dict[str, Any]) -> dict[str, Any]:

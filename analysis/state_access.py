@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from analysis import why_missing as wm
 from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, numpy_filled, numpy_of, string_array, translate_ascii
 from analysis.errors import StateReadError
+from analysis.key_columns import columns_equal_to_key
 from analysis.model import StateSource
 from analysis.near_miss import NearSeen
 
@@ -49,6 +50,11 @@ class StateAccess(Protocol):
         ...
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]: ...
+
+    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
+        """Key field -> the value column equal to it on every row read (a join's ``field0`` ->
+        ``order_id``; ``key_columns.columns_equal_to_key``)."""
+        ...
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
         """Rows holding one of the keys at the batch, each with ``_raw``: the key field's value."""
@@ -180,6 +186,9 @@ class ArrowState:
         if "value" not in schema.names or not pa.types.is_struct(schema.field("value").type):
             return []
         return [f.name for f in schema.field("value").type]
+
+    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
+        return columns_equal_to_key(self._table(source, batch))
 
     def _text_column(self, table: pa.Table, key_field: str) -> Any:
         k = (id(table), key_field)

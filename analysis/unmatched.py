@@ -5,6 +5,7 @@ watermark. Pure: Arrow tables of the state and its change feed in, keys with bat
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ class UnmatchedReport:
     keys: list[UnmatchedKey] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     engine: str = "native"
+    key_name: str = "key"  # what the key is: a join's value column (order_id) where its field equals one
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(k.verdict for k in self.keys))
@@ -53,13 +55,14 @@ class UnmatchedReport:
         if first is None:
             return self
         kept = [k for k in self.keys if k.batch is not None and k.batch >= first]
-        return UnmatchedReport(self.operator_id, self.operator_name, self.batch, self.history, kept, self.notes, self.engine)
+        return dataclasses.replace(self, keys=kept)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "operator_id": self.operator_id,
             "operator_name": self.operator_name,
             "batch": self.batch,
+            "key_name": self.key_name,
             "history": list(self.history) if self.history else None,
             "counts": self.counts(),
             "per_batch": {v: {str(b): n for b, n in c.items()} for v, c in self.per_batch().items()},

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis import diagnose
+from analysis import diagnose, key_columns
 from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
 from analysis.errors import NativeUnsupported, StateReadError
+from analysis.key_columns import columns_equal_to_key
 from analysis.model import CheckpointInfo, StateSource, operator_of, resolve_batch
 from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, StateAccess, near_seen
@@ -22,10 +23,13 @@ from spark_io import engine
 from spark_io.checkpoint import read_checkpoint
 from spark_io.state_reader import has_change_feed, read_changes, read_state, state_frame, to_arrow
 
+KEY_COLUMN_ROWS = 10_000  # rows a join side's key columns are checked on, through Spark
+
 __all__ = [
     "LoadedState",
     "SparkState",
     "WhyMissingReport",
+    "key_field_labels",
     "key_fields_of",
     "load_state",
     "lookup_sources",
@@ -87,6 +91,14 @@ class SparkState:
         df = self._state(source, batch)
         t = df.schema["value"].dataType if "value" in df.columns else None
         return t.fieldNames() if isinstance(t, StructType) else []
+
+    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
+        """Checked on the first rows Spark returns (a full scan would cost the answer a pass)."""
+        df = self._state(source, batch)
+        if "value" not in df.columns:
+            return {}
+        what = f"{source.describe()} at batch {batch}"
+        return columns_equal_to_key(to_arrow(df.select("key", "value").limit(KEY_COLUMN_ROWS), what))
 
     def _matching(self, df: Any, query: KeyQuery, what: str) -> list[dict[str, Any]]:
         from pyspark.sql import functions as F
@@ -289,6 +301,16 @@ def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
     """The key fields a user can match for an operator, the default one first."""
     _, src = lookup_sources(operator_of(info, operator_id))[0]
     return ordered_key_fields(state_access(info).key_fields(src, resolve_batch(info, None)))
+
+
+def key_field_labels(info: CheckpointInfo, operator_id: int) -> dict[str, str]:
+    """``key_fields_of`` with how each reads: a join's ``field0`` as ``field0 (order_id)``."""
+    op = operator_of(info, operator_id)
+    access, batch = state_access(info), resolve_batch(info, None)
+    sources = lookup_sources(op)
+    fields = ordered_key_fields(access.key_fields(sources[0][1], batch))
+    by_side = {name: access.key_columns(src, batch) for name, src in sources} if op.is_join else {}
+    return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
 
 
 def why_missing(

@@ -3,8 +3,10 @@ the batch and its change feed, or an aggregation's state) through the chosen eng
 
 from __future__ import annotations
 
+from analysis import key_columns
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput
+from analysis.key_columns import columns_equal_to_key
 from analysis.model import CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
 from analysis.unmatched import UnmatchedReport, join_unmatched, waiting_windows
 from spark_io import engine
@@ -32,7 +34,9 @@ def unmatched(
             states[side], _ = engine.read_state(info.path, src, batch, info=info)
             engines.add(engine.engine_of(states[side]))
         fields = [f.name for f in states["left"].schema.field("key").type if f.name != "index"]
-        report = UnmatchedReport(op.operator_id, op.operator_name, batch, None)
+        by_side = {side: columns_equal_to_key(t) for side, t in states.items()}
+        key_name = " | ".join(key_columns.label(f, key_columns.key_column(f, by_side)) for f in fields)
+        report = UnmatchedReport(op.operator_id, op.operator_name, batch, None, key_name=key_name)
         feeds = None
         if has_change_feed(info, op.operator_id):
             feeds = {}

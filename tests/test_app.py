@@ -330,9 +330,10 @@ def test_why_missing_page_finds_the_keys_that_never_matched() -> None:
         for v, n in expected.counts().items()
     }
     table = at.dataframe[0].value
-    assert list(table["key"]) == [k.key for k in expected.keys]
+    assert expected.key_name == "order_id"  # the key column is named by the join's column (field0 = order_id)
+    assert list(table["order_id"]) == [k.key for k in expected.keys]
     first = table.iloc[0]
-    assert first["diagnosis"].startswith("why_missing?") and f"key={first['key']}" in first["diagnosis"]
+    assert first["diagnosis"].startswith("why_missing?") and f"key={first['order_id']}" in first["diagnosis"]
 
 
 def test_why_missing_link_to_a_missing_operator_says_so() -> None:

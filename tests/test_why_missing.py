@@ -239,8 +239,8 @@ def test_odd_keys_are_just_keys() -> None:
 def test_bad_input() -> None:
     with pytest.raises(UnknownOperator):
         why_missing(sample("join_hdfs"), ["ord-1"], operator_id=3)
-    with pytest.raises(InvalidInput, match=r"no field 'order_id'.*field0"):
-        why_missing(sample("join_hdfs"), ["ord-1"], key_field="order_id")
+    with pytest.raises(InvalidInput, match=r"no field 'amount'.*field0 \(order_id\)"):
+        why_missing(sample("join_hdfs"), ["ord-1"], key_field="amount")
     with pytest.raises(InvalidInput, match="at least one key"):
         why_missing(sample("join_hdfs"), [])
     with pytest.raises(BatchOutOfRange):

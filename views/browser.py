@@ -7,6 +7,7 @@ from functools import partial
 import streamlit as st
 
 from analysis.export import with_readable_times
+from analysis.key_columns import columns_equal_to_key
 from analysis.model import sources_of, table_name
 from spark_io import crosscheck, engine
 from spark_io.state_reader import RowFilter, arrow_schema_rows
@@ -46,6 +47,7 @@ if info is not None:
         )
         mode = c4.radio("Read", modes, help="Change feeds are read per store; join sides and timers have none.")
         table = None
+        same: dict[str, str] = {}  # key field -> the value column equal to it
         if source is not None:
             with guard():
                 if mode == "State at batch":
@@ -62,6 +64,11 @@ if info is not None:
                         f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{table_name(source)}_changes`"
                     )
                     check = partial(crosscheck.check_changes, info, source, start, end, table)
+                same = columns_equal_to_key(table) if mode == "State at batch" else {}
+                if same:  # a join side: field0 is the user's order_id
+                    st.caption(
+                        " · ".join(f"Key `{f}` is `{c}`: the value's `{c}` equals it on every row." for f, c in same.items())
+                    )
                 engine_caption(engine.engine_of(table), engine.fallback_of(table))
                 check_with_spark(engine.engine_of(table), check, f"browser-{mode}")
                 tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
@@ -86,7 +93,9 @@ if info is not None:
                 st.subheader("A key across two batches")
                 k1, k2, k3, k4 = st.columns([3, 2, 1, 1])
                 one_key = k1.text_input("Key", key="kx_key", placeholder="a value of the key field, e.g. ord-42")
-                field = k2.selectbox("Key field", key_names, key="kx_field")
+                field = k2.selectbox(
+                    "Key field", key_names, key="kx_field", format_func=lambda f: f"{f} ({same[f]})" if f in same else f
+                )
                 newest_first = committed[::-1]
                 batch_a = k3.selectbox("Batch A", newest_first, index=min(len(newest_first) - 1, 5), key="kx_a")
                 batch_b = k4.selectbox("Batch B", newest_first, index=0, key="kx_b")

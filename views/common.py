@@ -185,11 +185,12 @@ def read_state_metadata_cached(path: str) -> pa.Table:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _key_fields(path: str, operator_id: int, fp: tuple[int, int], engine_name: str) -> list[str]:
-    return diagnosis.key_fields_of(checkpoint.read_checkpoint(path), operator_id)
+def _key_fields(path: str, operator_id: int, fp: tuple[int, int], engine_name: str) -> dict[str, str]:
+    return diagnosis.key_field_labels(checkpoint.read_checkpoint(path), operator_id)
 
 
-def key_fields_cached(path: str, operator_id: int) -> list[str]:
+def key_fields_cached(path: str, operator_id: int) -> dict[str, str]:
+    """Key field -> how it reads (a join's ``field0 (order_id)``), the default field first."""
     return _key_fields(path, operator_id, fingerprint(path), engine.current())
 
 

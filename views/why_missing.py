@@ -82,7 +82,7 @@ def _never_matched(path: str, op_id: int, batch: int) -> None:
                 for k in report.keys
             ]
             table = {
-                "key": [k.key for k in report.keys],
+                report.key_name: [k.key for k in report.keys],
                 "verdict": [VERDICT_STYLE.get(k.verdict, ("", k.verdict))[1] for k in report.keys],
                 "side": [k.side or "" for k in report.keys],
                 "batch": [k.batch for k in report.keys],
@@ -134,12 +134,21 @@ if info is not None and info.operators and info.committed_batches:
 
     c1, c2, c3 = st.columns([3, 2, 1])
     op_id = c1.selectbox("Operator", ops, index=ops.index(default_op), format_func=lambda i: operator_label(info, i), key="wm_op")
-    fields: list[str] = []
+    fields: dict[str, str] = {}
     with guard():
         fields = key_fields_cached(info.path, op_id)
-    if "wm_field" not in st.session_state and params.get("key_field") in fields:
-        st.session_state["wm_field"] = params.get("key_field")
-    key_field = c2.selectbox("Key field", fields, help="Which field of the state key your keys are values of.", key="wm_field")
+    linked = params.get("key_field")  # a field, or the join's column it reads as
+    linked_field = next((f for f, shown in fields.items() if linked in (f, shown) or shown == f"{f} ({linked})"), None)
+    if "wm_field" not in st.session_state and linked_field:
+        st.session_state["wm_field"] = linked_field
+    key_field = c2.selectbox(
+        "Key field",
+        list(fields),
+        format_func=lambda f: fields.get(f, f),
+        help="Which field of the state key your keys are values of. A join's key fields (field0, ...) are named "
+        "by the value column that equals them on every row read.",
+        key="wm_field",
+    )
     batch = c3.selectbox("Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
     op_info = info.operator(op_id)
     join_type = None
@@ -190,7 +199,7 @@ if info is not None and info.operators and info.committed_batches:
             )
             st.caption(
                 f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
-                f"`{report.key_field}` · "
+                f"`{report.key_label}` · "
                 + (
                     f"history: batches {report.history[0]}–{report.history[1]} ({report.history_method})"
                     if report.history

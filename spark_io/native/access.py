@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from analysis.errors import NativeUnsupported, StateReadError
+from analysis.key_columns import columns_equal_to_key
 from analysis.model import CheckpointInfo, StateSource, operator_of
 from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, _matching, arrow_eviction_horizon
@@ -122,6 +123,24 @@ class NativeState(ArrowState):
             return [f.name for f in schema.field("value").type]
 
         return self._or_spark(native, lambda s: s.value_fields(source, batch))  # type: ignore[no-any-return]
+
+    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
+        """Checked on the whole store when it is read, else on its first partition holding rows
+        (a lookup reads only the key's partition: the whole store would cost the answer seconds)."""
+        k = ("key columns", source, batch)
+        if k not in self.derived:
+
+            def native() -> dict[str, str]:
+                if (source, batch) in self.state:
+                    return columns_equal_to_key(self.state[(source, batch)])
+                for p in range(self.reader.partitions(source) or 0):
+                    table = self.reader.state(source, batch, [p])
+                    if table.num_rows:
+                        return columns_equal_to_key(table)
+                return {}
+
+            self.derived[k] = self._or_spark(native, lambda s: s.key_columns(source, batch))
+        return self.derived[k]  # type: ignore[no-any-return]
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
         def native() -> list[dict[str, Any]]:
