@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import zoneinfo
 from typing import Any
@@ -23,6 +24,87 @@ EVENT_COLORS = {
     "evicted": "#d62728",
     "removed": "#d62728",
 }
+
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
+BAR_COLOR, LINE_COLOR = PALETTE[0], PALETTE[1]
+TEXT_COLOR, GRID_COLOR = "#31333F", "#E6EAF1"  # Streamlit's text and grid colours
+FONT = '"Source Sans Pro", "Source Sans 3", "Helvetica Neue", Arial, sans-serif'
+
+
+@functools.cache
+def theme() -> go.layout.Template:
+    """One look on the page and in every export (PNG, SVG, HTML, the report, the CLI): the app draws
+    figures with their own template (st.plotly_chart(theme=None)), Streamlit's font and colours on
+    white. Built on first use (a figure's array values make Plotly look at pandas, which an app
+    thread may still be importing)."""
+    axis = {"gridcolor": GRID_COLOR, "zerolinecolor": GRID_COLOR, "linecolor": GRID_COLOR, "automargin": True}
+    return go.layout.Template(
+        layout={
+            "font": {"family": FONT, "color": TEXT_COLOR, "size": 13},
+            "title": {"font": {"size": 16}, "x": 0.02},
+            "colorway": PALETTE,
+            "paper_bgcolor": "white",
+            "plot_bgcolor": "white",
+            "hoverlabel": {"font": {"family": FONT}},
+            "xaxis": axis,
+            "yaxis": axis,
+        }
+    )
+
+
+DASHES = ("dash", "dot", "dashdot", "longdash")
+OPEN_SYMBOLS = ("diamond-open", "square-open", "triangle-up-open", "star-open")
+
+
+def finish(fig: go.Figure) -> go.Figure:
+    """Every figure's last step: the theme, and lines that coincide told apart."""
+    fig.update_layout(template=theme())
+    _tell_apart_coinciding(fig)
+    return fig
+
+
+def _tell_apart_coinciding(fig: go.Figure) -> None:
+    """A line drawn exactly over another hides it: each later line of a group with the same points
+    on the same axes is dashed with open markers, and the legend says which series it equals
+    (``meta`` names what a panel counts: "op0 right (rows = op0 left)")."""
+    first: dict[tuple[Any, ...], Any] = {}
+    seen: dict[tuple[Any, ...], int] = {}
+    notes: dict[int, tuple[Any, list[str]]] = {}  # legend entry -> what it equals
+    for t in fig.data:
+        if t.type != "scatter" or t.y is None or t.x is None:
+            continue
+        k = (t.xaxis or "x", t.yaxis or "y", tuple(t.x), tuple(t.y))
+        if k not in first:
+            first[k] = t
+            continue
+        n = seen[k] = seen.get(k, 0) + 1
+        t.line.dash = DASHES[(n - 1) % len(DASHES)]
+        t.line.width = 3
+        if t.mode and "markers" in t.mode:
+            t.marker.symbol = OPEN_SYMBOLS[(n - 1) % len(OPEN_SYMBOLS)]
+            t.marker.size = 10
+        same = f"{t.meta} = {first[k].name}" if t.meta else f"= {first[k].name}"
+        shown = t
+        if t.showlegend is False:  # the legend entry is its group's visible trace
+            shown = next((x for x in fig.data if x.legendgroup == t.legendgroup and x.showlegend is not False), t)
+        notes.setdefault(id(shown), (shown, []))[1].append(same)
+    for shown, same_as in notes.values():
+        shown.name = f"{shown.name} ({'; '.join(same_as)})"
+
+
+def count_axis(fig: go.Figure, top: float, **where: Any) -> None:
+    """An axis of counts: integer ticks only (a step of 1 or 2 where the counts are small), from zero."""
+    step = 1 if top <= 5 else 2 if top <= 10 else None
+    ticks = {"tickmode": "linear", "tick0": 0, "dtick": step} if step else {"tickmode": "auto"}
+    fig.update_yaxes(tickformat=",d", rangemode="tozero", **ticks, **where)
+    if top == 0:
+        fig.update_yaxes(range=[0, 1], **where)
+
+
+def batch_axis(fig: go.Figure, batches: list[int], **where: Any) -> None:
+    """An axis of batch ids: integer ticks only, each batch labelled while there are few."""
+    fig.update_xaxes(title_text="batch", tickformat="d", dtick=1 if len(set(batches)) <= 30 else None, **where)
 
 
 def _dt(ms: int, tz: str = "UTC") -> dt.datetime:
@@ -79,13 +161,12 @@ def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int], tz: str = "
     fig.update_layout(
         height=300,
         margin={"t": 30, "b": 10, "l": 10, "r": 10},
-        xaxis_title="batch",
-        xaxis_tickformat="d",
         yaxis_title=f"event time / watermark ({tz})",
         title={"text": f"Life of {d.key!r} in state: its event times against the watermark", "font": {"size": 14}},
         legend={"orientation": "h", "y": -0.3},
     )
-    return fig
+    batch_axis(fig, [b for t in fig.data for b in (t.x or ())])
+    return finish(fig)
 
 
 # --------------------------------------------------------------------------- health charts
@@ -104,10 +185,6 @@ def watermark_table(batches: list[Batch]) -> pa.Table:
     )
 
 
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
-BAR_COLOR, LINE_COLOR = PALETTE[0], PALETTE[1]
-
-
 def byte_unit(max_bytes: float) -> tuple[float, str]:
     """The divisor and label that show ``max_bytes`` in human units (B, KB, MB, GB, TB)."""
     for i, unit in enumerate(("B", "KB", "MB", "GB", "TB")):
@@ -121,7 +198,7 @@ def no_data_figure(title: str, message: str) -> go.Figure:
     fig = go.Figure()
     fig.add_annotation(text=message, showarrow=False, font={"size": 15}, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(title=title, height=240, xaxis={"visible": False}, yaxis={"visible": False}, margin={"t": 50, "b": 20})
-    return fig
+    return finish(fig)
 
 
 def watermark_figure(batches: list[Batch], tz: str = "UTC") -> go.Figure:
@@ -137,10 +214,9 @@ def watermark_figure(batches: list[Batch], tz: str = "UTC") -> go.Figure:
             line={"color": PALETTE[0]},
         )
     )
-    fig.update_layout(
-        title="Watermark per batch", xaxis_title="batch", yaxis_title=f"watermark ({tz})", height=360, margin={"t": 50, "b": 40}
-    )
-    return fig
+    fig.update_layout(title="Watermark per batch", yaxis_title=f"watermark ({tz})", height=360, margin={"t": 50, "b": 40})
+    batch_axis(fig, [b.batch_id for b in marked])
+    return finish(fig)
 
 
 def skew_table(r: SkewReport) -> pa.Table:
@@ -160,7 +236,6 @@ def skew_table(r: SkewReport) -> pa.Table:
 def skew_figure(r: SkewReport) -> go.Figure:
     """Rows (bars) and bytes on disk (line) per partition: every partition labelled, both axes from zero."""
     parts = sorted(r.rows_by_partition)
-    ratio = "∞ (an empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.1f}x"
     sizes = [r.bytes_by_partition.get(p, 0) for p in parts]
     div, unit = byte_unit(max(sizes, default=0))
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -179,15 +254,27 @@ def skew_figure(r: SkewReport) -> go.Figure:
         secondary_y=True,
     )
     fig.update_layout(
-        title=f"State per partition: op {r.operator_id} {r.store_name} at batch {r.batch_id} (max/min {ratio}, max/median {r.max_over_median:.1f}x)",
+        title=f"State per partition: op {r.operator_id} {r.store_name} at batch {r.batch_id} ({r.headline})",
         height=400,
         margin={"t": 60, "b": 40, "r": 160},
         legend={"orientation": "v", "x": 1.08, "y": 1},
     )
     fig.update_xaxes(title_text="partition", type="category")
-    fig.update_yaxes(title_text="rows in state", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text=f"bytes on disk ({unit})", rangemode="tozero", secondary_y=True)
-    return fig
+    fig.update_yaxes(title_text="rows in state", secondary_y=False)
+    count_axis(fig, max(r.rows_by_partition.values(), default=0), secondary_y=False)
+    fig.update_yaxes(title_text=f"bytes on disk ({unit})", rangemode="tozero", tickmode="auto", showgrid=False, secondary_y=True)
+    return finish(fig)
+
+
+def partition_rows_figure(rows: dict[int, int], title: str) -> go.Figure:
+    """Rows per partition (bars): every partition labelled, counts from zero."""
+    parts = sorted(rows)
+    fig = go.Figure(go.Bar(x=[str(p) for p in parts], y=[rows[p] for p in parts], name="rows", marker_color=BAR_COLOR))
+    fig.update_layout(title=title, height=320, margin={"t": 50, "b": 40}, showlegend=False)
+    fig.update_xaxes(title_text="partition", type="category")
+    fig.update_yaxes(title_text="rows")
+    count_axis(fig, max(rows.values(), default=0))
+    return finish(fig)
 
 
 def skew_heatmap_figure(g: StoreGrowth, num_partitions: int = 0) -> go.Figure:
@@ -203,7 +290,7 @@ def skew_heatmap_figure(g: StoreGrowth, num_partitions: int = 0) -> go.Figure:
             z=z,
             zmin=0,
             colorscale="Blues",
-            colorbar={"title": "rows"},
+            colorbar={"title": "rows", "tickformat": ",d", **({"dtick": 1} if max(map(max, z), default=0) <= 5 else {})},
         )
     )
     fig.update_layout(
@@ -215,7 +302,7 @@ def skew_heatmap_figure(g: StoreGrowth, num_partitions: int = 0) -> go.Figure:
     )
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category")
-    return fig
+    return finish(fig)
 
 
 def growth_table(stores: list[StoreGrowth]) -> pa.Table:
@@ -249,7 +336,15 @@ def growth_figure(stores: list[StoreGrowth]) -> go.Figure:
         name = f"op{g.operator_id} {g.store_name}"
         color = PALETTE[i % len(PALETTE)]
         fig.add_trace(
-            go.Scatter(x=bs, y=[g.rows[b] for b in bs], mode="lines+markers", name=name, legendgroup=name, line={"color": color}),
+            go.Scatter(
+                x=bs,
+                y=[g.rows[b] for b in bs],
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                line={"color": color},
+                meta="rows",
+            ),
             row=1,
             col=1,
         )
@@ -261,7 +356,8 @@ def growth_figure(stores: list[StoreGrowth]) -> go.Figure:
                 name=name,
                 legendgroup=name,
                 showlegend=False,
-                line={"dash": "dot", "color": color},
+                line={"color": color},
+                meta="bytes",
             ),
             row=2,
             col=1,
@@ -273,8 +369,9 @@ def growth_figure(stores: list[StoreGrowth]) -> go.Figure:
         legend={"orientation": "v", "yanchor": "top", "y": 1, "xanchor": "left", "x": 1.02},  # beside the plot
     )
     fig.update_yaxes(rangemode="tozero")
-    fig.update_xaxes(title_text="batch", row=2, col=1, dtick=1 if len({b for g in stores for b in g.rows}) <= 30 else None)
-    return fig
+    count_axis(fig, max((n for g in stores for n in g.rows.values()), default=0), row=1, col=1)
+    batch_axis(fig, [b for g in stores for b in g.rows], row=2, col=1)
+    return finish(fig)
 
 
 # --------------------------------------------------------------------------- progress charts (event logs)
@@ -296,10 +393,6 @@ def progress_table(log: ProgressLog) -> pa.Table:
     return pa.table(cols)
 
 
-def _batch_axis(fig: go.Figure, **kw: Any) -> None:
-    fig.update_xaxes(title_text="batch", tickformat="d", **kw)
-
-
 def rates_figure(log: ProgressLog) -> go.Figure:
     """Rows each batch read (bars) and the input and processing rates (lines), both from zero."""
     ids = [b.batch_id for b in log.batches]
@@ -314,16 +407,17 @@ def rates_figure(log: ProgressLog) -> go.Figure:
             row=2,
             col=1,
         )
-    fig.update_yaxes(title_text="rows per batch", rangemode="tozero", tickformat=",d", row=1, col=1)
+    fig.update_yaxes(title_text="rows per batch", row=1, col=1)
+    count_axis(fig, max((b.input_rows for b in log.batches), default=0), row=1, col=1)
     fig.update_yaxes(title_text="rows per second", rangemode="tozero", row=2, col=1)
-    _batch_axis(fig, row=2, col=1)
+    batch_axis(fig, ids, row=2, col=1)
     fig.update_layout(
         title="Input per batch (from the query's progress)",
         height=420,
         margin={"t": 80, "b": 40},
         legend={"orientation": "h", "y": 1.12, "x": 0},
     )
-    return fig
+    return finish(fig)
 
 
 def durations_figure(log: ProgressLog) -> go.Figure:
@@ -348,8 +442,8 @@ def durations_figure(log: ProgressLog) -> go.Figure:
         margin={"t": 80, "b": 40},
         legend={"orientation": "h", "y": 1.12, "x": 0},
     )
-    _batch_axis(fig)
-    return fig
+    batch_axis(fig, ids)
+    return finish(fig)
 
 
 def late_rows_figure(log: ProgressLog) -> go.Figure:
@@ -375,14 +469,14 @@ def late_rows_figure(log: ProgressLog) -> go.Figure:
     fig.update_layout(
         title=title,
         yaxis_title="rows dropped",
-        yaxis_rangemode="tozero",
         height=320,
         barmode="group",
         margin={"t": 80, "b": 40},
         legend={"orientation": "h", "y": 1.15, "x": 0},
     )
-    _batch_axis(fig)
-    return fig
+    count_axis(fig, max((n for d in drops for n in d.by_batch.values()), default=0))
+    batch_axis(fig, ids)
+    return finish(fig)
 
 
 def memory_figure(log: ProgressLog) -> go.Figure:
@@ -419,10 +513,11 @@ def memory_figure(log: ProgressLog) -> go.Figure:
             secondary_y=True,
         )
     fig.update_yaxes(title_text=f"memory used ({unit})", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="rows in state", rangemode="tozero", tickformat=",d", secondary_y=True)
+    fig.update_yaxes(title_text="rows in state", showgrid=False, secondary_y=True)
+    count_axis(fig, max((o.rows_total or 0 for b in log.batches for o in b.operators), default=0), secondary_y=True)
     fig.update_layout(title=title, height=360, margin={"t": 80, "b": 40}, legend={"orientation": "h", "y": 1.15, "x": 0})
-    _batch_axis(fig)
-    return fig
+    batch_axis(fig, ids)
+    return finish(fig)
 
 
 def memory_table(log: ProgressLog) -> pa.Table:

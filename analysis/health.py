@@ -60,11 +60,32 @@ class SkewReport:
     engine: str = "spark"  # which reader answered
     engine_note: str | None = None  # why Spark answered although the native reader was asked first
 
+    @property
+    def too_little_state(self) -> bool:
+        """Fewer rows than SKEW_MIN_ROWS_PER_PARTITION per partition: the counts are noise, not skew."""
+        return sum(self.rows_by_partition.values()) < SKEW_MIN_ROWS_PER_PARTITION * max(1, len(self.rows_by_partition))
+
+    @property
+    def ratio_text(self) -> str:
+        """The max/min headline: "too little state", "∞ (an empty partition)" or "1.6x"."""
+        if self.too_little_state:
+            return "too little state"
+        return "∞ (an empty partition)" if self.skew_ratio is None else f"{self.skew_ratio:.1f}x"
+
+    @property
+    def headline(self) -> str:
+        """One line for titles: the ratios, or why there are none."""
+        if self.too_little_state:
+            rows = sum(self.rows_by_partition.values())
+            return f"too little state to judge skew: {rows:,} rows in {len(self.rows_by_partition)} partitions"
+        return f"max/min {self.ratio_text}, max/median {self.max_over_median:.1f}x"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "operator_id": self.operator_id,
             "store_name": self.store_name,
             "batch_id": self.batch_id,
+            "too_little_state": self.too_little_state,
             "rows_by_partition": {str(p): n for p, n in sorted(self.rows_by_partition.items())},
             "bytes_by_partition": {str(p): n for p, n in sorted(self.bytes_by_partition.items())},
             "skew_ratio": self.skew_ratio,

@@ -105,14 +105,16 @@ def operators_table(
             return f"unknown: {problems[op_id]}"
         return key_text(keys.get(op_id, [])) or "unknown: no state schema file"
 
-    return pa.table(
-        {
-            "operator": [o.operator_id for o in info.operators],
-            "kind": [o.operator_name + (" (inferred)" if o.inferred_from else "") for o in info.operators],
-            "key": [key_of(o.operator_id) for o in info.operators],
-            "stores": [", ".join(s.store_name for s in o.stores) for o in info.operators],
-            "partitions": [max((s.num_partitions for s in o.stores), default=0) for o in info.operators],
-            "provider": [info.provider for _ in info.operators],
-            "state variables": [", ".join(o.state_variables) for o in info.operators],
-        }
-    )
+    columns = {
+        "operator": [o.operator_id for o in info.operators],
+        "kind": [o.operator_name + (" (inferred)" if o.inferred_from else "") for o in info.operators],
+        "key": [key_of(o.operator_id) for o in info.operators],
+        "stores": [", ".join(s.store_name for s in o.stores) for o in info.operators],
+        "partitions": [max((s.num_partitions for s in o.stores), default=0) for o in info.operators],
+        # the class without its package and suffix (the conf table has it whole): HDFSBacked, RocksDB
+        "provider": [info.provider.removesuffix("StateStoreProvider") or info.provider for _ in info.operators],
+        "state variables": [", ".join(o.state_variables) for o in info.operators],
+    }
+    if not any(columns["state variables"]):  # only transformWithState has them: no empty column
+        del columns["state variables"]
+    return pa.table(columns)

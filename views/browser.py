@@ -6,16 +6,20 @@ from functools import partial
 
 import streamlit as st
 
+from analysis import charts
 from analysis.export import with_readable_times
 from analysis.key_columns import columns_equal_to_key
 from analysis.model import sources_of, table_name
 from spark_io import crosscheck, engine
 from spark_io.state_reader import RowFilter, arrow_schema_rows
 from views.common import (
+    chart,
     check_with_spark,
     checkpoint_info,
+    controls,
     current_tz,
     engine_caption,
+    fitted_select,
     guard,
     operator_label,
     read_changes_cached,
@@ -33,19 +37,19 @@ if info is not None:
     elif not committed:
         st.info("No batch is committed yet: there is no state to browse.")
     else:
-        c1, c2, c3, c4 = st.columns([2, 3, 1, 2])
-        op_id = c1.selectbox("Operator", [o.operator_id for o in info.operators], format_func=lambda i: operator_label(info, i))
+        row = controls()
+        op_id = fitted_select(row, "Operator", [o.operator_id for o in info.operators], lambda i: operator_label(info, i))
         op = info.operator(op_id)
         assert op is not None
         sources = sources_of(op)
         # a join opens on its left side's rows as joinSide shows them, not on a store of counts
         first = next((i for i, s in enumerate(sources) if s.join_side == "left"), 0)
-        source = c2.selectbox("Store, join side or state variable", sources, index=first, format_func=source_label)
-        batch = c3.selectbox("Batch", committed[::-1], help="Committed batches, newest first.")
+        source = fitted_select(row, "Store, join side or state variable", sources, source_label, index=first)
+        batch = fitted_select(row, "Batch", committed[::-1], help="Committed batches, newest first.")
         modes = (
             ["State at batch", "Change feed up to batch"] if source is not None and source.has_change_feed else ["State at batch"]
         )
-        mode = c4.radio("Read", modes, help="Change feeds are read per store; join sides and timers have none.")
+        mode = row.radio("Read", modes, help="Change feeds are read per store; join sides and timers have none.", width="content")
         table = None
         same: dict[str, str] = {}  # key field -> the value column equal to it
         if source is not None:
@@ -56,6 +60,7 @@ if info is not None:
                         f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`"
                     )
                     check = partial(crosscheck.check_state, info, source, batch, table)
+                    what = f"{source.describe()} at batch {batch}"
                 else:
                     table, start, end = with_progress(
                         "Reading the change feed", lambda: read_changes_cached(info.path, source, batch), "browser"
@@ -64,6 +69,7 @@ if info is not None:
                         f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{table_name(source)}_changes`"
                     )
                     check = partial(crosscheck.check_changes, info, source, start, end, table)
+                    what = f"changes of {source.describe()} in batches {start}–{end}"
                 same = columns_equal_to_key(table) if mode == "State at batch" else {}
                 if same:  # a join side: field0 is the user's order_id
                     st.caption(
@@ -82,8 +88,11 @@ if info is not None:
                     st.dataframe(arrow_schema_rows(table), hide_index=True, width="stretch")
                 with tab_parts:
                     if "partition_id" in table.column_names and table.num_rows:
-                        counts = table.group_by("partition_id").aggregate([("partition_id", "count")]).sort_by("partition_id")
-                        st.bar_chart(counts.to_pandas(), x="partition_id", y="partition_id_count")
+                        counts = table.group_by("partition_id").aggregate([("partition_id", "count")])
+                        per_part = dict(
+                            zip(counts["partition_id"].to_pylist(), counts["partition_id_count"].to_pylist(), strict=True)
+                        )
+                        chart(charts.partition_rows_figure(per_part, f"Rows per partition: {what}"), key="browser-parts")
                     else:
                         st.info("No rows.")
             key_names = (

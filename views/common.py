@@ -11,11 +11,13 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import zoneinfo
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import plotly.graph_objects as go
 import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
@@ -321,6 +323,23 @@ def skew_cached(path: str, operator_id: int, store: str, batch: int) -> SkewRepo
     return _skew(path, operator_id, store, batch, fingerprint(path), engine.current())
 
 
+def escape_markdown(text: str) -> str:
+    """Text shown as itself in st.markdown (a store name's ``_``, a key's ``*`` or ``$``)."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
+
+
+def chart(fig: Any, key: str) -> None:
+    """A figure as its exports draw it (its own theme, not Streamlit's), its title above it as text
+    that wraps on a narrow screen (a Plotly title is cut at the plot's edge)."""
+    shown = go.Figure(fig)
+    title = shown.layout.title.text
+    if title:
+        st.markdown(f"**{escape_markdown(title)}**")
+        top = shown.layout.margin.t
+        shown.update_layout(title=None, margin_t=None if top is None else max(20, top - 30))
+    st.plotly_chart(shown, width="stretch", theme=None, key=key)
+
+
 def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:
     """PNG, SVG, HTML and CSV of one chart; images render only when clicked."""
 
@@ -383,6 +402,19 @@ def source_label(source: StateSource) -> str:
     if source.state_var:
         return f"state variable: {source.state_var}"
     return f"store: {source.store_name}"
+
+
+def controls() -> Any:
+    """A row of selects, each as wide as its longest option, that wraps onto a new line on a narrow
+    screen (columns of fixed shares cut "0: symmetricHashJoin" to "0: symmetricHashJoi")."""
+    return st.container(horizontal=True, gap="medium", wrap=True)
+
+
+def fitted_select(where: Any, label: str, options: list[Any], format_func: Callable[[Any], Any] = str, **kw: Any) -> Any:
+    """``where.selectbox`` as wide as its label and its longest option (about 8.5 px a character
+    at the app's font, plus the arrow, the padding and a help icon)."""
+    longest = max([len(label) + (3 if kw.get("help") else 0), *(len(str(format_func(o))) for o in options)])
+    return where.selectbox(label, options, format_func=format_func, width=max(110, min(560, int(longest * 8.5) + 60)), **kw)
 
 
 def operator_label(info: CheckpointInfo, operator_id: int) -> str:

@@ -11,13 +11,16 @@ from analysis.report import checkup_report
 from spark_io import crosscheck
 from spark_io.health import default_store
 from views.common import (
+    chart,
     chart_downloads,
     check_with_spark,
     checkpoint_info,
     checkup_cached,
+    controls,
     current_event_log,
     current_tz,
     engine_caption,
+    fitted_select,
     guard,
     metric_row,
     operator_label,
@@ -65,33 +68,37 @@ elif info is not None:
             st.caption("Give the query's event log in the sidebar to check for rows dropped by the watermark.")
         t_skew, t_growth, t_wm, t_mem = st.tabs(["Skew", "Growth", "Watermark", "Memory"])
         with t_skew:
-            c1, c2, c3 = st.columns([2, 3, 1])
-            op_id = c1.selectbox(
-                "Operator", [o.operator_id for o in info.operators], format_func=lambda i: operator_label(info, i), key="h_op"
+            row = controls()
+            op_id = fitted_select(
+                row, "Operator", [o.operator_id for o in info.operators], lambda i: operator_label(info, i), key="h_op"
             )
             op = info.operator(op_id)
             assert op is not None
             stores = [s.state_var or s.store_name for s in sources_of(op) if not s.join_side and not s.timers]
-            store = c2.selectbox(
-                "Store", stores, index=stores.index(default_store(op)) if default_store(op) in stores else 0, key="h_store"
+            store = fitted_select(
+                row, "Store", stores, index=stores.index(default_store(op)) if default_store(op) in stores else 0, key="h_store"
             )
-            batch = c3.selectbox("Batch", [b.batch_id for b in info.committed_batches][::-1], key="h_batch")
+            batch = fitted_select(row, "Batch", [b.batch_id for b in info.committed_batches][::-1], key="h_batch")
             with guard():
                 r = skew_cached(info.path, op_id, str(store), batch)
                 engine_caption(r.engine, r.engine_note)
                 check_with_spark(r.engine, lambda: crosscheck.check_skew(info, r), "skew")
-                ratio = "∞ (empty partition)" if r.skew_ratio is None else f"{r.skew_ratio:.1f}x"
+                little = r.headline if r.too_little_state else None
                 metric_row(
                     [
-                        ("Skew max/min", ratio, "The seed's measure: rows in the fullest partition over the emptiest."),
-                        ("max/median", f"{r.max_over_median:.1f}x", None),
+                        (
+                            "Skew max/min",
+                            r.ratio_text,
+                            little or "The seed's measure: rows in the fullest partition over the emptiest.",
+                        ),
+                        ("max/median", "-" if little else f"{r.max_over_median:.1f}x", little),
                         ("Rows", f"{sum(r.rows_by_partition.values()):,}", None),
                     ]
                 )
                 for f in r.findings:
                     (st.warning if f.severity == "warning" else st.info)(f"**{f.code}**: {f.message}")
                 fig = charts.skew_figure(r)
-                st.plotly_chart(fig, width="stretch", key="skew-chart")
+                chart(fig, key="skew-chart")
                 chart_downloads(f"skew-op{op_id}-{store}-b{batch}", fig, charts.skew_table(r), "dl-skew")
                 if any(t["rows"] > 1 for t in r.top_keys):
                     st.markdown("**Hottest keys** (rows per key, the key as JSON)")
@@ -103,24 +110,24 @@ elif info is not None:
                 g = next((g for g in c.growth.stores if g.operator_id == op_id and g.store_name == store), None)
                 if g is not None:
                     heat = charts.skew_heatmap_figure(g, len(r.rows_by_partition))
-                    st.plotly_chart(heat, width="stretch", key="heat-chart")
+                    chart(heat, key="heat-chart")
                     st.caption("Rows per partition across batches (from the change feed): is the skew new or old?")
         with t_growth:
             fig = charts.growth_figure(c.growth.stores)
-            st.plotly_chart(fig, width="stretch", key="growth-chart")
+            chart(fig, key="growth-chart")
             table = charts.growth_table(c.growth.stores)
             chart_downloads("growth", fig, table, "dl-growth")
             st.dataframe(table, hide_index=True, width="stretch", height=300)
         with t_wm:
             fig = charts.watermark_figure(info.batches, current_tz())
-            st.plotly_chart(fig, width="stretch", key="wm-chart")
+            chart(fig, key="wm-chart")
             chart_downloads("watermark", fig, charts.watermark_table(info.batches), "dl-wm")
         with t_mem:
             if c.progress is None:
                 st.info("Memory per operator is in the query's progress: give its event log in the sidebar.")
             else:
                 fig = charts.memory_figure(c.progress)
-                st.plotly_chart(fig, width="stretch", key="mem-chart")
+                chart(fig, key="mem-chart")
                 table = charts.memory_table(c.progress)
                 chart_downloads("memory", fig, table, "dl-mem")
                 st.caption("Per batch and operator, from the query's progress (custom metrics as JSON):")

@@ -7,7 +7,7 @@ import streamlit as st
 
 from analysis.layout import schema_files, store_files_summary, version_history
 from spark_io.checkpoint import list_state_files
-from views.common import checkpoint_info, guard, operator_label, read_state_metadata_cached
+from views.common import checkpoint_info, controls, fitted_select, guard, operator_label, read_state_metadata_cached
 
 st.header("Operators and stores")
 info = checkpoint_info()
@@ -39,13 +39,13 @@ if info is not None:
         st.dataframe(store_files_summary(files), hide_index=True, width="stretch")
 
         st.subheader("Checkpoint history")
-        c1, c2 = st.columns([1, 2])
-        op_id = c1.selectbox(
-            "Operator", [o.operator_id for o in info.operators], format_func=lambda i: operator_label(info, i), key="ops_op"
+        row = controls()
+        op_id = fitted_select(
+            row, "Operator", [o.operator_id for o in info.operators], lambda i: operator_label(info, i), key="ops_op"
         )
         op = info.operator(op_id)
         assert op is not None
-        store = c2.selectbox("Store", [s.store_name for s in op.folders], key="ops_store")  # as on disk
+        store = fitted_select(row, "Store", [s.store_name for s in op.folders], key="ops_store")  # as on disk
         history = version_history(files, info.batches, op_id, str(store))
         purged = (
             sum(1 for v in history.column("on_disk").to_pylist() if v == "purged") if "on_disk" in history.column_names else 0

@@ -12,6 +12,7 @@ from analysis import charts
 from analysis.overview import batches_table, conf_table, operators_table, summary
 from analysis.progress import batch_rows, late_drops, operator_mismatch
 from views.common import (
+    chart,
     chart_downloads,
     checkpoint_info,
     current_event_log,
@@ -48,7 +49,8 @@ if info is not None:
     if info.operators:
         st.subheader("Operators at a glance")
         with guard():
-            st.dataframe(operators_table(info, *key_schemas_cached(info.path)), hide_index=True, width="stretch")
+            # a table that wraps its cells: a join's four stores and its provider stay on screen at any width
+            st.table(operators_table(info, *key_schemas_cached(info.path)), hide_index=True)
     if s["uncommitted"]:
         st.warning(
             f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."
@@ -58,7 +60,7 @@ if info is not None:
     if any(b.watermark_ms for b in info.batches):
         fig = charts.watermark_figure(info.batches, tz)
         fig.update_layout(title=None, height=340, margin={"t": 10, "b": 10})
-        st.plotly_chart(fig, width="stretch")
+        chart(fig, key="ov-watermark")
         chart_downloads("watermark", charts.watermark_figure(info.batches, tz), charts.watermark_table(info.batches), "dl-ov-wm")
     else:
         st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
@@ -115,7 +117,7 @@ if info is not None:
                 (t_dur, "durations", charts.durations_figure(log)),
             ):
                 with tab:
-                    st.plotly_chart(fig, width="stretch", key=f"ov-{name}")
+                    chart(fig, key=f"ov-{name}")
                     chart_downloads(name, fig, table, f"dl-ov-{name}")
     with guard():
         rows = batch_rows(info, sources_cached(info.path), log)

@@ -16,14 +16,18 @@ from analysis.model import default_operator
 from analysis.progress import parse_event_time
 from spark_io import crosscheck
 from views.common import (
+    chart,
     check_with_spark,
     checkpoint_info,
+    controls,
     current_event_log,
     current_tz,
     diagnose_cached,
     engine_caption,
+    fitted_select,
     guard,
     key_fields_cached,
+    metric_row,
     operator_label,
     progress_cached,
     unmatched_cached,
@@ -69,9 +73,7 @@ def _never_matched(path: str, op_id: int, batch: int) -> None:
                 "Reading the state and its change feed", lambda: unmatched_cached(path, op_id, batch), "unmatched"
             )
             counts = report.counts()
-            cols = st.columns(max(1, len(counts)))
-            for col, (verdict, n) in zip(cols, sorted(counts.items()), strict=False):
-                col.metric(VERDICT_STYLE.get(verdict, ("", verdict))[1], f"{n:,} keys")
+            metric_row([(VERDICT_STYLE.get(v, ("", v))[1], f"{n:,} keys", None) for v, n in sorted(counts.items())])
             for note in report.notes:
                 st.caption(note)
             if not report.keys:
@@ -132,8 +134,8 @@ if info is not None and info.operators and info.committed_batches:
     if "wm_join_type" not in st.session_state and linked_join and linked_join in JOIN_TYPES:
         st.session_state["wm_join_type"] = linked_join
 
-    c1, c2, c3 = st.columns([3, 2, 1])
-    op_id = c1.selectbox("Operator", ops, index=ops.index(default_op), format_func=lambda i: operator_label(info, i), key="wm_op")
+    row = controls()
+    op_id = fitted_select(row, "Operator", ops, lambda i: operator_label(info, i), index=ops.index(default_op), key="wm_op")
     fields: dict[str, str] = {}
     with guard():
         fields = key_fields_cached(info.path, op_id)
@@ -141,15 +143,16 @@ if info is not None and info.operators and info.committed_batches:
     linked_field = next((f for f, shown in fields.items() if linked in (f, shown) or shown == f"{f} ({linked})"), None)
     if "wm_field" not in st.session_state and linked_field:
         st.session_state["wm_field"] = linked_field
-    key_field = c2.selectbox(
+    key_field = fitted_select(
+        row,
         "Key field",
         list(fields),
-        format_func=lambda f: fields.get(f, f),
+        lambda f: fields.get(f, f),
         help="Which field of the state key your keys are values of. A join's key fields (field0, ...) are named "
         "by the value column that equals them on every row read.",
         key="wm_field",
     )
-    batch = c3.selectbox("Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
+    batch = fitted_select(row, "Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
     op_info = info.operator(op_id)
     join_type = None
     if op_info is not None and op_info.is_join:
@@ -263,9 +266,7 @@ if info is not None and info.operators and info.committed_batches:
                             st.caption("No row holds this key in any searched batch.")
                     with tabs[1]:
                         if r.timeline:
-                            st.plotly_chart(
-                                key_timeline_figure(r, report.watermarks, current_tz()), width="stretch", key=f"tl-{r.key}"
-                            )
+                            chart(key_timeline_figure(r, report.watermarks, current_tz()), key=f"tl-{r.key}")
                         else:
                             st.caption("The key has no history in the searched batches.")
                     with tabs[2]:

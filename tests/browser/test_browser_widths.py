@@ -1,27 +1,45 @@
-"""In a real Chromium at 1024 and 1400 px: no button label and no metric on the Overview and the
-health page is cut (an element's text wider than its box, shown as "P..." or "c5c…")."""
+"""In a real Chromium at 1024 and 1400 px: nothing is cut. No button label, metric, select (its
+chosen option), table ("Operators at a glance") or chart title is wider than its box (shown as
+"P...", "c5c…" or "0: symmetricHashJoi"), on the Overview, the health page and the why-missing page,
+with the longest operator names of the samples (a join's four stores, transformWithState)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from support import ARTIFACTS
+from support import ARTIFACTS, sample
 
 CUT = """
 () => {
   const cut = [];
   const check = (el, what) => {
     if (el.offsetParent === null) return;  // hidden (another tab)
-    if (el.scrollWidth > el.clientWidth + 1) cut.push(`${what}: '${el.innerText}' needs ${el.scrollWidth}px, has ${el.clientWidth}px`);
+    if (el.scrollWidth > el.clientWidth + 1) cut.push(`${what}: '${el.innerText || el.value}' needs ${el.scrollWidth}px, has ${el.clientWidth}px`);
   };
   document.querySelectorAll('[data-testid="stDownloadButton"] button, [data-testid="stBaseButton-secondary"], [data-testid="stBaseButton-primary"]')
     .forEach(b => { check(b, 'button'); b.querySelectorAll('p, div').forEach(x => check(x, 'button label')); });
   document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"]')
     .forEach(m => { check(m, 'metric'); m.querySelectorAll('div, p').forEach(x => check(x, 'metric text')); });
+  document.querySelectorAll('[data-testid="stMain"] [data-testid="stSelectbox"] input[role="combobox"]')
+    .forEach(i => check(i, 'select ' + i.getAttribute('aria-label')));
+  document.querySelectorAll('[data-testid="stTable"]').forEach(t => { check(t, 'table'); Array.from(t.children).forEach(x => check(x, 'table')); });
+  // a Plotly title is cut at the plot's edge: titles are text above the chart, which wraps
+  document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot .gtitle').forEach(t => cut.push(`chart title inside the plot: '${t.textContent}'`));
   return cut;
 }
 """
+
+
+def _visit(page: Any, url: str, ready: list[str], shot: str) -> None:
+    page.goto(url)
+    for text in ready:
+        expect(page.get_by_text(text, exact=True).first).to_be_visible(timeout=180_000)
+    page.wait_for_timeout(1500)  # let the layout settle
+    page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+    assert page.evaluate(CUT) == [], shot
 
 
 @pytest.mark.parametrize("width", [1024, 1400])
@@ -35,7 +53,7 @@ def test_nothing_is_cut(browser, app_url: str, width: int) -> None:  # type: ign
         expect(page.locator("code").filter(has_text="sample_checkpoints/windowed_agg")).to_be_visible(timeout=60_000)
         expect(page.get_by_text("Late rows dropped", exact=True).first).to_be_visible(timeout=60_000)
         expect(page.get_by_role("button", name="CSV").first).to_be_visible(timeout=60_000)
-        page.wait_for_timeout(1500)  # let the layout settle
+        page.wait_for_timeout(1500)
         page.screenshot(path=str(ARTIFACTS / f"overview-{width}.png"), full_page=True)
         assert page.get_by_role("button", name="PNG").count() >= 2
         assert page.evaluate(CUT) == []
@@ -44,6 +62,19 @@ def test_nothing_is_cut(browser, app_url: str, width: int) -> None:  # type: ign
         expect(page.get_by_text("Skew max/min", exact=True)).to_be_visible(timeout=180_000)
         page.wait_for_timeout(1500)
         page.screenshot(path=str(ARTIFACTS / f"health-{width}.png"), full_page=True)
+        assert page.evaluate(CUT) == []
+        join, tws = sample("join_hdfs"), sample("transform_with_state")
+        _visit(page, f"{app_url}/?checkpoint={join}", ["Operators at a glance", "symmetricHashJoin"], f"overview-join-{width}.png")
+        assert page.get_by_text("right-keyWithIndexToValue").first.is_visible()  # the fourth store, on screen
+        _visit(page, f"{app_url}/health?checkpoint={join}", ["Skew max/min", "Hottest keys"], f"health-join-{width}.png")
+        _visit(page, f"{app_url}/health?checkpoint={tws}", ["Skew max/min"], f"health-tws-{width}.png")
+        expect(page.get_by_role("combobox", name="Operator")).to_have_value("0: transformWithStateInPandasExec")
+        _visit(page, f"{app_url}/why_missing?checkpoint={join}", ["Which keys never matched?"], f"why-missing-{width}.png")
+        page.get_by_text("Which keys never matched?", exact=True).click()
+        page.get_by_role("button", name="Find them").click()
+        expect(page.get_by_text("Waiting for the other side", exact=True).first).to_be_visible(timeout=180_000)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(ARTIFACTS / f"why-missing-unmatched-{width}.png"), full_page=True)
         assert page.evaluate(CUT) == []
     finally:
         ctx.close()
