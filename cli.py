@@ -247,7 +247,7 @@ def cmd_skew(args: argparse.Namespace) -> None:
     print(f"operator {r.operator_id} store {r.store_name} at batch {r.batch_id} (state read by {r.engine})")
     if r.engine_note:
         print(f"note: read by Spark instead: the native reader does not read {r.engine_note}")
-    print(f"skew {r.headline}\n")
+    print(f"skew: {r.headline}\n")
     parts = sorted(r.rows_by_partition)
     print(_table(["partition", "rows", "bytes"], [[p, r.rows_by_partition[p], r.bytes_by_partition.get(p, 0)] for p in parts]))
     if any(k["rows"] > 1 for k in r.top_keys):

@@ -77,7 +77,7 @@ class SkewReport:
         """One line for titles: the ratios, or why there are none."""
         if self.too_little_state:
             rows = sum(self.rows_by_partition.values())
-            return f"too little state to judge skew: {rows:,} rows in {len(self.rows_by_partition)} partitions"
+            return f"too little state to judge: {rows:,} rows in {len(self.rows_by_partition)} partitions"
         return f"max/min {self.ratio_text}, max/median {self.max_over_median:.1f}x"
 
     def to_dict(self) -> dict[str, Any]:

@@ -64,7 +64,9 @@ def test_nothing_is_cut(browser, app_url: str, width: int) -> None:  # type: ign
         page.screenshot(path=str(ARTIFACTS / f"health-{width}.png"), full_page=True)
         assert page.evaluate(CUT) == []
         join, tws = sample("join_hdfs"), sample("transform_with_state")
-        _visit(page, f"{app_url}/?checkpoint={join}", ["Operators at a glance", "symmetricHashJoin"], f"overview-join-{width}.png")
+        _visit(
+            page, f"{app_url}/?checkpoint={join}", ["Operators at a glance", "symmetricHashJoin"], f"overview-join-{width}.png"
+        )
         assert page.get_by_text("right-keyWithIndexToValue").first.is_visible()  # the fourth store, on screen
         _visit(page, f"{app_url}/health?checkpoint={join}", ["Skew max/min", "Hottest keys"], f"health-join-{width}.png")
         _visit(page, f"{app_url}/health?checkpoint={tws}", ["Skew max/min"], f"health-tws-{width}.png")
