@@ -3,7 +3,7 @@
     python cli.py overview CHECKPOINT [--json]
     python cli.py sql CHECKPOINT "SELECT ..." [--batch N] [--max-rows N] [--json]
     python cli.py why-missing CHECKPOINT KEY [KEY ...] [--operator N] [--batch N] [--key-field F]
-                  [--event-time T [--event-log PATH]] [--json]
+                  [--join-type T] [--event-time T] [--event-log PATH] [--json]
     python cli.py progress CHECKPOINT [--event-log PATH] [--json]   # per batch: sources, rows, durations, late rows
     python cli.py skew CHECKPOINT [--operator N] [--store NAME] [--batch N] [--json]
     python cli.py growth CHECKPOINT [--operator N] [--store NAME] [--json]
@@ -144,12 +144,9 @@ def cmd_sql(args: argparse.Namespace) -> None:
 def cmd_why_missing(args: argparse.Namespace) -> None:
     import textwrap
 
-    from analysis.errors import InvalidInput
     from analysis.progress import parse_event_time
     from spark_io.diagnosis import why_missing
 
-    if args.event_log and args.event_time is None:
-        raise InvalidInput("--event-log is read to tell whether the missing record was dropped as late: give --event-time too.")
     event_time = parse_event_time(args.event_time) if args.event_time is not None else None
     report = why_missing(
         args.checkpoint,
@@ -171,6 +168,12 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
     )
     for note in report.engine_notes:
         print(f"note: read by Spark instead: the native reader does not read {note}")
+    if report.join_plan is not None:
+        plan = report.join_plan
+        print(
+            f"join (from the event log's plan): {plan.plan_join_type} on {', '.join(plan.left_keys)} = "
+            f"{', '.join(plan.right_keys)}" + (f" and {plan.condition}" if plan.condition else "")
+        )
     if report.history_error:
         print(f"history could not be read: {report.history_error}")
     elif report.history:
@@ -526,7 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--event-log",
         default=None,
-        help="the query's Spark event log or progress JSON lines: rows dropped by the watermark prove dropped_as_late",
+        help="the query's Spark event log or progress JSON lines: rows dropped by the watermark prove dropped_as_late; "
+        "a join's plan gives its type, keys and condition",
     )
     w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", ...}]}')
     w.set_defaults(func=cmd_why_missing)

@@ -17,6 +17,7 @@ from typing import Any
 from analysis import key_columns
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput, StateReadError, UnknownOperator
+from analysis.join_plan import JoinPlan
 from analysis.model import (
     JOIN_SIDES,
     CheckpointInfo,
@@ -49,6 +50,7 @@ class WhyMissingReport:
     results: list[wm.KeyDiagnosis] = field(default_factory=list)
     inferred_from: str | None = None  # the operator kind was inferred (no operator metadata)
     join_type: str | None = None
+    join_plan: JoinPlan | None = None  # the join as the event log's plan states it (type, keys, condition)
     history_method: str | None = None  # "change feed" | "state per batch"; None: no history searched
     history_error: str | None = None  # the history read that failed, with Spark's reason
     lateness: Lateness | None = None  # given the missing record's event time
@@ -72,6 +74,7 @@ class WhyMissingReport:
             "key_field": self.key_field,
             "key_columns": self.key_columns,
             "join_type": self.join_type,
+            "join_plan": self.join_plan.to_dict() if self.join_plan else None,
             "history": {
                 "batches": list(self.history) if self.history else None,
                 "method": self.history_method,
@@ -129,7 +132,14 @@ def why_missing(
     fields = ordered_key_fields(typed_fields)
     if not fields:
         raise InvalidInput(f"Operator {op.operator_id} ({op.operator_name}) has no key fields to match.")
+    plan = progress.joins.get(op.operator_id) if progress is not None and kind == wm.JOIN else None
+    if plan is not None and join_type is None:
+        join_type = plan.join_type  # the checkpoint does not record it; the event log's plan does
     by_side = {name: access.key_columns(src, batch) for name, src in sources} if kind == wm.JOIN else {}
+    for side, keys_of_side in (("left", plan.left_keys), ("right", plan.right_keys)) if plan else ():
+        for i, column in enumerate(keys_of_side):  # a side without rows to read it from: the plan names it
+            if column.isidentifier():
+                by_side[side].setdefault(f"field{i}", column)
     if key_field is None:
         key_field = fields[0]
     elif key_field not in fields:
@@ -160,6 +170,7 @@ def why_missing(
         key_field,
         first_batch=committed[0],
         join_type=join_type,
+        join_condition=plan.condition if plan else None,
         join_format=join_format,
         batch_times={b.batch_id: b.timestamp_ms for b in info.batches},
         single_operator=len(info.operators) == 1,
@@ -239,6 +250,7 @@ def why_missing(
         results,
         inferred_from=op.inferred_from,
         join_type=join_type,
+        join_plan=plan,
         history_method=ctx.history_method if ctx.history else None,
         history_error=ctx.history_error,
         lateness=late,

@@ -140,6 +140,8 @@ def _pairs_text(pairs: list[tuple[Timed, Timed]], ctx: Context) -> str:
 
 
 def _bound_text(ctx: Context) -> str:
+    if ctx.join_condition:
+        return f"The join's condition, from the event log's plan: {ctx.join_condition}."
     spans = {s: h for s, h in ctx.eviction_horizon.items() if h}
     if not spans:
         return "The join's time range is not recorded in the checkpoint, and no eviction shows it yet."

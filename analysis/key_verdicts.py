@@ -75,7 +75,8 @@ class Context:
     history: tuple[int, int] | None = None  # change-feed batches searched
     first_batch: int = 0  # oldest retained batch
     eviction_horizon: dict[str, tuple[int, int]] = field(default_factory=dict)  # join side -> (lo, hi) ms
-    join_type: str | None = None  # not recorded in the checkpoint: given by the user
+    join_type: str | None = None  # not recorded in the checkpoint: given by the user or read from an event log's plan
+    join_condition: str | None = None  # the join's condition besides its keys, from an event log's plan
     join_format: int = 2  # join state format 1 has no 'matched' flag
     history_method: str = "change feed"  # or "state per batch" (no change feed)
     history_error: str | None = None  # a failed history read: verdicts that depend on it are unknown

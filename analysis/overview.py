@@ -105,7 +105,7 @@ def operators_table(
             return f"unknown: {problems[op_id]}"
         return key_text(keys.get(op_id, [])) or "unknown: no state schema file"
 
-    columns = {
+    columns: dict[str, list[Any]] = {
         "operator": [o.operator_id for o in info.operators],
         "kind": [o.operator_name + (" (inferred)" if o.inferred_from else "") for o in info.operators],
         "key": [key_of(o.operator_id) for o in info.operators],

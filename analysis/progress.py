@@ -21,6 +21,7 @@ from typing import Any
 
 from analysis.errors import InvalidInput, ProgressNotFound
 from analysis.health import Finding
+from analysis.join_plan import JoinPlan, join_plans
 from analysis.key_format import fmt_duration
 from analysis.model import Batch, CheckpointInfo
 from analysis.sources import name_from_description
@@ -224,6 +225,7 @@ class ProgressLog:
     batches: list[BatchProgress]
     notes: list[str] = field(default_factory=list)  # what could not be read or matched, said once
     runs: int = 1
+    joins: dict[int, JoinPlan] = field(default_factory=dict)  # operator -> its join as the latest plan states it
 
     def batch(self, batch_id: int) -> BatchProgress | None:
         return next((b for b in self.batches if b.batch_id == batch_id), None)
@@ -237,6 +239,7 @@ class ProgressLog:
             "runs": self.runs,
             "notes": self.notes,
             "batches": [b.to_dict() for b in self.batches],
+            "joins": [j.to_dict() for _, j in sorted(self.joins.items())],
         }
 
 
@@ -253,9 +256,11 @@ def collect(
     runs: set[str] = set()
     rerun: set[int] = set()
     seen = 0
+    joins: dict[int, JoinPlan] = {}
     for record in records:
         p = progress_of(record)
         if p is None:
+            joins.update(_plan_joins(record, query_id))
             continue
         seen += 1
         if p.get("id") != query_id:
@@ -284,7 +289,17 @@ def collect(
         notes.append(
             f"Batches {_ranges(sorted(rerun))} ran more than once (the query restarted): the last run's figures are shown."
         )
-    return ProgressLog(query_id, location, fmt, files, [found[k] for k in sorted(found)], notes, len(runs))
+    return ProgressLog(query_id, location, fmt, files, [found[k] for k in sorted(found)], notes, len(runs), joins)
+
+
+def _plan_joins(record: dict[str, Any], query_id: str) -> dict[int, JoinPlan]:
+    """The joins of a micro-batch's physical plan (an event log's SQLExecutionStart of this query)."""
+    plan = record.get("physicalPlanDescription")
+    if not isinstance(plan, str) or "StreamingSymmetricHashJoin" not in plan:
+        return {}
+    if f"id = {query_id}" not in str(record.get("description", "")):
+        return {}
+    return join_plans(plan)
 
 
 def _ranges(ids: list[int]) -> str:

@@ -21,6 +21,12 @@ from analysis.key_verdicts import (
 )
 
 
+def join_named(join_type: str) -> str:
+    """``an inner join``, ``a left outer join``."""
+    words = join_type.replace("_", " ")
+    return f"{'an' if words[0] in 'aeiou' else 'a'} {words} join"
+
+
 def _searched(ctx: Context) -> str:
     if ctx.history is None:
         return f"only the state at batch {ctx.batch} was searched"
@@ -136,7 +142,7 @@ def _join_evicted(
                 return KeyDiagnosis(
                     key,
                     EMITTED_UNMATCHED,
-                    f"The key was in state{where} and never matched. This is a {ctx.join_type.replace('_', ' ')} join, so "
+                    f"The key was in state{where} and never matched. This is {join_named(ctx.join_type)}, so "
                     f"when the watermark evicted it the join emitted it with nulls for the other side's columns: "
                     f"{emitted} (watermark {fmt_ms(ctx.watermarks.get(evicted[preserved[0]][0], 0))}).",
                     side=preserved[0] if len(preserved) == 1 else "both",
@@ -144,7 +150,7 @@ def _join_evicted(
                     evicted_at_batch=max(evicted[s][0] for s in preserved),
                     evicted_by_side={s: evicted[s][0] for s in preserved},
                 )
-            note = f" It never matched before the watermark evicted it: a {ctx.join_type.replace('_', ' ')} join emits nothing for it."
+            note = f" It never matched before the watermark evicted it: {join_named(ctx.join_type)} emits nothing for it."
     return KeyDiagnosis(
         key,
         EVICTED,

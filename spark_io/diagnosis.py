@@ -16,7 +16,7 @@ from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.key_columns import columns_equal_to_key
-from analysis.model import CheckpointInfo, StateSource, operator_of, resolve_batch
+from analysis.model import CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
 from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, StateAccess, near_seen
 from spark_io import engine
@@ -313,6 +313,13 @@ def key_field_labels(info: CheckpointInfo, operator_id: int) -> dict[str, str]:
     return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
 
 
+def wants_progress(info: CheckpointInfo, operator_id: int | None, event_time_ms: int | None) -> bool:
+    """Whether a diagnosis reads the event log it was given: for the missing record's lateness (an
+    event time), or for a join's type, keys and condition (its plan)."""
+    op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
+    return event_time_ms is not None or op.is_join
+
+
 def why_missing(
     path: str,
     keys: list[str],
@@ -325,10 +332,11 @@ def why_missing(
     event_log: str | None = None,
 ) -> WhyMissingReport:
     """Why-missing on a checkpoint, read by the chosen engine; ``event_log``: where the query's
-    progress is (an event log or progress JSON lines), read when an event time is given."""
+    progress is (an event log or progress JSON lines), read when an event time is given or the
+    operator is a join (``wants_progress``)."""
     info = info or read_checkpoint(path)
     progress = None
-    if event_log and event_time_ms is not None:
+    if event_log and wants_progress(info, operator_id, event_time_ms):
         from spark_io.progress import read_progress
 
         progress = read_progress(event_log, info)

@@ -42,15 +42,18 @@ def test_overview_defaults_to_a_bundled_sample() -> None:
     assert m["Batches"] == "17" and m["Last committed"] == "16" and m["Stateful operators"] == "1"
     assert m["Query id"] == info.query_id[:8]  # type: ignore[index]
     assert m["Watermark (UTC)"] == "00:13:45"
-    assert len(at.dataframe) == 4  # operators, batches, what each source read, configuration
-    ops = at.dataframe[0].value
-    assert ops[["operator", "kind", "key", "partitions"]].values.tolist() == [[0, "symmetricHashJoin", "field0: string", 4]]
-    assert at.dataframe[1].value["batch_id"].tolist() == list(range(17))
+    assert len(at.dataframe) == 3  # batches, what each source read, configuration
+    ops = at.table[0].value  # operators at a glance: a table that wraps, nothing cut
+    assert ops[["operator", "kind", "key", "partitions", "provider"]].values.tolist() == [
+        [0, "symmetricHashJoin", "field0: string", 4, "HDFSBacked"]
+    ]
+    assert at.dataframe[0].value["batch_id"].tolist() == list(range(17))
     # the bundled sample's own event log is picked with it: rates, durations and late rows
     assert at.session_state["event_log"].endswith("event_logs/join_hdfs")
     assert m["Batches with progress"] == "17 / 17" and m["Late rows dropped"] == "14"
-    reads = at.dataframe[2].value
+    reads = at.dataframe[1].value
     assert len(reads) == 17 * 2 and reads["read"].iloc[0] == "10 rows from 1 file(s): part-00000.json"
+    assert reads["source"].tolist()[:2] == ["orders (file)", "payments (file)"]  # named by what they read
 
 
 def test_choosing_a_sample_is_kept_across_pages() -> None:
@@ -78,9 +81,9 @@ def test_overview_with_an_event_log_shows_late_rows_rates_and_durations() -> Non
     m = metrics(at)
     rows = sum(len(b["events"]) for b in scenario("windowed_agg").batches)
     assert m["Batches with progress"] == "13 / 13" and m["Late rows dropped"] == "6" and m["Rows read"] == f"{rows:,}"
-    titles = [c.proto.spec for c in at.get("plotly_chart")]
-    assert any("Late rows dropped by the watermark" in t for t in titles)
-    assert any("Input per batch" in t for t in titles) and any("Batch duration by phase" in t for t in titles)
+    titles = [m.value for m in at.markdown]  # a chart's title is text above it
+    assert "**Late rows dropped by the watermark**" in titles
+    assert "**Input per batch \\(from the query\\'s progress\\)**" in titles and "**Batch duration by phase**" in titles
     assert not at.warning and not at.error
 
 
@@ -93,7 +96,7 @@ def test_overview_event_log_of_another_query_is_one_error() -> None:
     (err,) = at.error
     assert "No progress for this query" in err.value and "checkpoint's id" in err.value
     assert metrics(at)["Batches"] == "17"  # the rest of the page still renders
-    assert len(at.dataframe) == 4  # operators, batches, what each source read (from the checkpoint), configuration
+    assert len(at.table) == 1 and len(at.dataframe) == 3  # operators; batches, what each source read, configuration
 
 
 def test_typing_a_checkpoint_drops_the_samples_event_log() -> None:
@@ -411,7 +414,7 @@ def test_time_zone_choice_shows_times_in_that_zone() -> None:
     at.sidebar.selectbox(key="tz").set_value("Asia/Kolkata").run()  # UTC+05:30, no daylight saving
     local = dt.datetime.fromtimestamp(wm / 1000, dt.UTC) + dt.timedelta(hours=5, minutes=30)
     assert metrics(at)["Watermark (Asia/Kolkata)"] == local.strftime("%H:%M:%S")
-    batches = at.dataframe[1].value
+    batches = at.dataframe[0].value
     assert str(batches["watermark"].dt.tz) == "Asia/Kolkata"
     at.switch_page("views/browser.py").run()
     assert at.session_state["tz"] == "Asia/Kolkata"  # kept across pages

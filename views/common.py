@@ -211,7 +211,7 @@ def _diagnose(
     engine_name: str,
 ) -> diagnosis.WhyMissingReport:
     access = _loaded_state(path, operator_id, batch, fp, engine_name)
-    progress = _progress(path, event_log, fp, log_fp) if event_log and event_time_ms is not None else None
+    progress = diagnosis_progress(path, event_log, operator_id, event_time_ms)
     report = diagnose.why_missing(
         access, _info(path, fp), list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress
     )
@@ -292,6 +292,13 @@ def _progress(path: str, event_log: str, fp: tuple[int, int], log_fp: tuple[int,
 def progress_cached(path: str, event_log: str) -> ProgressLog:
     """The query's progress from its event log, until the checkpoint or the log changes."""
     return _progress(path, event_log, fingerprint(path), log_fingerprint(event_log))
+
+
+def diagnosis_progress(path: str, event_log: str | None, operator_id: int, event_time_ms: int | None) -> ProgressLog | None:
+    """The progress a diagnosis reads (``diagnosis.wants_progress``: lateness, or a join's plan)."""
+    if not event_log or not diagnosis.wants_progress(_info(path, fingerprint(path)), operator_id, event_time_ms):
+        return None
+    return progress_cached(path, event_log)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

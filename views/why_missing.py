@@ -23,13 +23,13 @@ from views.common import (
     current_event_log,
     current_tz,
     diagnose_cached,
+    diagnosis_progress,
     engine_caption,
     fitted_select,
     guard,
     key_fields_cached,
     metric_row,
     operator_label,
-    progress_cached,
     unmatched_cached,
     with_progress,
 )
@@ -49,7 +49,7 @@ VERDICT_STYLE = {
     "dropped_as_late": ("red", "Dropped as late"),
 }
 JOIN_TYPES = {
-    None: "Not recorded (explain both)",
+    None: "Not recorded (the event log's plan, else explain both)",
     "inner": "Inner",
     "left_outer": "Left outer",
     "right_outer": "Right outer",
@@ -161,8 +161,8 @@ if info is not None and info.operators and info.committed_batches:
             list(JOIN_TYPES),
             format_func=lambda j: JOIN_TYPES[j],
             key="wm_join_type",
-            help="The checkpoint does not record the join type. Outer joins emit a preserved side's evicted unmatched "
-            "rows with nulls; inner joins drop them.",
+            help="The checkpoint does not record the join type; the query's event log (sidebar) does, in its plan. "
+            "Outer joins emit a preserved side's evicted unmatched rows with nulls; inner joins drop them.",
         )
     if op_info is not None and op_info.inferred_from:
         st.caption(
@@ -208,6 +208,11 @@ if info is not None and info.operators and info.committed_batches:
                     if report.history
                     else "history not searched"
                 )
+                + (
+                    f" · join type {report.join_type.replace('_', ' ')}, from the event log's plan"
+                    if report.join_plan and join_type is None and report.join_type
+                    else ""
+                )
                 + " · this page's URL links to this diagnosis"
             )
             engine_caption(report.engine, "; ".join(report.engine_notes) or None)
@@ -219,7 +224,7 @@ if info is not None and info.operators and info.committed_batches:
                     list(keys),
                     join_type=join_type,
                     event_time_ms=event_time,
-                    progress=progress_cached(info.path, event_log) if event_log and event_time is not None else None,
+                    progress=diagnosis_progress(info.path, event_log, op_id, event_time),
                 ),
                 "why-missing",
             )
