@@ -7,6 +7,8 @@ import time
 
 from playwright.sync_api import expect
 
+from spark_io.limits import DEFAULT_TIMEOUT
+
 HEAVY = "SELECT sum(a.range * b.range % 7) AS s FROM range(400000) a, range(400000) b"
 
 
@@ -26,8 +28,9 @@ def test_long_query_does_not_freeze_other_sessions(app_url: str, browser) -> Non
         t0 = time.monotonic()
         b.goto(app_url)
         expect(b.get_by_text("Last committed")).to_be_visible(timeout=20_000)
-        assert time.monotonic() - t0 < 20
-        expect(a.get_by_role("button", name="Cancel")).to_be_visible()  # B was served while A still ran
+        served = time.monotonic() - t0
+        # B was served while A still ran: before A's time limit (30 s from its start) could stop it
+        assert served < min(20, DEFAULT_TIMEOUT), served
         expect(a.get_by_text("the time limit")).to_be_visible(timeout=90_000)  # then A's limit stops it
     finally:
         a.context.close()

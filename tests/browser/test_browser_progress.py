@@ -10,15 +10,28 @@ from playwright.sync_api import expect
 
 from support import ARTIFACTS, SAMPLES
 
-# Streamlit draws titles in bold (<b>...</b>): compare the text without tags
-HAS_PLOT = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(p => ((p.layout.title && p.layout.title.text) || '').includes(%r))"
-PLOTS = """
-() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(p => ({
-    title: ((p.layout.title && p.layout.title.text) || '').replace(/<[^>]+>/g, ''),
+# a chart's title is the text above it (st.markdown), which wraps where a Plotly title is cut
+TITLE_OF = """
+const titleOf = p => {
+    const box = p.closest('[data-testid="stElementContainer"]');
+    const above = box && box.previousElementSibling;
+    return above ? above.innerText.trim() : '';
+};
+"""
+HAS_PLOT = (
+    "() => {" + TITLE_OF + "return Array.from(document.querySelectorAll('.js-plotly-plot')).some(p => titleOf(p).includes(%r)); }"
+)
+PLOTS = (
+    "() => {"
+    + TITLE_OF
+    + """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(p => ({
+    title: titleOf(p),
+    inner_title: (p.layout.title && p.layout.title.text) || '',
     traces: p.data.map(t => ({name: t.name, type: t.type, x: Array.from(t.x || []), y: Array.from(t.y || [])})),
     width: p.getBoundingClientRect().width,
-}))
-"""
+})); }"""
+)
 
 
 def _plots(page):  # type: ignore[no-untyped-def]
@@ -40,7 +53,7 @@ def test_overview_progress_charts(app_url: str, page) -> None:  # type: ignore[n
         timeout=60_000,
     )
     late = _plots(page)[title]
-    assert late["width"] > 300  # drawn, not a collapsed box
+    assert late["width"] > 300 and not late["inner_title"]  # drawn, its title above it
     (trace,) = late["traces"]
     assert trace["name"] == "operator 0 (stateStoreSave)" and trace["type"] == "bar"
     dropped = {p["batchId"]: p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in truth}
