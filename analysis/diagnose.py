@@ -18,6 +18,7 @@ from analysis import key_columns
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput, StateReadError, UnknownOperator
 from analysis.join_plan import JoinPlan
+from analysis.lateness import ArrivalSearch
 from analysis.model import (
     JOIN_SIDES,
     CheckpointInfo,
@@ -111,6 +112,7 @@ def why_missing(
     join_type: str | None = None,
     event_time_ms: int | None = None,
     progress: ProgressLog | None = None,
+    arrivals: ArrivalSearch | None = None,
 ) -> WhyMissingReport:
     """Diagnose each key. ``event_time_ms``: the event time of the record that never showed up;
     with the query's ``progress`` it can prove the record was dropped as late."""
@@ -233,7 +235,7 @@ def why_missing(
                 ctx.eviction_horizon[side] = horizon
     if suspicious or waiting_sides:
         results = run_all()
-    late = lateness(event_time_ms, info, op.operator_id, progress) if event_time_ms is not None else None
+    late = lateness(event_time_ms, info, op.operator_id, progress, arrivals) if event_time_ms is not None else None
     for d in results if late else []:
         if d.verdict != wm.UNKNOWN:
             wm.apply_lateness(d, ctx, late, [lookups[d.key][n] for n in names])

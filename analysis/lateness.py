@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.key_format import fmt_ms, to_ms
@@ -19,6 +20,42 @@ from analysis.key_verdicts import (
     KeyDiagnosis,
     StoreLookup,
 )
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A record of the key with the event time, found in an input file a batch read."""
+
+    batch: int
+    source: str
+    file: str
+
+
+@dataclass
+class ArrivalSearch:
+    """Per key, where its record arrived (``spark_io.arrivals``), and what could not be searched."""
+
+    found: dict[str, list[Arrival]]  # the key's record with the event time
+    seen: dict[str, list[Arrival]] = field(default_factory=dict)  # any record of the key, whatever its time
+    searched: int = 0  # input files read
+    unsearched: set[str] = field(default_factory=set)  # files or sources not searched, each with why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "found": {k: [a.__dict__ for a in v] for k, v in self.found.items()},
+            "key_seen": {k: [a.__dict__ for a in v] for k, v in self.seen.items()},
+            "files_searched": self.searched,
+            "not_searched": sorted(self.unsearched),
+        }
+
+
+def holds_time(values: list[Any], t: int) -> bool:
+    """Whether one of a record's values is the event time ``t`` (a timestamp, ISO text, or epoch ms)."""
+    return any(_ms(v) == t or (type(v) is int and v == t) for v in values)
+
+
+def _arrival_text(found: list[Arrival]) -> str:
+    return "; ".join(f"batch {a.batch} read it from {a.file} (the {a.source} source)" for a in found[:3])
 
 
 def apply_lateness(
@@ -84,6 +121,20 @@ def apply_lateness(
             f"batches {late.batches_covered[0]}-{late.batches_covered[-1]}: the record was not dropped as late.{chained}"
         )
         return
+    search = late.arrivals
+    found = sorted(search.found.get(d.key, []), key=lambda a: a.batch) if search is not None else []
+    if found and all(a.batch < n for a in found):  # it came before it was late: not dropped as late
+        d.explanation += (
+            f" {would} But the record arrived earlier: {_arrival_text(found)}, before the watermark passed its event "
+            f"time: it was not dropped as late.{chained}"
+        )
+        return
+    if search is not None and search.searched and not search.unsearched and not search.seen.get(d.key):
+        d.explanation += (
+            f" {would} But none of the {search.searched:,} input files the query read holds the key: its record never "
+            f"reached the query, so it was not dropped as late.{chained}"
+        )
+        return
     counts = _counts(late.drops)
     if window_missing:
         whose = f"no state row of the key (in any batch searched) covers {t}"
@@ -93,13 +144,29 @@ def apply_lateness(
         whose = "no row of the key reached the state"
     d.verdict = DROPPED_AS_LATE
     drops = sorted(late.drops)
-    if len(drops) == 1:
+    arrived = sorted({a.batch for a in found if a.batch in late.drops})
+    if len(arrived) == 1:
+        d.dropped_in_batch = arrived[0]
+        which = (
+            f"It was dropped in batch {arrived[0]}: {_arrival_text([a for a in found if a.batch == arrived[0]])}, "
+            "and that batch dropped rows."
+        )
+    elif len(drops) == 1:
         d.dropped_in_batch = drops[0]
         which = f"It was dropped in batch {drops[0]}, the only batch from {n} on that dropped rows."
     else:
+        seen = sorted(search.seen.get(d.key, []), key=lambda a: a.batch) if search is not None else []
+        if seen and not found:
+            unknown = f"records of the key were read ({_arrival_text(seen)}), none with that event time"
+        else:
+            unknown = "the progress does not say" + (
+                f", and the input files could not all be searched ({_few(search.unsearched)})"
+                if search is not None and search.unsearched
+                else ""
+            )
         which = (
             f"It was dropped in one of batches {', '.join(map(str, drops))}, the batches from {n} on that dropped rows: "
-            "which one depends on the batch the record arrived in, which the progress does not say."
+            f"which one depends on the batch the record arrived in: {unknown}."
         )
     d.explanation = (
         f"{would} Operator {ctx.operator_id} dropped rows by the watermark in those batches ({counts}) and "
@@ -107,6 +174,11 @@ def apply_lateness(
         f"withWatermark delay above how late they arrive, or send late rows elsewhere before the stateful "
         f"operator.{chained} {d.explanation}"
     )
+
+
+def _few(items: set[str]) -> str:
+    shown = sorted(items)
+    return "; ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
 
 
 def _counts(drops: dict[int, int]) -> str:

@@ -23,6 +23,7 @@ from analysis.errors import InvalidInput, ProgressNotFound
 from analysis.health import Finding
 from analysis.join_plan import JoinPlan, join_plans
 from analysis.key_format import fmt_duration
+from analysis.lateness import ArrivalSearch
 from analysis.model import Batch, CheckpointInfo
 from analysis.sources import name_from_description
 
@@ -400,6 +401,7 @@ class Lateness:
     drops: dict[int, int]  # batch >= late_from_batch -> rows the operator dropped (from progress)
     progress_read: bool  # whether progress was read at all (else drops is empty for want of data)
     batches_covered: list[int]  # batches >= late_from_batch that progress covers
+    arrivals: ArrivalSearch | None = None  # the input files searched for the keys' records (None: not searched)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -408,12 +410,20 @@ class Lateness:
             "rows_dropped_by_watermark": {str(k): v for k, v in self.drops.items()},
             "progress_read": self.progress_read,
             "batches_with_progress": self.batches_covered,
+            "arrivals": self.arrivals.to_dict() if self.arrivals is not None else None,
         }
 
 
-def lateness(event_time_ms: int, info: CheckpointInfo, operator_id: int, log: ProgressLog | None) -> Lateness:
+def lateness(
+    event_time_ms: int,
+    info: CheckpointInfo,
+    operator_id: int,
+    log: ProgressLog | None,
+    arrivals: ArrivalSearch | None = None,
+) -> Lateness:
     """From which batch a record with this event time is late for ``operator_id``, and whether
-    that operator dropped rows by the watermark from then on (Spark drops event time <= watermark)."""
+    that operator dropped rows by the watermark from then on (Spark drops event time <= watermark);
+    ``arrivals``: the batches whose input files hold the keys' records."""
     wms = late_filter_watermarks(info.batches)
     late_from = next((b for b, w in sorted(wms.items()) if w and event_time_ms <= w), None)
     drops: dict[int, int] = {}
@@ -426,7 +436,7 @@ def lateness(event_time_ms: int, info: CheckpointInfo, operator_id: int, log: Pr
             op = next((o for o in b.operators if o.operator_id == operator_id), None)
             if op and op.rows_dropped_by_watermark:
                 drops[b.batch_id] = op.rows_dropped_by_watermark
-    return Lateness(event_time_ms, late_from, drops, log is not None, covered)
+    return Lateness(event_time_ms, late_from, drops, log is not None, covered, arrivals)
 
 
 def parse_event_time(text: str) -> int:

@@ -55,6 +55,8 @@ def reports_agree(native: dict[str, Any], spark: dict[str, Any], what: str) -> t
 def check_why_missing(info: CheckpointInfo, report: diagnose.WhyMissingReport, keys: list[str], **kw: Any) -> tuple[bool, str]:
     from spark_io.diagnosis import SparkState
 
+    if report.lateness is not None:  # the input files searched are not state: Spark is given the same search
+        kw.setdefault("arrivals", report.lateness.arrivals)
     spark = diagnose.why_missing(SparkState(info), info, keys, report.operator_id, report.batch, report.key_field, **kw)
     ok, detail = reports_agree(report.to_dict(), spark.to_dict(), "verdicts and evidence")
     if not ok:

@@ -20,6 +20,7 @@ from analysis.model import CheckpointInfo, StateSource, default_operator, operat
 from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, StateAccess, near_seen
 from spark_io import engine
+from spark_io.arrivals import arrivals_for
 from spark_io.checkpoint import read_checkpoint
 from spark_io.state_reader import has_change_feed, read_changes, read_state, state_frame, to_arrow
 
@@ -340,6 +341,7 @@ def why_missing(
         from spark_io.progress import read_progress
 
         progress = read_progress(event_log, info)
+    arrivals = arrivals_for(info, keys, operator_id, event_time_ms, progress)
     return diagnose.why_missing(
-        state_access(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress
+        state_access(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress, arrivals
     )

@@ -33,6 +33,7 @@ from analysis.sources import SourceBatch
 from analysis.state_access import StateAccess
 from analysis.unmatched import UnmatchedReport
 from spark_io import checkpoint, diagnosis, engine, health, jobs, session, state_reader, unmatched
+from spark_io.arrivals import arrivals_for
 from spark_io.progress import read_progress
 from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
@@ -212,8 +213,10 @@ def _diagnose(
 ) -> diagnosis.WhyMissingReport:
     access = _loaded_state(path, operator_id, batch, fp, engine_name)
     progress = diagnosis_progress(path, event_log, operator_id, event_time_ms)
+    info = _info(path, fp)
+    arrivals = arrivals_for(info, list(keys), operator_id, event_time_ms, progress)
     report = diagnose.why_missing(
-        access, _info(path, fp), list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress
+        access, info, list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress, arrivals
     )
     diagnosis.between_questions(access)
     return report
