@@ -103,8 +103,9 @@ def count_axis(fig: go.Figure, top: float, **where: Any) -> None:
 
 
 def batch_axis(fig: go.Figure, batches: list[int], **where: Any) -> None:
-    """An axis of batch ids: integer ticks only, each batch labelled while there are few."""
-    fig.update_xaxes(title_text="batch", tickformat="d", dtick=1 if len(set(batches)) <= 30 else None, **where)
+    """An axis of batch ids: integer ticks only, each batch labelled while there are few enough
+    to read at 1024 px (beyond, Plotly's own steps of 2, 5, 10 ... are whole numbers too)."""
+    fig.update_xaxes(title_text="batch", tickformat="d", dtick=1 if len(set(batches)) <= 20 else None, **where)
 
 
 def _dt(ms: int, tz: str = "UTC") -> dt.datetime:

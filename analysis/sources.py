@@ -139,15 +139,11 @@ def name_from_description(description: str) -> str:
     return ""
 
 
-def source_names(
-    offsets: dict[int, list[Any]],
-    file_entries: dict[int, list[dict[str, Any]]],
-    descriptions: dict[int, str] | None = None,
-) -> dict[int, str]:
-    """Per source index, what it reads (see the module's docstring). Two file sources whose
-    folders share a name are told apart by their parent folders (``a/in``, ``b/in``)."""
-    descriptions = descriptions or {}
-    count = max([0, *(len(v) for v in offsets.values()), *(i + 1 for i in file_entries), *(i + 1 for i in descriptions)])
+def source_names(offsets: dict[int, list[Any]], file_entries: dict[int, list[dict[str, Any]]]) -> dict[int, str]:
+    """Per source index, what it reads (see the module's docstring; "" where the checkpoint does
+    not tell). Two file sources whose folders share a name are told apart by their parent folders
+    (``a/in``, ``b/in``)."""
+    count = max([0, *(len(v) for v in offsets.values()), *(i + 1 for i in file_entries)])
     out: dict[int, str] = {}
     folders: dict[int, list[str]] = {}
     for i in range(count):
@@ -158,10 +154,8 @@ def source_names(
             out[i] = folders[i][-1] if folders[i] else ""
         elif kinds == {"kafka"}:
             out[i] = ", ".join(sorted({t for e in ends for t in e}))
-        elif len(kinds) == 1 and kinds != {"unknown"}:
-            out[i] = next(iter(kinds))
         else:
-            out[i] = name_from_description(descriptions.get(i, ""))
+            out[i] = next(iter(kinds)) if len(kinds) == 1 and kinds != {"unknown"} else ""
     for depth in range(2, 8):
         names = list(out.values())
         clash = [i for i in folders if out[i] and names.count(out[i]) > 1]
