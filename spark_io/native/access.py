@@ -133,8 +133,15 @@ class NativeState(ArrowState):
             def native() -> dict[str, str]:
                 if (source, batch) in self.state:
                     return columns_equal_to_key(self.state[(source, batch)])
+                schema = self.reader.schema(source)
+                if "value" not in schema.names or not pa.types.is_struct(schema.field("value").type):
+                    return {}
+                key_types = {f.type for f in schema.field("key").type}
+                same_type = frozenset(f.name for f in schema.field("value").type if f.type in key_types)
+                if not same_type:  # no value column can equal a key field: nothing to decode
+                    return {}
                 for p in range(self.reader.partitions(source) or 0):
-                    table = self.reader.state(source, batch, [p])
+                    table = self.reader.state(source, batch, [p], value_fields=same_type)
                     if table.num_rows:
                         return columns_equal_to_key(table)
                 return {}
