@@ -304,13 +304,17 @@ def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
     return ordered_key_fields(state_access(info).key_fields(src, resolve_batch(info, None)))
 
 
-def key_field_labels(info: CheckpointInfo, operator_id: int) -> dict[str, str]:
-    """``key_fields_of`` with how each reads: a join's ``field0`` as ``field0 (order_id)``."""
+def key_field_labels(
+    info: CheckpointInfo, operator_id: int, access: StateAccess | None = None, columns: bool = True
+) -> dict[str, str]:
+    """``key_fields_of`` with how each reads: a join's ``field0`` as ``field0 (order_id)``;
+    ``access``: the state the questions after will read (what it reads for this is kept);
+    ``columns=False``: the fields only (no read of rows: through Spark that is a job per side)."""
     op = operator_of(info, operator_id)
-    access, batch = state_access(info), resolve_batch(info, None)
+    access, batch = access or state_access(info), resolve_batch(info, None)
     sources = lookup_sources(op)
     fields = ordered_key_fields(access.key_fields(sources[0][1], batch))
-    by_side = {name: access.key_columns(src, batch) for name, src in sources} if op.is_join else {}
+    by_side = {name: access.key_columns(src, batch) for name, src in sources} if op.is_join and columns else {}
     return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
 
 

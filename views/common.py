@@ -189,7 +189,14 @@ def read_state_metadata_cached(path: str) -> pa.Table:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _key_fields(path: str, operator_id: int, fp: tuple[int, int], engine_name: str) -> dict[str, str]:
-    return diagnosis.key_field_labels(checkpoint.read_checkpoint(path), operator_id)
+    info = _info(path, fp)
+    batch = info.last_committed
+    # natively, through the state the page's questions at the newest batch read: a join's key
+    # columns, read when the page opens, are kept for the first answer. Through Spark the columns
+    # would cost a job per side before any question: the answer names them instead.
+    if not engine.wants_native(info) or batch is None:
+        return diagnosis.key_field_labels(info, operator_id, columns=False)
+    return diagnosis.key_field_labels(info, operator_id, _loaded_state(path, operator_id, batch, fp, engine_name))
 
 
 def key_fields_cached(path: str, operator_id: int) -> dict[str, str]:
