@@ -300,8 +300,7 @@ def load_state(info: CheckpointInfo, operator_id: int, batch: int, row_budget: i
 
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
     """The key fields a user can match for an operator, the default one first."""
-    _, src = lookup_sources(operator_of(info, operator_id))[0]
-    return ordered_key_fields(state_access(info).key_fields(src, resolve_batch(info, None)))
+    return list(key_field_labels(info, operator_id, columns=False))
 
 
 def key_field_labels(
