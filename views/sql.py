@@ -32,8 +32,19 @@ MAX_ROWS = 100_000
 YOURS = "(your query)"
 
 
+def _example_select_key(text: str) -> str:
+    return "sql_example_" + hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
 def _pick_example(examples: dict[str, str], select_key: str) -> None:
-    """Runs before the page: the editor then opens with the picked example's text."""
+    """Runs before the page: the editor then opens with the picked example's text.
+
+    Only a pick from the select shown beside the text the editor holds counts: a page can still
+    send the value of a select it showed for an earlier text (seen with a Run click right after
+    typing), and taking that for a pick would replace the typed query with an example and run it.
+    """
+    if select_key != _example_select_key(st.session_state.get(SQL_KEY, "")):
+        return
     name = st.session_state.get(select_key)
     if name in examples:
         st.session_state[SQL_KEY] = examples[name]
@@ -90,7 +101,7 @@ if info is not None:
         # (a click while the page reran) is never taken for a pick.
         held = next((name for name, text in examples.items() if text.strip() == st.session_state[SQL_KEY].strip()), YOURS)
         options = [YOURS, *examples]
-        select_key = "sql_example_" + hashlib.sha1(st.session_state[SQL_KEY].encode()).hexdigest()[:12]
+        select_key = _example_select_key(st.session_state[SQL_KEY])
         c1.selectbox(
             "Example queries",
             options,

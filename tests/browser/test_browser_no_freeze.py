@@ -21,8 +21,16 @@ def test_long_query_does_not_freeze_other_sessions(app_url: str, browser) -> Non
         a.get_by_text("Plain editor").click()
         box = a.get_by_role("textbox", name="Query")
         expect(box).to_be_visible(timeout=30_000)
+        # the toggle's rerun is over when Run shows: a rerun still going would send the text area its
+        # value again and replace what was typed
+        expect(a.get_by_role("button", name="Run")).to_be_visible(timeout=60_000)
+        expect(a.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
         box.fill(HEAVY)
         box.press("Control+Enter")  # commit the text area's value
+        # the server holds the typed query: the example select no longer names an example
+        examples = a.get_by_role("combobox", name="Example queries")
+        expect(examples).to_have_count(1, timeout=30_000)
+        expect(examples).to_have_value("(your query)", timeout=30_000)
         a.get_by_role("button", name="Run").click()
         expect(a.get_by_role("button", name="Cancel")).to_be_visible(timeout=30_000)  # A is running
         t0 = time.monotonic()
