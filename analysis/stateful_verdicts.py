@@ -162,13 +162,16 @@ def _state_summary(lookups: list[StoreLookup], ctx: Context) -> str:
                 )
             parts.append(f"group state {json.dumps(jsonable(v.get('groupState', v)))}{timeout}")
         elif "expiration_timestamp_ms" in r0:
-            parts.append("timer(s) at " + ", ".join(fmt_ms(r["expiration_timestamp_ms"]) for r in lk.rows))
+            parts.append("timer(s) at " + ", ".join(fmt_ms(t) for t in sorted(r["expiration_timestamp_ms"] for r in lk.rows)))
         elif "list_element" in r0:
             parts.append(f"list '{lk.name}' with {len(lk.rows)} element(s)")
         elif "user_map_key" in r0:
-            entries = ", ".join(
-                f"{json.dumps(jsonable(r['user_map_key']))}: {json.dumps(jsonable(r['user_map_value']))}" for r in lk.rows[:5]
+            # in the user keys' order: the rows' order is the reader's (a snapshot's, or a changelog's)
+            shown = sorted(
+                (json.dumps(jsonable(r["user_map_key"]), sort_keys=True), json.dumps(jsonable(r["user_map_value"])))
+                for r in lk.rows
             )
+            entries = ", ".join(f"{k}: {v}" for k, v in shown[:5])
             parts.append(f"map '{lk.name}' {{{entries}}}")
         else:
             ttl = _ttl(r0)

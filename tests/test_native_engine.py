@@ -220,6 +220,44 @@ def test_key_codes_number_equal_keys_alike(keys: list[bytes]) -> None:
     assert n == len(first)
 
 
+@given(st.lists(st.text(alphabet="ab-é7", max_size=8), max_size=60), st.lists(st.text(alphabet="ab-é7", max_size=3), max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_the_text_cut_keeps_exactly_the_keys_that_hold_a_text(keys: list[str], needles: list[str]) -> None:
+    """``containing`` (the compiled search a lookup of text keys starts with) keeps exactly the
+    records whose key bytes hold one of the texts, in order, whatever the texts (empty, repeated,
+    longer than the key, multi-byte UTF-8)."""
+    import numpy as np
+
+    from spark_io.native.records import Records, containing
+
+    raw = [k.encode() for k in keys]
+    sizes = np.array([len(k) for k in raw], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if raw else np.zeros(0, np.int64)
+    buf = np.frombuffer(b"".join(raw) or b"\0", np.uint8)
+    z = np.arange(len(raw), dtype=np.int64)
+    kept = containing(Records(buf, np.zeros(len(raw), np.int8), offsets, sizes, z, z, z), tuple(needles))
+    expected = [i for i, k in enumerate(keys) if not needles or any(n in k for n in needles)]
+    assert kept.version.tolist() == expected
+
+
+def test_a_version_is_made_from_every_changelog_when_they_are_kept_or_small() -> None:
+    """The native reader makes a RocksDB version from the changelogs since version 1 where they are
+    all kept, or their files are at most twice the snapshot's SST files; from a snapshot it keeps,
+    first. Both ways read the same rows as Spark (``test_native_equality``)."""
+    from spark_io.native.stores import KeptFiles, PartitionFiles, RocksPartition
+
+    part = PartitionFiles.list(Path(sample("join_rocksdb")), "state/0/0/left-keyWithIndexToValue")
+    version = max(part.files["zip"])
+    rp = RocksPartition(part, {}, False, KeptFiles())
+    logs = sum((part.folder / part.files["changelog"][v][""]).stat().st_size for v in range(1, version + 1))
+    ssts = rp._sst_bytes(part.files["zip"][version][""])
+    assert (rp._replay(version) is not None) == (logs <= 2 * ssts)
+    rp.changes(1, version)  # every changelog read: kept
+    assert [v for v, _ in rp._replay(version) or []] == list(range(1, version + 1))
+    rp.kept.snapshot(part, part.files["zip"][version][""], version, True)
+    assert rp._replay(version) is None  # the kept snapshot is cheaper still
+
+
 def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike() -> None:
     """After a key's answer (its partition read), the other partitions' RocksDB snapshots are read
     in the background; the next keys are answered from them exactly as from a fresh reader."""
@@ -229,13 +267,13 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
     warmed = NativeState(info)
     op_id, field, keys = _keys_to_ask(info, NativeState(info))
     first = diagnose.why_missing(warmed, info, keys[:1], op_id, None, field)
-    cache = warmed.reader._snapshots
-    before = len(cache._kept)
+    cache = warmed.reader._kept
+    cache._kept.clear()  # as if the answer had read its key's partition only (here it read more)
     thread = warmed.warm_in_background()
     assert thread is not None
     thread.join()
     asked = {p.parent for p in Path(info.path, "state", str(op_id)).glob("*/*-keyWithIndexToValue/*.zip")}
-    assert len(cache._kept) > before and len(cache._kept) >= len(asked)  # the stores asked about, every partition
+    assert asked <= {Path(k[0]).parent for k in cache._kept}  # the stores asked about, every partition
     assert warmed.warm_in_background() is None  # once per store and batch
     between_questions(warmed)  # nothing new to read: a no-op
     later = diagnose.why_missing(warmed, info, keys, op_id, None, field)
@@ -244,19 +282,25 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
     assert first.results[0].to_dict() == fresh.results[0].to_dict()
 
 
-def test_the_snapshot_cache_keeps_to_its_budget_and_reads_the_same(tmp_path: Path) -> None:
-    from spark_io.native.stores import PartitionFiles, SnapshotCache
+def test_the_kept_files_keep_to_their_budget_and_read_the_same(tmp_path: Path) -> None:
+    from spark_io.native.stores import KeptFiles, PartitionFiles
 
     root = Path(sample("join_rocksdb"))
     parts = [PartitionFiles.list(root, f"state/0/{p}/left-keyWithIndexToValue") for p in range(2)]
-    big, small = SnapshotCache(), SnapshotCache(budget=1)
+    big, small = KeptFiles(), KeptFiles(budget=1)
     for part in parts:
         for version in sorted(part.files["zip"]):
             name = part.files["zip"][version][""]
-            a, b = big.read(part, name, version, True), small.read(part, name, version, True)
+            a, b = big.snapshot(part, name, version, True), small.snapshot(part, name, version, True)
             assert a.buf.tobytes() == b.buf.tobytes() and len(a) == len(b) > 0
-            assert big.read(part, name, version, False) is a  # a read with values serves a keys-only one
-    assert len(small._kept) == 1 and len(big._kept) == sum(len(p.files["zip"]) for p in parts)
+            assert big.snapshot(part, name, version, False) is a  # a read with values serves a keys-only one
+        for version in sorted(part.files["changelog"]):
+            name = part.files["changelog"][version][""]
+            a, b = big.changelog(part, name, version), small.changelog(part, name, version)
+            assert a.buf.tobytes() == b.buf.tobytes() and a.koff.tolist() == b.koff.tolist()
+            assert big.changelog(part, name, version) is a
+    files = sum(len(p.files["zip"]) + len(p.files["changelog"]) for p in parts)
+    assert len(small._kept) == 1 and len(big._kept) == files
 
 
 TWS_SAMPLES = [

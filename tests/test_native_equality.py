@@ -20,6 +20,7 @@ from analysis.errors import StateReadError
 from analysis.model import CheckpointInfo, StateSource, sources_of
 from spark_io.checkpoint import read_checkpoint
 from spark_io.native.reader import NativeReader
+from spark_io.native.stores import RocksPartition
 from spark_io.state_reader import has_change_feed, state_frame, to_arrow
 from support import COMPAT_NAMES, SAMPLE_NAMES, sample
 
@@ -50,6 +51,25 @@ def _native_at_batches(reader: NativeReader, src: StateSource, batches: list[int
     return pa.concat_tables(tables)
 
 
+def _replay_only(self: RocksPartition, version: int) -> list[tuple[int, str]] | None:
+    """Every RocksDB version made from its changelogs from version 1, wherever they are all there."""
+    names = [self.part.name("changelog", v) for v in range(1, version + 1)]
+    return None if self.v2 or None in names else [(v, n) for v, n in enumerate(names, start=1) if n is not None]
+
+
+def _both_ways(info: CheckpointInfo, src: StateSource, batches: list[int], monkeypatch: Any) -> list[tuple[str, pa.Table]]:
+    """A RocksDB store's rows at each batch read both ways the native reader makes a version: from
+    the snapshot before it and the changelogs after, and from every changelog since version 1."""
+    if info.provider != "RocksDBStateStoreProvider":
+        return []
+    out = []
+    for way, replay in (("from snapshots", lambda self, version: None), ("from every changelog", _replay_only)):
+        with monkeypatch.context() as m:
+            m.setattr(RocksPartition, "_replay", replay)
+            out.append((way, _native_at_batches(NativeReader(info), src, batches)))
+    return out
+
+
 def _assert_same(native: pa.Table, spark: pa.Table, what: str) -> None:
     assert native.column_names == spark.column_names, f"{what}: columns {native.column_names} != Spark's {spark.column_names}"
     n, s = _multiset(native.to_pylist()), _multiset(spark.to_pylist())
@@ -61,7 +81,7 @@ def _assert_same(native: pa.Table, spark: pa.Table, what: str) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_every_store_at_every_batch_and_every_change_feed_equals_spark(name: str, spark: Any) -> None:
+def test_every_store_at_every_batch_and_every_change_feed_equals_spark(name: str, spark: Any, monkeypatch: Any) -> None:
     info = read_checkpoint(sample(name))
     if not info.operators:
         pytest.skip("no state")
@@ -72,6 +92,9 @@ def test_every_store_at_every_batch_and_every_change_feed_equals_spark(name: str
             what = f"{name}: {src.describe()}"
             spark_rows = _spark_at_batches(info, src, batches)
             _assert_same(_native_at_batches(reader, src, batches), spark_rows, f"{what} at batches {batches[0]}–{batches[-1]}")
+            for way, native in _both_ways(info, src, batches, monkeypatch):
+                _assert_same(native, spark_rows, f"{what} ({way}) at batches {batches[0]}–{batches[-1]}")
+                COMPARED[f"RocksDB store batches {way}"] += len(batches)
             COMPARED["stores"] += 1
             COMPARED["store batches"] += len(batches)
             COMPARED["rows"] += spark_rows.num_rows

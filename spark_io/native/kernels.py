@@ -113,6 +113,28 @@ def gather_bytes(buf, off, size, keep):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def contains(buf, off, size, needle, mask):  # type: ignore[no-untyped-def]
+    """Set ``mask[i]`` where ``buf[off[i]:off[i]+size[i]]`` holds ``needle`` (a non-empty uint8 array)."""
+    m = needle.shape[0]
+    first = needle[0]
+    for i in range(off.shape[0]):
+        if mask[i]:
+            continue
+        start = off[i]
+        last = start + size[i] - m
+        p = start
+        while p <= last:
+            if buf[p] == first:
+                j = 1
+                while j < m and buf[p + j] == needle[j]:
+                    j += 1
+                if j == m:
+                    mask[i] = True
+                    break
+            p += 1
+
+
+@njit(cache=True, nogil=True)
 def split_multi_values(buf, off, size, owner):  # type: ignore[no-untyped-def]
     """RocksDB's multi-value encoding (transformWithState lists): per value ``int size (LE),
     bytes``, values joined by the merge operator's delimiter ``,``. Values that RocksDB has not
@@ -243,4 +265,5 @@ def warm() -> None:
     scan(buf, 0, len(buf), FMT_PLAIN, False, np.zeros(0, np.int8), z, z, z, z)
     gather_bytes(buf, z, z, np.zeros(0, np.bool_))
     split_multi_values(buf, z, z, z)
+    contains(buf, z, z, buf, np.zeros(0, np.bool_))
     dense_codes(buf, z, z)

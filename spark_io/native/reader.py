@@ -33,7 +33,7 @@ from spark_io.checkpoint import is_local, local_path, parse_schema_file
 from spark_io.native import kernels
 from spark_io.native.records import Records, containing, fold_merges, latest, of_deleted_keys
 from spark_io.native.schema import Family, read_v3
-from spark_io.native.stores import PartitionFiles, RocksPartition, SnapshotCache, commit_ids, hdfs_changes, hdfs_records
+from spark_io.native.stores import KeptFiles, PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
 from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
 
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
@@ -69,7 +69,7 @@ class NativeReader:
         self._lock = threading.Lock()
         self._families: dict[tuple[int, str], dict[str, Family]] = {}
         self._rocks_cache: dict[tuple[int, str, int], RocksPartition] = {}
-        self._snapshots = SnapshotCache()
+        self._kept = KeptFiles()
         self._commit_ids: dict[int, dict[int, list[list[str]]]] = {}  # operator -> batch -> partition -> ids
 
     # ---------------------------------------------------------------- public
@@ -122,8 +122,8 @@ class NativeReader:
         return self._read(source, partitions, records, True, keys_only)
 
     def warm(self, source: StateSource, batch: int) -> None:
-        """Read the RocksDB snapshots the source's state at ``batch`` starts from, in every
-        partition, into the snapshot cache (for the questions after; nothing is decoded)."""
+        """Read the RocksDB files the source's state at ``batch`` is made from, in every
+        partition, into the kept files (for the questions after; nothing is decoded)."""
         if not self.rocksdb:
             return  # HDFS files are read in one pass each: nothing worth keeping
         op = operator_of(self.info, source.operator_id)
@@ -285,7 +285,7 @@ class NativeReader:
                         found = [u for u in candidates if part.name("changelog", b + 1, u) or part.name("zip", b + 1, u)]
                         if found:
                             ids[b + 1] = found[0]
-                self._rocks_cache[key] = RocksPartition(part, ids, v2, self._snapshots)
+                self._rocks_cache[key] = RocksPartition(part, ids, v2, self._kept)
             return self._rocks_cache[key]
 
     def _state_records(

@@ -14,10 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import xxhash
 
-from analysis.arrow_numpy import numpy_of
 from analysis.errors import NativeUnsupported, StateReadError
 from spark_io.codecs import Cut, decompress
 from spark_io.native import kernels
@@ -122,6 +120,13 @@ def _scan(buf: np.ndarray, base: int, start: int, end: int, fmt: int, version: i
     return Records(buf, kind, koff, klen, voff, vlen, np.full(count, version, np.int64))
 
 
+def scan_file(raw: bytes, start: int, fmt: int, version: int, rel: str) -> Records:
+    """The records of one decompressed file, over its own bytes (kept apart: ``KeptFiles``)."""
+    buf = np.frombuffer(raw, np.uint8) if raw else np.zeros(0, np.uint8)
+    buf.flags.writeable = False
+    return _scan(buf, 0, start, len(buf), fmt, version, rel)
+
+
 class Chain:
     """The records of a store's files, oldest first, over one buffer that grows as files are
     added: each file's decompressed bytes are copied in once and scanned where they landed, so the
@@ -182,21 +187,17 @@ def from_pairs(pairs: list[tuple[bytes, bytes]], version: int) -> Records:
     return Records(buf, np.full(n, kernels.PUT, np.int8), koff, klen, voff, vlen, np.full(n, version))
 
 
-def key_bytes(rec: Records) -> pa.Array:
-    """Every record's key bytes as one binary column."""
-    offsets, data = kernels.gather_bytes(rec.buf, rec.koff, rec.klen, np.ones(len(rec), np.bool_))
-    return pa.Array.from_buffers(pa.large_binary(), len(rec), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
 def containing(rec: Records, needles: tuple[str, ...]) -> Records:
     """The records whose key bytes contain one of ``needles`` (UTF-8): a cheap first cut before a
     lookup of text keys; the decoded keys are then compared exactly."""
     if not len(rec) or not needles:
         return rec
-    keys = key_bytes(rec)
     mask = np.zeros(len(rec), np.bool_)
     for needle in needles:
-        mask |= numpy_of(pc.match_substring(keys, needle))  # keys are never null (and pa.scalar imports pandas)
+        raw = needle.encode("utf-8")
+        if not raw:
+            return rec  # every key holds the empty text
+        kernels.contains(rec.buf, rec.koff, rec.klen, np.frombuffer(raw, np.uint8), mask)
     return rec.take(np.flatnonzero(mask))
 
 

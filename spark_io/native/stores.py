@@ -31,7 +31,7 @@ from typing import cast
 
 from analysis.errors import NativeUnsupported, StateReadError
 from spark_io.native import kernels
-from spark_io.native.records import Chain, Records, changelog_header, from_pairs, read_file
+from spark_io.native.records import Chain, Records, changelog_header, from_pairs, read_file, scan_file
 
 _NAME = re.compile(r"^(\d+)(?:_([0-9a-fA-F-]+))?\.(delta|snapshot|changelog|zip)$")
 
@@ -107,13 +107,6 @@ def _add_deltas(chain: Chain, part: PartitionFiles, start: int, end: int) -> Cha
 # --------------------------------------------------------------------------- RocksDB
 
 
-def _add_changelog(chain: Chain, part: PartitionFiles, name: str, version: int, raw: bytes | None = None) -> None:
-    raw = part.read(name) if raw is None else raw
-    fmt_version, start, _ = changelog_header(raw)
-    fmt = kernels.FMT_TYPED if fmt_version in (2, 4) else kernels.FMT_PLAIN
-    chain.add_file(raw, start, fmt, version, f"{part.rel}/{name}")
-
-
 _SCRATCH: list[str] = []
 _SCRATCH_LOCK = threading.Lock()
 
@@ -179,51 +172,90 @@ def _rocksdb_pairs(folder: str, rel: str, values: bool) -> list[tuple[bytes, byt
         raise StateReadError(f"RocksDB could not open the snapshot {rel}: {e}") from e
 
 
-class SnapshotCache:
-    """RocksDB snapshots already read, kept for the next question (a snapshot file never changes
-    once written; it is known by its path, size and modification time). RocksDB has no bulk read,
-    so a snapshot costs about a microsecond per pair to read again. Past ``budget`` bytes the
-    least recently used are dropped."""
+class KeptFiles:
+    """State files already read, kept for the next question: RocksDB snapshots (rocksdict has no
+    bulk read: about a microsecond a pair to read again) and changelogs, decompressed and scanned.
+    A state file never changes once written; it is known by its path, size and modification time.
+    Past ``budget`` bytes the least recently used are dropped."""
 
     def __init__(self, budget: int = 512 << 20) -> None:
         self.budget = budget
-        self._kept: OrderedDict[tuple[str, int, int, bool], Records] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int, int, str], Records] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
     def _nbytes(rec: Records) -> int:
         return int(rec.buf.nbytes) + 41 * len(rec)  # the buffer, five int64 and one int8 per record
 
-    def read(self, part: PartitionFiles, name: str, version: int, values: bool) -> Records:
+    @staticmethod
+    def _ident(part: PartitionFiles, name: str) -> tuple[str, int, int] | None:
         try:
             st = (part.folder / name).stat()
         except OSError:
-            return rocksdb_snapshot(part, name, version, values)  # names the problem
-        ident = (str(part.folder / name), st.st_size, st.st_mtime_ns)
+            return None  # the read names the problem
+        return str(part.folder / name), st.st_size, st.st_mtime_ns
+
+    def _get(self, ident: tuple[str, int, int], kinds: tuple[str, ...]) -> Records | None:
         with self._lock:
-            for k in ((*ident, True), (*ident, values)):  # one read with values serves a keys-only one
+            for kind in kinds:
+                k = (*ident, kind)
                 if k in self._kept:
                     self._kept.move_to_end(k)
                     return self._kept[k]
-        rec = rocksdb_snapshot(part, name, version, values)
+        return None
+
+    def _keep(self, ident: tuple[str, int, int], kind: str, rec: Records) -> Records:
         with self._lock:
-            self._kept[(*ident, values)] = rec
+            self._kept[(*ident, kind)] = rec
             total = sum(self._nbytes(r) for r in self._kept.values())
             while total > self.budget and len(self._kept) > 1:
                 _, dropped = self._kept.popitem(last=False)
                 total -= self._nbytes(dropped)
         return rec
 
+    def holds(self, part: PartitionFiles, name: str, kind: str) -> bool:
+        ident = self._ident(part, name)
+        with self._lock:
+            return ident is not None and (*ident, kind) in self._kept
+
+    def snapshot(self, part: PartitionFiles, name: str, version: int, values: bool) -> Records:
+        ident = self._ident(part, name)
+        if ident is None:
+            return rocksdb_snapshot(part, name, version, values)
+        kept = self._get(ident, ("snapshot", "snapshot" if values else "snapshot keys"))  # values serve keys-only
+        if kept is not None:
+            return kept
+        return self._keep(ident, "snapshot" if values else "snapshot keys", rocksdb_snapshot(part, name, version, values))
+
+    def changelog(self, part: PartitionFiles, name: str, version: int) -> Records:
+        ident = self._ident(part, name)
+        kept = self._get(ident, ("changelog",)) if ident is not None else None
+        if kept is not None:
+            return kept
+        rec = changelog_records(part.read(name), version, f"{part.rel}/{name}")
+        return rec if ident is None else self._keep(ident, "changelog", rec)
+
+
+def changelog_records(raw: bytes, version: int, rel: str) -> Records:
+    fmt_version, start, _ = changelog_header(raw)
+    return scan_file(raw, start, kernels.FMT_TYPED if fmt_version in (2, 4) else kernels.FMT_PLAIN, version, rel)
+
+
+def _lineage(rec: Records) -> list[tuple[int, str]]:
+    """A changelog's lineage, from its header (checkpoint format v2)."""
+    return changelog_header(rec.buf[: 8 + (1 << 16)].tobytes())[2]
+
 
 @dataclass
 class RocksPartition:
     """One RocksDB store partition: its files and, for checkpoint format v2, the unique id of
-    each version (from the commit log); snapshots are read through the reader's cache."""
+    each version (from the commit log); snapshots and changelogs are read through the reader's
+    kept files."""
 
     part: PartitionFiles
     ids: dict[int, str]  # version -> unique id (checkpoint format v2)
     v2: bool
-    snapshots: SnapshotCache = field(default_factory=SnapshotCache)
+    kept: KeptFiles = field(default_factory=KeptFiles)
 
     @cached_property
     def families(self) -> dict[str, int]:
@@ -255,41 +287,80 @@ class RocksPartition:
 
     def state(self, version: int, values: bool = True) -> Records:
         """The snapshot and changelogs that make up ``version``, oldest first (``values=False``: the
-        snapshot's values are not read)."""
+        snapshot's values are not read). Every changelog from version 1 makes it too, and is
+        cheaper to read than a snapshot whose SST files are about as big (``_replay``)."""
         if version <= 0:
             return Records.empty()
+        replay = self._replay(version)
+        if replay is not None:
+            return _chain_of([self.kept.changelog(self.part, n, v) for v, n in replay])
         uid = self._uid(version)
         zip_name = self.part.name("zip", version, uid)
         if zip_name:
-            return self.snapshots.read(self.part, zip_name, version, values)
+            return self.kept.snapshot(self.part, zip_name, version, values)
         if not self.part.files["changelog"]:
             self.part.need("zip", version, uid)  # no changelog checkpointing: only the zip of the version
-        name = self.part.need("changelog", version, uid)
-        last = self.part.read(name)
-        chain = Chain()
-        for v, u, kind in self._chain(version, changelog_header(last)[2]):
+        last = self.kept.changelog(self.part, self.part.need("changelog", version, uid), version)
+        pieces = []
+        for v, u, kind in self._chain(version, _lineage(last) if self.v2 else []):
             n = self.part.need(kind, v, u)
-            if kind == "zip":
-                chain.add_records(self.snapshots.read(self.part, n, v, values))
-            else:
-                _add_changelog(chain, self.part, n, v)
-        _add_changelog(chain, self.part, name, version, last)
-        return chain.records()
+            pieces.append(self.kept.snapshot(self.part, n, v, values) if kind == "zip" else self.kept.changelog(self.part, n, v))
+        return _chain_of([*pieces, last])
+
+    def _replay(self, version: int) -> list[tuple[int, str]] | None:
+        """The changelogs 1..``version`` when they make the state cheaper than the snapshot would:
+        each changelog record is decoded about three times faster than a snapshot pair is read
+        (``bench/bench_native.py``), so when their files are at most twice the size of the
+        snapshot's SST files, or all kept already (a snapshot kept is cheaper still). Checkpoint
+        format v1 only (v2 names a version's files by its lineage)."""
+        if self.v2:
+            return None
+        names = [self.part.name("changelog", v) for v in range(1, version + 1)]
+        if any(n is None for n in names):
+            return None
+        files = [(v, n) for v, n in enumerate(names, start=1) if n is not None]
+        snap = max((v for v in self.part.files["zip"] if v <= version), default=0)
+        snap_name = self.part.name("zip", snap) if snap else None
+        if snap_name and self.kept.holds(self.part, snap_name, "snapshot"):
+            return None
+        if all(self.kept.holds(self.part, n, "changelog") for _, n in files):
+            return files
+        if not snap_name:
+            return None  # the changelogs are the only way (read below)
+        try:  # the changelogs after the snapshot are read either way
+            instead = sum((self.part.folder / n).stat().st_size for _, n in files[:snap])
+        except OSError:
+            return None  # the usual read names the problem
+        return files if instead <= 2 * self._sst_bytes(snap_name) else None
+
+    def _sst_bytes(self, zip_name: str) -> int:
+        try:
+            with zipfile.ZipFile(self.part.folder / zip_name) as z:
+                meta = json.loads(z.read("metadata").decode("utf-8").partition("\n")[2])
+            return sum(int(f.get("sizeBytes", 0)) for f in meta.get("sstFiles", []))
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+            return 0  # the snapshot's read names the problem
 
     def warm(self, version: int) -> None:
-        """Read the snapshot that ``version`` starts from into the cache (nothing else)."""
+        """Read what ``version`` is made from into the kept files: its changelogs from version 1
+        (``_replay``), else the snapshot it starts from (nothing is decoded)."""
+        replay = self._replay(version)
+        if replay is not None:
+            for v, n in replay:
+                self.kept.changelog(self.part, n, v)
+            return
         uid = self._uid(version)
         zip_name = self.part.name("zip", version, uid)
         if zip_name:
-            self.snapshots.read(self.part, zip_name, version, True)
+            self.kept.snapshot(self.part, zip_name, version, True)
             return
         name = self.part.name("changelog", version, uid)
         if name is None:
             return
-        lineage = changelog_header(self.part.read(name))[2] if self.v2 else []
+        lineage = _lineage(self.kept.changelog(self.part, name, version)) if self.v2 else []
         for v, u, kind in self._chain(version, lineage)[:1]:
             if kind == "zip":
-                self.snapshots.read(self.part, self.part.need(kind, v, u), v, True)
+                self.kept.snapshot(self.part, self.part.need(kind, v, u), v, True)
 
     def _chain(self, version: int, lineage: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
         """(version, id, kind) of the files before ``version``: the newest snapshot and the changelogs after it."""
@@ -310,10 +381,16 @@ class RocksPartition:
         return chain
 
     def changes(self, start: int, end: int) -> Records:
-        chain = Chain()
-        for v in range(start, end + 1):
-            _add_changelog(chain, self.part, self.part.need("changelog", v, self._uid(v)), v)
-        return chain.records()
+        return _chain_of(
+            [self.kept.changelog(self.part, self.part.need("changelog", v, self._uid(v)), v) for v in range(start, end + 1)]
+        )
+
+
+def _chain_of(pieces: list[Records]) -> Records:
+    chain = Chain()
+    for rec in pieces:
+        chain.add_records(rec)
+    return chain.records()
 
 
 def commit_ids(root: Path, batches: list[int], operator_id: int) -> dict[int, list[list[str]]]:
