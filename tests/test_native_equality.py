@@ -51,19 +51,14 @@ def _native_at_batches(reader: NativeReader, src: StateSource, batches: list[int
     return pa.concat_tables(tables)
 
 
-def _replay_only(self: RocksPartition, version: int) -> list[tuple[int, str]] | None:
-    """Every RocksDB version made from its changelogs from version 1, wherever they are all there."""
-    names = [self.part.name("changelog", v) for v in range(1, version + 1)]
-    return None if self.v2 or None in names else [(v, n) for v, n in enumerate(names, start=1) if n is not None]
-
-
 def _both_ways(info: CheckpointInfo, src: StateSource, batches: list[int], monkeypatch: Any) -> list[tuple[str, pa.Table]]:
     """A RocksDB store's rows at each batch read both ways the native reader makes a version: from
     the snapshot before it and the changelogs after, and from every changelog since version 1."""
     if info.provider != "RocksDBStateStoreProvider":
         return []
     out = []
-    for way, replay in (("from snapshots", lambda self, version: None), ("from every changelog", _replay_only)):
+    ways = (("from snapshots", lambda self, version: None), ("from every changelog", RocksPartition._changelogs_since_start))
+    for way, replay in ways:
         with monkeypatch.context() as m:
             m.setattr(RocksPartition, "_replay", replay)
             out.append((way, _native_at_batches(NativeReader(info), src, batches)))

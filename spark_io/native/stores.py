@@ -313,12 +313,9 @@ class RocksPartition:
         (``bench/bench_native.py``), so when their files are at most twice the size of the
         snapshot's SST files, or all kept already (a snapshot kept is cheaper still). Checkpoint
         format v1 only (v2 names a version's files by its lineage)."""
-        if self.v2:
+        files = self._changelogs_since_start(version)
+        if files is None:
             return None
-        names = [self.part.name("changelog", v) for v in range(1, version + 1)]
-        if any(n is None for n in names):
-            return None
-        files = [(v, n) for v, n in enumerate(names, start=1) if n is not None]
         snap = max((v for v in self.part.files["zip"] if v <= version), default=0)
         snap_name = self.part.name("zip", snap) if snap else None
         if snap_name and self.kept.holds(self.part, snap_name, "snapshot"):
@@ -332,6 +329,19 @@ class RocksPartition:
         except OSError:
             return None  # the usual read names the problem
         return files if instead <= 2 * self._sst_bytes(snap_name) else None
+
+    def _changelogs_since_start(self, version: int) -> list[tuple[int, str]] | None:
+        """(version, name) of the changelogs 1..``version``, when every one is there (checkpoint
+        format v1); None at the first one missing (retention removes the oldest first)."""
+        if self.v2:
+            return None
+        files = []
+        for v in range(1, version + 1):
+            name = self.part.name("changelog", v)
+            if name is None:
+                return None
+            files.append((v, name))
+        return files
 
     def _sst_bytes(self, zip_name: str) -> int:
         try:
