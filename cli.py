@@ -157,36 +157,80 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
         join_type=args.join_type,
         event_time_ms=event_time,
         event_log=args.event_log,
+        input_root=args.input_root,
+        sink=args.sink,
     )
     if args.json:
         _dump(report.to_dict())
         return
     inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
-    print(
-        f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field {report.key_label}"
-        f" (state read by {report.engine})"
-    )
+    if report.whole_query:
+        s = report.input_search
+        searched = (
+            f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched ("
+            + ", ".join(f"{src}: {col}" for src, col in s.columns.items())
+            + ")"
+            if s is not None and s.files_listed
+            else "input not searched"
+        )
+        plan = (
+            f"plan from {report.plan_from}" if report.plan_from else "no event log: operators and watermarks from the checkpoint"
+        )
+        print(f"the whole query at batch {report.batch}: {searched}; {plan} (state read by {report.engine})")
+    else:
+        print(
+            f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field "
+            f"{report.key_label} (state read by {report.engine})"
+        )
     for note in report.engine_notes:
         print(f"note: read by Spark instead: the native reader does not read {note}")
     if report.join_plan is not None:
-        plan = report.join_plan
+        plan_ = report.join_plan
         print(
-            f"join (from the event log's plan): {plan.plan_join_type} on {', '.join(plan.left_keys)} = "
-            f"{', '.join(plan.right_keys)}" + (f" and {plan.condition}" if plan.condition else "")
+            f"join (from the event log's plan): {plan_.plan_join_type} on {', '.join(plan_.left_keys)} = "
+            f"{', '.join(plan_.right_keys)}" + (f" and {plan_.condition}" if plan_.condition else "")
         )
     if report.history_error:
         print(f"history could not be read: {report.history_error}")
-    elif report.history:
+    elif report.history and not report.whole_query:
         print(f"history: batches {report.history[0]}-{report.history[1]} ({report.history_method})")
     for r in report.results:
         side = f" ({r.side_text})" if r.side else ""
         typed = f" [matched {r.matched_as}]" if r.matched_as and r.matched_as != "as text" else ""
-        print(f"\n{r.key}: {r.verdict}{side}{typed}")
+        reason = f" (reason: {r.reason})" if r.reason else ""
+        print(f"\n{r.key}: {r.verdict}{side}{typed}{reason}")
         print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
+        if r.fate is not None:
+            _print_fate(r.fate)
         for n in r.near_misses:
             print(f"  near miss: {n['key']!r} ({n['reason']}; {n['where']}, {n['seen']})")
         if r.evidence:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
+
+
+def _print_fate(fate: Any) -> None:
+    """A key's fate as a flow: each record, operator by operator, then what reached the output."""
+    from analysis.fate import fmt_time
+
+    if fate.input_note:
+        print(f"  input: {fate.input_note}")
+    for rf in fate.records:
+        rec = rf.record
+        when = fmt_time(rf.event_time_ms)[:-4] if rf.event_time_ms is not None else "no event time"
+        path = " -> ".join(
+            f"op {st.operator_id} {st.outcome.replace('_', ' ')}" + (f" (batch {st.batch})" if st.batch is not None else "")
+            for st in rf.steps
+        )
+        print(f"  record: {rec.source} batch {rec.batch_id}, {rec.file_name} row {rec.row}, {when}: {path}")
+    for o in fate.outputs:
+        where = f"operator {o.operator_id}" if o.operator_id is not None else "the sink's files"
+        print(f"  output: {o.group}: {o.kind.replace('_', ' ')} in batch {o.batch_id} ({where})")
+    for w in fate.waiting:
+        print(f"  waiting: {w.detail}")
+    for n in fate.near:
+        print(f"  near miss in the input: {n.values.get(n.column)!r} ({n.near}) at {n.where()}")
+    for note in fate.notes:
+        print(f"  note: {note}")
 
 
 def cmd_progress(args: argparse.Namespace) -> None:
@@ -512,9 +556,19 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("why-missing", help="explain, per key, why it produced no output (joins and every stateful operator)")
     w.add_argument("checkpoint")
     w.add_argument("keys", nargs="+", metavar="KEY")
-    w.add_argument("--operator", type=int, default=None, help="operator id (default: the join, else the first operator)")
+    w.add_argument(
+        "--operator",
+        type=int,
+        default=None,
+        help="one operator's verdict alone (default: the whole query: each input record of the key followed through every "
+        "operator to the output)",
+    )
     w.add_argument("--batch", type=int, default=None, help="batch to diagnose at (default: last committed)")
-    w.add_argument("--key-field", default=None, help="key field to match (default: the first plain field, e.g. field0)")
+    w.add_argument(
+        "--key-field",
+        default=None,
+        help="the input column or state key field the keys are values of (default: the operators' key columns, e.g. user_id)",
+    )
     w.add_argument(
         "--join-type",
         choices=["inner", "left_outer", "right_outer", "full_outer", "left_semi"],
@@ -529,10 +583,20 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--event-log",
         default=None,
-        help="the query's Spark event log or progress JSON lines: rows dropped by the watermark prove dropped_as_late; "
-        "a join's plan gives its type, keys and condition",
+        help="the query's Spark event log or progress JSON lines: its plan gives the operators, filters, watermarks, "
+        "output mode and a join's type and condition; its progress the rows each operator dropped as late",
     )
-    w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", ...}]}')
+    w.add_argument(
+        "--input-root",
+        default=None,
+        help="where the input files are now, when they moved since the query read them (the folder holding the sources' folders)",
+    )
+    w.add_argument(
+        "--sink",
+        default=None,
+        help="the file sink's folder (with _spark_metadata), when it is not where the event log says",
+    )
+    w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", "fate", ...}]}')
     w.set_defaults(func=cmd_why_missing)
 
     u = sub.add_parser(

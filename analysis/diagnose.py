@@ -17,7 +17,7 @@ from typing import Any
 from analysis import key_columns
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput, StateReadError, UnknownOperator
-from analysis.join_plan import JoinPlan
+from analysis.inputs import InputSearch
 from analysis.lateness import ArrivalSearch
 from analysis.model import (
     JOIN_SIDES,
@@ -32,6 +32,7 @@ from analysis.model import (
     validate_source,
 )
 from analysis.progress import Lateness, ProgressLog, lateness
+from analysis.query_plan import JoinPlan
 from analysis.state_access import KeyQuery, StateAccess, typed_values
 
 MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches, newest first
@@ -58,6 +59,9 @@ class WhyMissingReport:
     engine: str = "spark"  # which reader answered: native (state files) or spark (State Data Source)
     engine_notes: list[str] = field(default_factory=list)  # reads handed to Spark, and why
     key_columns: dict[str, str] = field(default_factory=dict)  # join side -> the value column key_field equals
+    whole_query: bool = False  # each key followed from the input files through every operator (results' fate)
+    input_search: InputSearch | None = None  # the input files searched for the keys
+    plan_from: str | None = None  # the event log whose plan gave the operators, filters and watermarks
 
     @property
     def key_label(self) -> str:
@@ -82,7 +86,22 @@ class WhyMissingReport:
                 "error": self.history_error,
             },
             "lateness": self.lateness.to_dict() if self.lateness else None,
+            "whole_query": self.whole_query,
+            "plan_from": self.plan_from,
+            "input": self._input_dict(),
             "results": [r.to_dict() for r in self.results],
+        }
+
+    def _input_dict(self) -> dict[str, Any] | None:
+        s = self.input_search
+        if s is None:
+            return None
+        return {
+            "files_listed": s.files_listed,
+            "files_searched": s.files_searched,
+            "columns": s.columns,
+            "not_searched": s.unsearched,
+            "time_zone": s.time_zone,
         }
 
 

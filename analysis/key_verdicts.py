@@ -105,6 +105,8 @@ class KeyDiagnosis:
     near_misses: list[dict[str, str]] = field(default_factory=list)
     queries: list[dict[str, str]] = field(default_factory=list)  # title, sql: reproduce the evidence
     matched_as: str | None = None  # how the typed key was compared
+    reason: str | None = None  # the cause, where the verdict alone is silent: late_record, duplicate, condition_not_met, filtered
+    fate: Any = None  # the key's fate through the whole query (analysis.fate.KeyFate), when it was followed
 
     @property
     def side_text(self) -> str:
@@ -126,4 +128,6 @@ class KeyDiagnosis:
             "timeline": self.timeline,
             "near_misses": self.near_misses,
             "queries": self.queries,
+            "reason": self.reason,
+            "fate": self.fate.to_dict() if self.fate is not None else None,
         }

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.errors import InvalidInput, ProgressNotFound
 from analysis.health import Finding
-from analysis.join_plan import JoinPlan, join_plans
 from analysis.key_format import fmt_duration
 from analysis.lateness import ArrivalSearch
 from analysis.model import Batch, CheckpointInfo
+from analysis.query_plan import JoinPlan, OperatorWatermarks, QueryPlan, batch_watermarks, join_plans, query_plan
 from analysis.sources import name_from_description
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
@@ -123,6 +124,7 @@ class BatchProgress:
     event_time_max_ms: int | None
     sources: list[SourceProgress]
     operators: list[OperatorProgress]
+    sink: str = ""  # the sink's description: FileSink[file:/out], ForeachBatchSink ...
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +140,7 @@ class BatchProgress:
             "event_time_max_ms": self.event_time_max_ms,
             "sources": [s.to_dict() for s in self.sources],
             "operators": [o.to_dict() for o in self.operators],
+            "sink": self.sink,
         }
 
 
@@ -200,6 +203,7 @@ def parse_progress(p: dict[str, Any]) -> BatchProgress:
         event_time_max_ms=_iso_ms(event_time.get("max")),
         sources=sources,
         operators=ops,
+        sink=str((p.get("sink") or {}).get("description", "")),
     )
 
 
@@ -227,9 +231,32 @@ class ProgressLog:
     notes: list[str] = field(default_factory=list)  # what could not be read or matched, said once
     runs: int = 1
     joins: dict[int, JoinPlan] = field(default_factory=dict)  # operator -> its join as the latest plan states it
+    plans: dict[int, str] = field(default_factory=dict)  # batch -> its physical plan (an event log's SQL executions)
+    time_zone: str | None = None  # spark.sql.session.timeZone of the application, from an event log
 
     def batch(self, batch_id: int) -> BatchProgress | None:
         return next((b for b in self.batches if b.batch_id == batch_id), None)
+
+    def query_plan(self) -> QueryPlan | None:
+        """The query as the newest plan that reads every source states it (None: no plan in the log)."""
+        best: tuple[int, int, QueryPlan] | None = None
+        for b in sorted(self.plans, reverse=True)[:20]:
+            q = query_plan(self.plans[b])
+            if q is not None and (best is None or len(q.scans) > best[0]):
+                best = (len(q.scans), b, q)
+        return best[2] if best else None
+
+    def operator_watermarks(self) -> dict[int, dict[int, OperatorWatermarks]]:
+        """batch -> operator -> the watermarks Spark gave it, for the batches whose plan the log holds."""
+        return {b: batch_watermarks(text) for b, text in self.plans.items()}
+
+    def drops(self) -> dict[int, dict[int, int]]:
+        """batch -> operator -> rows it dropped by the watermark."""
+        return {b.batch_id: {o.operator_id: o.rows_dropped_by_watermark or 0 for o in b.operators} for b in self.batches}
+
+    @property
+    def sink(self) -> str:
+        return next((b.sink for b in reversed(self.batches) if b.sink), "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -258,10 +285,16 @@ def collect(
     rerun: set[int] = set()
     seen = 0
     joins: dict[int, JoinPlan] = {}
+    plans: dict[int, str] = {}
+    time_zone = None
     for record in records:
         p = progress_of(record)
         if p is None:
-            joins.update(_plan_joins(record, query_id))
+            plan = _plan_of(record, query_id)
+            if plan is not None:
+                plans[plan[0]] = plan[1]
+                joins.update(join_plans(plan[1]))
+            time_zone = _time_zone(record) or time_zone
             continue
         seen += 1
         if p.get("id") != query_id:
@@ -290,17 +323,33 @@ def collect(
         notes.append(
             f"Batches {_ranges(sorted(rerun))} ran more than once (the query restarted): the last run's figures are shown."
         )
-    return ProgressLog(query_id, location, fmt, files, [found[k] for k in sorted(found)], notes, len(runs), joins)
+    return ProgressLog(
+        query_id, location, fmt, files, [found[k] for k in sorted(found)], notes, len(runs), joins, plans, time_zone
+    )
 
 
-def _plan_joins(record: dict[str, Any], query_id: str) -> dict[int, JoinPlan]:
-    """The joins of a micro-batch's physical plan (an event log's SQLExecutionStart of this query)."""
+def _plan_of(record: dict[str, Any], query_id: str) -> tuple[int, str] | None:
+    """(batch, physical plan) of a micro-batch's SQL execution of this query (an event log's
+    SQLExecutionStart: its description names the query id, run id and batch)."""
     plan = record.get("physicalPlanDescription")
-    if not isinstance(plan, str) or "StreamingSymmetricHashJoin" not in plan:
-        return {}
-    if f"id = {query_id}" not in str(record.get("description", "")):
-        return {}
-    return join_plans(plan)
+    description = str(record.get("description", ""))
+    if not isinstance(plan, str) or "state info [" not in plan or f"id = {query_id}" not in description:
+        return None
+    m = re.search(r"batch = (\d+)", description)
+    return (int(m.group(1)), plan) if m else None
+
+
+def _time_zone(record: dict[str, Any]) -> str | None:
+    """The session time zone an application ran with (an event log's environment update)."""
+    if record.get("Event") != "SparkListenerEnvironmentUpdate":
+        return None
+    props = record.get("Spark Properties") or {}
+    system = record.get("System Properties") or {}
+    if isinstance(props, list):  # [[key, value], ...] in some versions
+        props = dict(props)
+    if isinstance(system, list):
+        system = dict(system)
+    return props.get("spark.sql.session.timeZone") or system.get("user.timezone") or None
 
 
 def _ranges(ids: list[int]) -> str:

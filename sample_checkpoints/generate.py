@@ -56,8 +56,11 @@ class Scenario:
     output_mode: str = "append"
     conf: dict[str, str] = field(default_factory=dict)
     # Spark event log written beside the sample (event_logs/<name>/): "plain", "zstd", "lz4",
-    # "snappy" (one file each) or "rolling" (an eventlog_v2_* folder); None writes none
+    # "snappy" (one file each) or "rolling" (an eventlog_v2_* folder); None writes none. A sample
+    # with an event log keeps its input files too (inputs/<name>/<source>/), for whole-query answers
     event_log: str | None = None
+    formats: dict[str, str] = field(default_factory=dict)  # source -> json (default) | csv | parquet
+    sink: str = "foreachBatch"  # or "parquet": a file sink, kept in sinks/<name>/ with its _spark_metadata
 
 
 # --------------------------------------------------------------------------- data
@@ -125,6 +128,8 @@ def orders_payments_batches(n_batches: int = 16, per_batch: int = 10) -> list[di
 ORDERS = "order_id STRING, customer_id STRING, amount DOUBLE, status STRING, order_time TIMESTAMP"
 PAYMENTS = "payment_id STRING, order_id STRING, payment_amount DOUBLE, payment_time TIMESTAMP"
 EVENTS = "event_id STRING, user_id STRING, kind STRING, value BIGINT, event_time TIMESTAMP"
+IMPRESSIONS = "impression_id STRING, ad_id STRING, campaign STRING, impression_time TIMESTAMP"
+CLICKS = "click_id STRING, ad_id STRING, click_time TIMESTAMP"
 
 
 def orders_payments_join(_spark: Any, s: dict[str, Any]) -> Any:
@@ -236,6 +241,102 @@ def hot_key_batches() -> list[dict[str, Rows]]:
         if b == 0:
             right.append({"k": "hot", "v": "r-hot", "t": ts(b)})
         out.append({"left": left, "right": right})
+    return out
+
+
+def chain_batches(n_batches: int = 14) -> list[dict[str, Rows]]:
+    """Events for dropDuplicates(event_id) -> 5-minute windows per user (10 minute watermark).
+
+    Batch ``b`` holds one event per user-0..3 at minute ``2b`` (+7 s per user), and these stories:
+
+    * ``user-late``: one event 1 minute into the stream, arriving in batch 10: behind the
+      watermark, dropped by the dedup (the first operator), never counted;
+    * ``user-second``: an event at 00:02:30 in batch 1, counted in window 00:00-00:05 (emitted in
+      batch 9), and a second event at 00:03:00 arriving in batch 10, after its window was emitted:
+      dropped as late, so the emitted count is one short;
+    * ``user-dup``: event ``ev-dup-1`` in batch 2 and again in batch 3 (dropped as a duplicate of
+      the first), ``ev-dup-2`` twice within batch 4 (the second dropped);
+    * ``User-7`` and ``user-8 `` (a trailing space): keys a user would type as ``user-7`` / ``user-8``;
+    * ``user-test``: one event of kind ``test``, which the query filters out before the dedup.
+    """
+    out = []
+    for b in range(n_batches):
+        rows = [
+            {"event_id": f"ev-{b}-{u}", "user_id": f"user-{u}", "kind": "view", "value": 1, "event_time": ts(2 * b, 7 * u)}
+            for u in range(4)
+        ]
+
+        def story(event_id: str, user: str, t: str, kind: str = "view", rows: Rows = rows) -> None:
+            rows.append({"event_id": event_id, "user_id": user, "kind": kind, "value": 1, "event_time": t})
+
+        if b == 1:
+            story("ev-second-a", "user-second", ts(2, 30))
+        if b == 10:
+            story("ev-late", "user-late", ts(1))
+            story("ev-second-b", "user-second", ts(3))
+        if b == 2:
+            story("ev-dup-1", "user-dup", ts(4, 10))
+        if b == 3:
+            story("ev-dup-1", "user-dup", ts(6, 10))
+        if b == 4:
+            story("ev-dup-2", "user-dup", ts(8, 5))
+            story("ev-dup-2", "user-dup", ts(8, 5))
+        if b == 5:
+            story("ev-case", "User-7", ts(10, 40))
+            story("ev-space", "user-8 ", ts(10, 50))
+        if b == 6:
+            story("ev-test", "user-test", ts(12, 40), kind="test")
+        out.append({"events": rows})
+    return out
+
+
+def clicks_batches(n_batches: int = 12) -> list[dict[str, Rows]]:
+    """Ad impressions (JSON) and clicks (Parquet) for a left outer join: a click counts when it
+    comes within 10 minutes after its impression; 2 minute watermarks on both.
+
+    Batch ``b`` shows ``ad-b-0`` .. ``ad-b-2`` at minute ``2b``: ``ad-b-0`` is clicked 3 minutes later
+    (the click arrives in the next batch), ``ad-b-1`` never, ``ad-b-2`` 1 minute later in the same
+    batch. Stories:
+
+    * ``ad-late-click``: shown at 00:02:30 (batch 1), clicked at 00:04:30, but the click only
+      arrives in batch 10, after the impression was emitted null-padded: dropped as late;
+    * ``ad-far-click``: shown at 00:02:40 (batch 1), clicked at 00:18:40, 16 minutes later
+      (the bound is 10), arriving in batch 9: both held, the condition rejects the pair;
+    * ``ad-waiting``: shown in the last batch, no click yet: waits in state.
+    """
+    out = []
+    for b in range(n_batches):
+        imps = [
+            {"impression_id": f"imp-{b}-{i}", "ad_id": f"ad-{b}-{i}", "campaign": f"c-{i}", "impression_time": ts(2 * b, 10 * i)}
+            for i in range(3)
+        ]
+        clicks = [{"click_id": f"clk-{b}-2", "ad_id": f"ad-{b}-2", "click_time": ts(2 * b + 1, 20)}]
+        if b > 0:
+            clicks.append({"click_id": f"clk-{b - 1}-0", "ad_id": f"ad-{b - 1}-0", "click_time": ts(2 * (b - 1) + 3)})
+        if b == 1:
+            imps.append(
+                {"impression_id": "imp-late-click", "ad_id": "ad-late-click", "campaign": "c-9", "impression_time": ts(2, 30)}
+            )
+            imps.append(
+                {"impression_id": "imp-far-click", "ad_id": "ad-far-click", "campaign": "c-9", "impression_time": ts(2, 40)}
+            )
+        if b == 9:
+            clicks.append({"click_id": "clk-far", "ad_id": "ad-far-click", "click_time": ts(18, 40)})
+        if b == 10:
+            clicks.append({"click_id": "clk-late", "ad_id": "ad-late-click", "click_time": ts(4, 30)})
+        if b == n_batches - 1:
+            imps.append(
+                {"impression_id": "imp-waiting", "ad_id": "ad-waiting", "campaign": "c-9", "impression_time": ts(2 * b, 50)}
+            )
+        out.append({"impressions": imps, "clicks": clicks})
+    return out
+
+
+def sink_batches(n_batches: int = 9) -> list[dict[str, Rows]]:
+    """Events as CSV for 5-minute windows per user written to a Parquet file sink: batch ``b`` at
+    minute ``3b``; ``user-late`` sends one event 20 minutes old in batch 7 (dropped as late)."""
+    out = event_batches(n_batches, 6, 3, users=3)
+    out[7]["events"].append({"event_id": "ev-late", "user_id": "user-late", "kind": "click", "value": 1, "event_time": ts(1)})
     return out
 
 
@@ -376,6 +477,38 @@ def chained_join_agg(spark: Any, s: dict[str, Any]) -> Any:
     )
 
 
+def dedup_window_chain(_spark: Any, s: dict[str, Any]) -> Any:
+    from pyspark.sql.functions import col, count, window
+
+    return (
+        s["events"]
+        .where(col("kind") != "test")
+        .withWatermark("event_time", "10 minutes")
+        .dropDuplicates(["event_id"])
+        .groupBy(window(col("event_time"), "5 minutes"), col("user_id"))
+        .agg(count("*").alias("events"))
+    )
+
+
+def impressions_clicks(_spark: Any, s: dict[str, Any]) -> Any:
+    from pyspark.sql.functions import expr
+
+    imps = s["impressions"].withWatermark("impression_time", "2 minutes")
+    clicks = s["clicks"].withWatermark("click_time", "2 minutes")
+    return (
+        imps.alias("i")
+        .join(
+            clicks.alias("c"),
+            expr(
+                "i.ad_id = c.ad_id AND c.click_time >= i.impression_time AND "
+                "c.click_time <= i.impression_time + INTERVAL 10 MINUTES"
+            ),
+            "left_outer",
+        )
+        .select("i.*", "c.click_id", "c.click_time")
+    )
+
+
 def unbounded_agg(_spark: Any, s: dict[str, Any]) -> Any:
     # no watermark, and every batch brings keys never seen before: state only grows
     return s["events"].groupBy("event_id").count()
@@ -494,6 +627,44 @@ def scenarios() -> list[Scenario]:
             event_log="snappy",
         ),
         Scenario(
+            "dedup_window_chain",
+            "Two operators on RocksDB: dropDuplicates(event_id) (operator 1) then events per user in 5-minute "
+            "windows (operator 0), 10 minute watermark, append, with kind 'test' filtered out first: a late "
+            "record dropped by the dedup, a second record arriving after its window was emitted, duplicates "
+            "across and within batches, keys differing by case and a trailing space, a filtered record.",
+            {"events": EVENTS},
+            chain_batches(),
+            dedup_window_chain,
+            conf={**SMALL, **ROCKS},
+            event_log="plain",
+        ),
+        Scenario(
+            "outer_join_clicks",
+            "Impressions (JSON) LEFT OUTER JOIN clicks (Parquet) within 10 minutes after the impression, 2 "
+            "minute watermarks: matches, impressions never clicked (emitted null-padded), a click that "
+            "arrives after its impression was emitted (dropped as late), a click 16 minutes after (the "
+            "condition rejects it), an impression still waiting.",
+            {"impressions": IMPRESSIONS, "clicks": CLICKS},
+            clicks_batches(),
+            impressions_clicks,
+            conf={**SMALL, "spark.sql.streaming.stateStore.providerClass": HDFS},
+            event_log="zstd",
+            formats={"clicks": "parquet"},
+        ),
+        Scenario(
+            "file_sink_agg",
+            "Events read from CSV files counted per user in 5-minute windows (10 minute watermark, append) "
+            "and written to a Parquet file sink (sinks/file_sink_agg, with its _spark_metadata log); a late "
+            "event in batch 7 is dropped.",
+            {"events": EVENTS},
+            sink_batches(),
+            windowed_agg,
+            conf=SMALL,
+            event_log="plain",
+            formats={"events": "csv"},
+            sink="parquet",
+        ),
+        Scenario(
             "unbounded_agg",
             "Pathological: count per event_id with no watermark over ever-new keys for 12 batches: "
             "state grows every batch and nothing is ever removed.",
@@ -529,13 +700,45 @@ def scenarios() -> list[Scenario]:
 
 def write_inputs(root: Path, scenario: Scenario) -> None:
     base_mtime = 1_767_225_600  # 2026-01-01: file i gets mtime base + i, one file per batch
-    for source in scenario.schemas:
+    for source, ddl in scenario.schemas.items():
         folder = root / source
         folder.mkdir(parents=True)
+        fmt = scenario.formats.get(source, "json")
         for i, batch in enumerate(scenario.batches):
-            path = folder / f"part-{i:05d}.json"
-            path.write_text("".join(json.dumps(r) + "\n" for r in batch.get(source, [])))
+            path = folder / f"part-{i:05d}.{fmt}"
+            rows = batch.get(source, [])
+            if fmt == "json":
+                path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            elif fmt == "csv":
+                names = [c.split()[0] for c in ddl.split(",")]
+                lines = [",".join(names)] + [",".join(str(r.get(n, "")) for n in names) for r in rows]
+                path.write_text("\n".join(lines) + "\n")
+            else:
+                _write_parquet(path, ddl, rows)
             os.utime(path, (base_mtime + i, base_mtime + i))
+
+
+def _write_parquet(path: Path, ddl: str, rows: Rows) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = {"STRING": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(), "TIMESTAMP": pa.timestamp("us", "UTC")}
+    fields = [(c.split()[0], types[c.split()[1]]) for c in ddl.split(",")]
+    columns = {}
+    for name, t in fields:
+        values = [r.get(name) for r in rows]
+        if pa.types.is_timestamp(t):
+            values = [dt.datetime.fromisoformat(v) if v else None for v in values]
+        columns[name] = pa.array(values, t)
+    pq.write_table(pa.table(columns, schema=pa.schema(fields)), path)
+
+
+def _reader(spark: Any, scenario: Scenario, source: str, ddl: str, folder: Path) -> Any:
+    r = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1)
+    fmt = scenario.formats.get(source, "json")
+    if fmt == "csv":
+        return r.option("header", "true").csv(str(folder))
+    return r.parquet(str(folder)) if fmt == "parquet" else r.json(str(folder))
 
 
 def json_default(o: Any) -> Any:
@@ -544,19 +747,51 @@ def json_default(o: Any) -> Any:
     return str(o)
 
 
+INPUTS = HERE / "inputs"  # a sample's input files, kept: inputs/<name>/<source>/part-*.<format>
+SINKS = HERE / "sinks"  # a file sink's folder, kept: sinks/<name>/ (parquet files and _spark_metadata)
+
+
+def _keep(src: Path, dest: Path) -> None:
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    for p in src.rglob("*"):  # the file source orders files by modification time: keep them
+        q = dest / p.relative_to(src)
+        st = p.stat()
+        os.utime(q, (st.st_atime, st.st_mtime))
+
+
+def _sink_rows(out: Path) -> list[dict[str, Any]]:
+    """What a file sink wrote, per batch: the files each ``_spark_metadata/<batch>`` lists, read back
+    (a ``<batch>.compact`` log lists every file so far: its own batch's are the ones no earlier log names)."""
+    import pyarrow.parquet as pq
+
+    rows = []
+    seen: set[str] = set()
+    logs = [p for p in (out / "_spark_metadata").iterdir() if p.name.split(".")[0].isdigit()]  # not .crc files
+    for log in sorted(logs, key=lambda p: int(p.name.split(".")[0])):
+        batch = int(log.name.split(".")[0])
+        for line in log.read_text().splitlines()[1:]:
+            name = json.loads(line)["path"].rsplit("/", 1)[-1]
+            if name in seen:
+                continue
+            seen.add(name)
+            for r in pq.read_table(out / name).to_pylist():
+                rows.append({"batch_id": batch, "file": name, **r})
+    return rows
+
+
 def run(spark: Any, scenario: Scenario, dest: Path) -> None:
     with tempfile.TemporaryDirectory(prefix=f"statelens-gen-{scenario.name}-") as tmp:
         inputs = Path(tmp) / "in"
+        out = Path(tmp) / "out"
         write_inputs(inputs, scenario)
         spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
         for k in ROCKS | SMALL:
             spark.conf.unset(k)
         for k, v in scenario.conf.items():
             spark.conf.set(k, v)
-        streams = {
-            source: spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).json(str(inputs / source))
-            for source, ddl in scenario.schemas.items()
-        }
+        streams = {source: _reader(spark, scenario, source, ddl, inputs / source) for source, ddl in scenario.schemas.items()}
         df = scenario.build(spark, streams)
         emitted: list[dict[str, Any]] = []
 
@@ -566,17 +801,21 @@ def run(spark: Any, scenario: Scenario, dest: Path) -> None:
 
         if dest.exists():
             shutil.rmtree(dest)
-        query = (
-            df.writeStream.outputMode(scenario.output_mode)
-            .foreachBatch(collect)
-            .option("checkpointLocation", str(dest))
-            .trigger(availableNow=True)
-            .start()
-        )
+        writer = df.writeStream.outputMode(scenario.output_mode).option("checkpointLocation", str(dest))
+        if scenario.sink == "parquet":
+            writer = writer.format("parquet").option("path", str(out))
+        else:
+            writer = writer.foreachBatch(collect)
+        query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
         if query.exception():
             raise RuntimeError(str(query.exception()))
         progress = [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
+        if scenario.sink == "parquet":
+            emitted = _sink_rows(out)
+            _keep(out, SINKS / scenario.name)
+        if scenario.event_log:
+            _keep(inputs, INPUTS / scenario.name)
     OUTPUTS.mkdir(exist_ok=True)
     if scenario.event_log:  # what Spark reported in-process: the truth the event log readers are tested against
         (OUTPUTS / f"{scenario.name}.progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")

@@ -65,6 +65,21 @@ def check_why_missing(info: CheckpointInfo, report: diagnose.WhyMissingReport, k
     return ok, detail
 
 
+def check_why_missing_whole(
+    info: CheckpointInfo, report: diagnose.WhyMissingReport, keys: list[str], **kw: Any
+) -> tuple[bool, str]:
+    """The whole query's answer again with Spark reading every operator's state (the input files are the same)."""
+    from spark_io.diagnosis import SparkState
+    from spark_io.fate import why_missing_whole
+
+    spark = why_missing_whole(info.path, keys, SparkState(info), report.batch, info=info, **kw)
+    ok, detail = reports_agree(report.to_dict(), spark.to_dict(), "fates, verdicts and evidence")
+    if not ok:
+        differ = [a.key for a, b in zip(report.results, spark.results, strict=False) if a.to_dict() != b.to_dict()]
+        detail += f" Keys that differ: {', '.join(differ) or 'none (the report around them differs)'}."
+    return ok, detail
+
+
 def check_skew(info: CheckpointInfo, report: Any) -> tuple[bool, str]:
     from spark_io import engine, health
 

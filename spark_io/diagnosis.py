@@ -334,16 +334,28 @@ def why_missing(
     join_type: str | None = None,
     event_time_ms: int | None = None,
     event_log: str | None = None,
+    input_root: str | None = None,
+    sink: str | None = None,
+    whole_query: bool | None = None,
 ) -> WhyMissingReport:
-    """Why-missing on a checkpoint, read by the chosen engine; ``event_log``: where the query's
-    progress is (an event log or progress JSON lines), read when an event time is given or the
-    operator is a join (``wants_progress``)."""
+    """Why-missing on a checkpoint, read by the chosen engine. Without an operator (``whole_query``
+    by default then), each key is followed from the input files through every operator to the sink
+    (``spark_io.fate``); with one, that operator's verdict alone. ``event_log``: where the query's
+    progress and plans are (an event log or progress JSON lines), read for the whole query, for an
+    event time, or for a join's plan (``wants_progress``)."""
     info = info or read_checkpoint(path)
+    whole = operator_id is None if whole_query is None else whole_query
     progress = None
-    if event_log and wants_progress(info, operator_id, event_time_ms):
+    if event_log and (whole or wants_progress(info, operator_id, event_time_ms)):
         from spark_io.progress import read_progress
 
         progress = read_progress(event_log, info)
+    if whole:
+        from spark_io.fate import why_missing_whole
+
+        return why_missing_whole(
+            path, keys, state_access(info), batch_id, key_field, info, join_type, event_time_ms, progress, input_root, sink
+        )
     arrivals = arrivals_for(info, keys, operator_id, event_time_ms, progress)
     return diagnose.why_missing(
         state_access(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress, arrivals

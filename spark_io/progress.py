@@ -129,7 +129,8 @@ def _records(label: str, text: str, query_id: str, notes: list[str]) -> Iterator
     lines = text.split("\n")
     bad = 0
     for i, line in enumerate(lines):
-        if query_id not in line and '"batchId"' not in line:  # only progress lines are parsed
+        # only progress lines, the query's SQL executions (its plans) and the environment (its time zone) are parsed
+        if query_id not in line and '"batchId"' not in line and not line.startswith('{"Event":"SparkListenerEnvironmentUpdate"'):
             continue
         try:
             obj = json.loads(line)

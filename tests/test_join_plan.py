@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from analysis import why_missing as wm
-from analysis.join_plan import join_plans, readable
+from analysis.query_plan import join_plans, readable
 from spark_io.checkpoint import read_checkpoint
 from spark_io.diagnosis import why_missing
 from spark_io.progress import read_progress

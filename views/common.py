@@ -69,6 +69,20 @@ def sample_event_log(checkpoint_path: str) -> str:
     return str(log) if p.parent == SAMPLES_DIR and log.exists() else ""
 
 
+def sample_input_root(checkpoint_path: str) -> str:
+    """Where the generator kept a bundled sample's input files (inputs/<name>), or ''."""
+    p = Path(checkpoint_path)
+    folder = SAMPLES_DIR / "inputs" / p.name
+    return str(folder) if p.parent == SAMPLES_DIR and folder.is_dir() else ""
+
+
+def sample_sink(checkpoint_path: str) -> str:
+    """Where the generator kept a bundled sample's file sink (sinks/<name>), or ''."""
+    p = Path(checkpoint_path)
+    folder = SAMPLES_DIR / "sinks" / p.name
+    return str(folder) if p.parent == SAMPLES_DIR and folder.is_dir() else ""
+
+
 def current_tz() -> str:
     """The time zone times are shown in (sidebar; UTC unless chosen)."""
     tz = str(st.session_state.get(TZ_KEY) or "UTC")
@@ -249,6 +263,71 @@ def diagnose_cached(
 ) -> diagnosis.WhyMissingReport:
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
     return _diagnose(path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current())
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _whole(
+    path: str,
+    batch: int,
+    key_field: str | None,
+    keys: tuple[str, ...],
+    join_type: str | None,
+    event_time_ms: int | None,
+    event_log: str | None,
+    input_root: str | None,
+    sink: str | None,
+    fp: tuple[int, int],
+    log_fp: tuple[int, int],
+    engine_name: str,
+) -> diagnosis.WhyMissingReport:
+    from spark_io.fate import why_missing_whole
+
+    info = _info(path, fp)
+    progress = progress_cached(path, event_log) if event_log else None
+    access = _whole_access(path, fp, engine_name)
+    report = why_missing_whole(
+        path, list(keys), access, batch, key_field, info, join_type, event_time_ms, progress, input_root, sink
+    )
+    diagnosis.between_questions(access)
+    return report
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _whole_access(path: str, fp: tuple[int, int], engine_name: str) -> StateAccess:
+    """The state every operator's questions read, kept for the keys asked after (the native reader
+    keeps the files it read)."""
+    return diagnosis.state_access(_info(path, fp))
+
+
+def whole_query_cached(
+    path: str,
+    batch: int,
+    key_field: str | None,
+    keys: tuple[str, ...],
+    join_type: str | None = None,
+    event_time_ms: int | None = None,
+    event_log: str | None = None,
+    input_root: str | None = None,
+    sink: str | None = None,
+) -> diagnosis.WhyMissingReport:
+    """Why-missing of the whole query: each key's records from the input files to the output."""
+    fp, log_fp = fingerprint(path), log_fingerprint(event_log)
+    return _whole(
+        path, batch, key_field, keys, join_type, event_time_ms, event_log, input_root, sink, fp, log_fp, engine.current()
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _fate_columns(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str) -> list[str]:
+    from spark_io.fate import key_columns_of
+
+    progress = progress_cached(path, event_log) if event_log else None
+    return key_columns_of(_info(path, fp), _whole_access(path, fp, engine_name), progress)
+
+
+def fate_columns_cached(path: str, event_log: str | None) -> list[str]:
+    """The input columns a key may be in (every operator's key columns, operator 0's first)."""
+    return _fate_columns(path, event_log, fingerprint(path), log_fingerprint(event_log), engine.current())
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

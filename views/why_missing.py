@@ -12,7 +12,6 @@ import streamlit as st
 from analysis.charts import key_timeline_figure
 from analysis.export import ms_times
 from analysis.key_verdicts import AGGREGATION, operator_kind
-from analysis.model import default_operator
 from analysis.progress import parse_event_time
 from spark_io import crosscheck
 from views.common import (
@@ -25,14 +24,20 @@ from views.common import (
     diagnose_cached,
     diagnosis_progress,
     engine_caption,
+    fate_columns_cached,
     fitted_select,
     guard,
     key_fields_cached,
     metric_row,
     operator_label,
+    progress_cached,
+    sample_input_root,
+    sample_sink,
     unmatched_cached,
+    whole_query_cached,
     with_progress,
 )
+from views.flow import render_fate, visible
 
 VERDICT_STYLE = {
     "matched": ("green", "Matched"),
@@ -47,7 +52,9 @@ VERDICT_STYLE = {
     "emitted_unmatched": ("violet", "Emitted unmatched (null-padded)"),
     "unknown": ("gray", "Unknown: a read failed"),
     "dropped_as_late": ("red", "Dropped as late"),
+    "never_in_input": ("red", "Never in the input"),
 }
+WHOLE = -1  # the operator select's choice for the whole query: input -> every operator -> output
 JOIN_TYPES = {
     None: "Not recorded (the event log's plan, else explain both)",
     "inner": "Inner",
@@ -115,15 +122,15 @@ if info is not None and info.operators and info.committed_batches:
         st.session_state["wm_keys"] = "\n".join(params.get_all("key"))
         st.session_state["wm_event_time"] = params.get("event_time", "")
         st.session_state["wm_autorun"] = True  # a linked diagnosis opens with its answer
-    ops = [o.operator_id for o in info.operators]
-    default_op = default_operator(info).operator_id
+    ops = [WHOLE, *(o.operator_id for o in info.operators)]
+    default_op = WHOLE
     linked = params.get("operator")
     if linked is not None and linked.isdigit() and int(linked) in ops:
         default_op = int(linked)
     elif linked is not None and "wm_op" not in st.session_state:  # said once, when the link opens
         st.warning(
             f"The link asks for operator {linked}, which this checkpoint does not have (its operators: "
-            f"{', '.join(operator_label(info, o) for o in ops)}): showing {operator_label(info, default_op)}."
+            f"{', '.join(operator_label(info, o) for o in ops[1:])}): showing the whole query."
         )
     committed = [b.batch_id for b in info.committed_batches][::-1]
     # a link chooses the batch, key field and join type too, once, when it opens
@@ -135,10 +142,21 @@ if info is not None and info.operators and info.committed_batches:
         st.session_state["wm_join_type"] = linked_join
 
     row = controls()
-    op_id = fitted_select(row, "Operator", ops, lambda i: operator_label(info, i), index=ops.index(default_op), key="wm_op")
+    op_id = fitted_select(
+        row,
+        "Operator",
+        ops,
+        lambda i: "The whole query: input → output" if i == WHOLE else operator_label(info, i),
+        index=ops.index(default_op),
+        key="wm_op",
+        help="The whole query follows each input record of the key through every operator to the output; an "
+        "operator gives that operator's verdict alone.",
+    )
+    whole = op_id == WHOLE
+    event_log = current_event_log()
     fields: dict[str, str] = {}
     with guard():
-        fields = key_fields_cached(info.path, op_id)
+        fields = {c: c for c in fate_columns_cached(info.path, event_log)} if whole else key_fields_cached(info.path, op_id)
     linked = params.get("key_field")  # a field, or the join's column it reads as
     linked_field = next((f for f, shown in fields.items() if linked in (f, shown) or shown == f"{f} ({linked})"), None)
     if "wm_field" not in st.session_state and linked_field:
@@ -148,14 +166,14 @@ if info is not None and info.operators and info.committed_batches:
         "Key field",
         list(fields),
         lambda f: fields.get(f, f),
-        help="Which field of the state key your keys are values of. A join's key fields (field0, ...) are named "
-        "by the value column that equals them on every row read.",
+        help="The input column your keys are values of (the whole query), or the field of the operator's state key "
+        "(a join's key fields, field0 ..., are named by the value column that equals them on every row read).",
         key="wm_field",
     )
     batch = fitted_select(row, "Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
     op_info = info.operator(op_id)
     join_type = None
-    if op_info is not None and op_info.is_join:
+    if (op_info is not None and op_info.is_join) or (whole and any(o.is_join for o in info.operators)):
         join_type = st.selectbox(
             "Join type",
             list(JOIN_TYPES),
@@ -170,11 +188,33 @@ if info is not None and info.operators and info.committed_batches:
         )
     if op_info is not None and (op_info.is_join or operator_kind(op_info.operator_name) == AGGREGATION):
         _never_matched(info.path, op_id, batch)
+    input_root = sink = None
+    if whole:
+        with st.expander("Input and output files", expanded=False):
+            input_root = (
+                st.text_input(
+                    "Input folder, if the files moved",
+                    value=sample_input_root(info.path),
+                    key=f"wm_input_root_{info.path}",
+                    help="The checkpoint lists every file each batch read. When they are no longer where the query read "
+                    "them, give the folder holding the sources' folders now.",
+                ).strip()
+                or None
+            )
+            sink = (
+                st.text_input(
+                    "File sink folder, if it moved",
+                    value=sample_sink(info.path),
+                    key=f"wm_sink_{info.path}",
+                    help="A file sink's folder (with _spark_metadata): the key's rows are found in the files each batch wrote. "
+                    "By default the one the event log's progress names.",
+                ).strip()
+                or None
+            )
     keys_text = st.text_area(
         "Keys that never showed up in the output (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43"
     )
     keys = [k for k in (line.strip() for line in keys_text.splitlines()) if k]
-    event_log = current_event_log()
     event_time_text = st.text_input(
         "Event time of the missing record (optional)",
         key="wm_event_time",
@@ -184,10 +224,12 @@ if info is not None and info.operators and info.committed_batches:
         "only that evidence gives the verdict Dropped as late." + ("" if event_log else " No event log is given in the sidebar."),
     ).strip()
     run = st.button("Diagnose", type="primary", key="wm_run", disabled=not keys) or st.session_state.pop("wm_autorun", False)
-    asked = (info.path, op_id, batch, key_field, tuple(keys), join_type, event_time_text, event_log)
+    asked = (info.path, op_id, batch, key_field, tuple(keys), join_type, event_time_text, event_log, input_root, sink)
     if run or (keys and st.session_state.get("wm_last") == asked):
         st.session_state["wm_last"] = asked
-        link = {"checkpoint": info.path, "operator": str(op_id), "batch": str(batch), "key": keys}
+        link = {"checkpoint": info.path, "batch": str(batch), "key": keys} | ({} if whole else {"operator": str(op_id)})
+        if whole:
+            st.query_params.pop("operator", None)
         optional = {"key_field": key_field, "join_type": join_type, "event_time": event_time_text}
         link |= {k: v for k, v in optional.items() if v}
         st.query_params.update(link)
@@ -196,12 +238,36 @@ if info is not None and info.operators and info.committed_batches:
         with guard():
             event_time = parse_event_time(event_time_text) if event_time_text else None
             report = with_progress(
-                "Reading the state and its history",
-                lambda: diagnose_cached(info.path, op_id, batch, key_field, tuple(keys), join_type, event_time, event_log),
+                "Reading the input files, the state and its history" if whole else "Reading the state and its history",
+                lambda: (
+                    whole_query_cached(
+                        info.path, batch, key_field, tuple(keys), join_type, event_time, event_log, input_root, sink
+                    )
+                    if whole
+                    else diagnose_cached(info.path, op_id, batch, key_field, tuple(keys), join_type, event_time, event_log)
+                ),
                 "why-missing",
             )
+            searched = report.input_search
             st.caption(
-                f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
+                (
+                    f"The whole query at batch {report.batch} · "
+                    + (
+                        f"{searched.files_searched:,} of {searched.files_listed:,} input files searched ("
+                        + ", ".join(f"{src}: `{col}`" for src, col in searched.columns.items())
+                        + ")"
+                        if searched is not None and searched.files_listed
+                        else "input not searched"
+                    )
+                    + (
+                        " · plan, filters and watermarks from the event log"
+                        if report.plan_from
+                        else " · no event log: operators and watermarks from the checkpoint"
+                    )
+                    + f" · verdicts of operator {report.operator_id} ({report.operator_name}) · "
+                )
+                if report.whole_query
+                else f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
                 f"`{report.key_label}` · "
                 + (
                     f"history: batches {report.history[0]}–{report.history[1]} ({report.history_method})"
@@ -218,13 +284,27 @@ if info is not None and info.operators and info.committed_batches:
             engine_caption(report.engine, "; ".join(report.engine_notes) or None)
             check_with_spark(
                 report.engine,
-                lambda: crosscheck.check_why_missing(
-                    info,
-                    report,
-                    list(keys),
-                    join_type=join_type,
-                    event_time_ms=event_time,
-                    progress=diagnosis_progress(info.path, event_log, op_id, event_time),
+                lambda: (
+                    crosscheck.check_why_missing_whole(
+                        info,
+                        report,
+                        list(keys),
+                        join_type=join_type,
+                        event_time_ms=event_time,
+                        progress=progress_cached(info.path, event_log) if event_log else None,
+                        input_root=input_root,
+                        sink=sink,
+                        key_field=key_field,
+                    )
+                    if whole
+                    else crosscheck.check_why_missing(
+                        info,
+                        report,
+                        list(keys),
+                        join_type=join_type,
+                        event_time_ms=event_time,
+                        progress=diagnosis_progress(info.path, event_log, op_id, event_time),
+                    )
                 ),
                 "why-missing",
             )
@@ -244,16 +324,22 @@ if info is not None and info.operators and info.committed_batches:
                 )
             for r in report.results:
                 color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
+                if r.fate is not None and r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
+                    color, label = "green", "Emitted"  # an aggregation's window the watermark closed: its result went out
                 with st.container(border=True):
                     side = f" · {r.side_text}" if r.side else ""
                     if r.matched_as and r.matched_as != "as text":
                         side += f" · matched {r.matched_as}"
                     st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
                     st.write(r.explanation)
+                    if r.fate is not None:
+                        render_fate(r.fate, current_tz())
                     if r.near_misses:
                         st.markdown(
                             "**Near misses:** "
-                            + ", ".join(f"`{n['key']}` ({n['reason']}; {n['where']}, {n['seen']})" for n in r.near_misses)
+                            + ", ".join(
+                                f"`{visible(n['key'])}` ({n['reason']}; {n['where']}, {n['seen']})" for n in r.near_misses
+                            )
                         )
                     tabs = st.tabs(["Evidence", "Timeline", "SQL"])
                     with tabs[0]:
