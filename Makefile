@@ -1,4 +1,4 @@
-.PHONY: run test check lint samples compat-samples bench
+.PHONY: run test check lint samples compat-samples golden bench
 
 run:        ## install (first time) and start the app
 	bash scripts/start.sh
@@ -12,6 +12,8 @@ samples:    ## regenerate the sample checkpoints (runs real streaming queries)
 	.venv/bin/python sample_checkpoints/generate.py
 compat-samples:  ## checkpoints of PySpark 3.4-4.3 (one venv per version under ~/.cache/statelens-compat)
 	.venv/bin/python sample_checkpoints/generate.py --spark all
+golden:     ## Spark's reads of every sample, for the native reader's equality test (done by the two above)
+	.venv/bin/python sample_checkpoints/generate.py --golden
 
 bench:      ## benchmarks (the first run builds the 1M-key checkpoints, a few minutes)
 	.venv/bin/python bench/bench_native.py

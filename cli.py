@@ -307,7 +307,7 @@ def cmd_skew(args: argparse.Namespace) -> None:
 def cmd_unmatched(args: argparse.Namespace) -> None:
     from spark_io.unmatched import unmatched
 
-    report = unmatched(args.checkpoint, args.operator, args.batch, args.since)
+    report = unmatched(args.checkpoint, args.operator, args.batch, args.since, join_type=args.join_type, event_log=args.event_log)
     if args.json:
         _dump(report.to_dict())
         return
@@ -406,7 +406,13 @@ def _int_list(text: str) -> list[int]:
 def cmd_doctor(args: argparse.Namespace) -> None:
     from spark_io.checkpoint import doctor
 
-    report = doctor(args.checkpoint)
+    run = None
+    if args.event_log:
+        from spark_io.checkpoint import read_checkpoint
+        from spark_io.progress import read_progress
+
+        run = read_progress(args.event_log, read_checkpoint(args.checkpoint)).run
+    report = doctor(args.checkpoint, run)
     if args.json:
         _dump(report.to_dict())
         return
@@ -534,6 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="is the checkpoint whole? missing commits or state files, retention, restart batch (no JVM)"
     )
     d.add_argument("checkpoint")
+    d.add_argument(
+        "--event-log", default=None, help="the query's Spark event log: whether its last run is still running, or how it ended"
+    )
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=cmd_doctor)
 
@@ -608,6 +617,13 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--operator", type=int, default=None, help="operator id (default: the join, else the first)")
     u.add_argument("--batch", type=int, default=None, help="state as of this batch (default: last committed)")
     u.add_argument("--since", type=int, default=None, help="only keys that entered or were evicted from this batch on")
+    u.add_argument(
+        "--join-type",
+        choices=["inner", "left_outer", "right_outer", "full_outer", "left_semi"],
+        default=None,
+        help="the join's type (the checkpoint does not record it): a preserved side's unmatched keys were emitted null-padded",
+    )
+    u.add_argument("--event-log", default=None, help="the query's Spark event log: its plan gives the join's type")
     u.add_argument("--json", action="store_true", help='print {"counts", "per_batch", "keys": [...]}')
     u.set_defaults(func=cmd_unmatched)
 

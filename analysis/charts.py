@@ -115,6 +115,9 @@ def _dt(ms: int, tz: str = "UTC") -> dt.datetime:
     return t if tz == "UTC" else t.astimezone(zoneinfo.ZoneInfo(tz))
 
 
+SIDE_SYMBOLS = {"left": ("circle", "x"), "right": ("diamond", "cross")}  # (held, removed) markers per join side
+
+
 def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int], tz: str = "UTC") -> go.Figure:
     """The key's life across batches (entered, matched, evicted ...): each marker at the row's own
     event time (a window's start for windowed keys), against the watermark line of every batch.
@@ -136,8 +139,9 @@ def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int], tz: str = "
         [*(watermarks[b] for b in batches), *(int(e["event_time_ms"]) for e in d.timeline if e.get("event_time_ms"))],
         default=None,
     )
-    for event in sorted({e["event"] for e in d.timeline}):
-        pts = [e for e in d.timeline if e["event"] == event]
+    sides = sorted({e["store"] for e in d.timeline if e["store"] in SIDE_SYMBOLS})
+    for event, store in sorted({(e["event"], e["store"] if e["store"] in sides else "") for e in d.timeline}):
+        pts = [e for e in d.timeline if e["event"] == event and (e["store"] if e["store"] in sides else "") == store]
         color = next((c for k, c in EVENT_COLORS.items() if event.startswith(k)), "#9467bd")
         ys, notes = [], []
         for e in pts:
@@ -148,13 +152,16 @@ def key_timeline_figure(d: KeyDiagnosis, watermarks: dict[int, int], tz: str = "
                 if e.get("event_time_ms")
                 else ("watermark (the row has no event time)" if e["watermark_ms"] else "no watermark yet")
             )
+        removed = event in ("evicted", "removed")
+        # a join's two sides drawn apart: each side its own marker, named in the legend
+        symbol = SIDE_SYMBOLS[store][removed] if store else ("x" if removed else "circle")
         fig.add_trace(
             go.Scatter(
                 x=[e["batch_id"] for e in pts],
                 y=ys,
                 mode="markers",
-                name=event,
-                marker={"size": 12, "color": color, "symbol": "x" if event in ("evicted", "removed") else "circle"},
+                name=f"{event} ({store} side)" if store else event,
+                marker={"size": 12, "color": color, "symbol": symbol, "line": {"width": 1, "color": "#333333"}},
                 text=[f"{e['store']}: {n}" for e, n in zip(pts, notes, strict=True)],
                 hovertemplate="batch %{x}<br>%{y}<br>%{text}: " + event + "<extra></extra>",
             )

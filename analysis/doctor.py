@@ -9,6 +9,7 @@ checkpointing uploads a ``.zip`` per version, so it needs that one file.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -72,6 +73,67 @@ class DoctorReport:
         return d
 
 
+@dataclass(frozen=True)
+class RunState:
+    """The query's last run as its event log tells it."""
+
+    running: bool  # started and neither terminated nor ended with its application
+    exception: str | None = None  # the exception it terminated with
+    log_location: str = ""
+
+
+RUNNING_AT_LEAST_MS = 10 * 60_000  # a batch planned this recently may still be running, whatever the trigger
+
+
+def _uncommitted(info: CheckpointInfo, uncommitted: list[int], now_ms: int | None, run: RunState | None) -> Problem:
+    """An uncommitted batch: running (planned recently, or the event log shows the query running), or
+    left by a query that stopped or failed."""
+    newest = info.batches[-1]
+    only_newest = uncommitted == [newest.batch_id]
+    ts = [b.timestamp_ms for b in info.batches[-11:] if b.timestamp_ms]
+    gaps = sorted(b - a for a, b in itertools.pairwise(ts) if b > a)
+    typical = gaps[len(gaps) // 2] if gaps else None
+    age = now_ms - newest.timestamp_ms if now_ms is not None and newest.timestamp_ms else None
+    recent = age is not None and 0 <= age <= max(RUNNING_AT_LEAST_MS, 3 * (typical or 0))
+    if only_newest and ((run is not None and run.running) or (run is None and recent)):
+        why = (
+            f"the query's event log ({run.log_location}) shows it running: started, not terminated"
+            if run is not None and run.running
+            else f"its offsets were written {_secs(age or 0)} ago"
+            + (f" and batches start about every {_secs(typical)}" if typical else "")
+        )
+        return Problem(
+            "batch_running",
+            "info",
+            f"Batch {newest.batch_id} running" + (f" for {_secs(age)}" if age is not None and age >= 0 else ""),
+            f"offsets/ records batch {newest.batch_id}'s input and commits/ has no entry yet: {why}. Its state changes "
+            "become a committed version when it commits.",
+            f"Nothing to do; diagnoses use the last committed batch ({info.last_committed}) until it commits.",
+            {"batches": uncommitted, "running_for_ms": age, "typical_batch_interval_ms": typical},
+        )
+    failed = f" The event log says the query terminated with: {run.exception}" if run is not None and run.exception else ""
+    return Problem(
+        "offsets_without_commits",
+        "info" if only_newest else "warning",
+        f"Batch{'es' if len(uncommitted) > 1 else ''} {', '.join(map(str, uncommitted))} planned but not committed",
+        "offsets/ records the batch's input but commits/ has no entry: the query stopped or failed while "
+        f"running it{' (it was planned ' + _secs(age) + ' ago)' if age is not None and age >= 0 else ''}. Its state "
+        f"changes are not part of any committed version.{failed}",
+        f"On restart Spark runs batch {uncommitted[-1]} again with the same input. Nothing to repair; "
+        "diagnoses use the last committed batch.",
+        {"batches": uncommitted},
+    )
+
+
+def _secs(ms: int) -> str:
+    s = ms // 1000
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
 def loadable(version: int, snapshots: set[int], deltas: set[int], snapshot_per_version: bool) -> bool:
     if snapshot_per_version:
         return version in snapshots or version == 0
@@ -108,8 +170,16 @@ def unreadable_report(path: str, message: str, folder: str) -> DoctorReport:
     return report
 
 
-def examine(info: CheckpointInfo, files: list[StateFile], unreadable: list[str] | None = None) -> DoctorReport:
-    """``unreadable``: state folders that could not be listed (their files are unknown, not missing)."""
+def examine(
+    info: CheckpointInfo,
+    files: list[StateFile],
+    unreadable: list[str] | None = None,
+    now_ms: int | None = None,
+    run: RunState | None = None,
+) -> DoctorReport:
+    """``unreadable``: state folders that could not be listed (their files are unknown, not missing);
+    ``now_ms``: the time now (an uncommitted newest batch planned recently is running, not failed);
+    ``run``: what the query's event log says of its last run."""
     committed = [b.batch_id for b in info.committed_batches]
     uncommitted = info.uncommitted
     min_keep, recorded = min_batches_to_retain(info.conf)
@@ -131,18 +201,7 @@ def examine(info: CheckpointInfo, files: list[StateFile], unreadable: list[str] 
     )
     problems = report.problems
     if uncommitted:
-        problems.append(
-            Problem(
-                "offsets_without_commits",
-                "info" if uncommitted == [info.batches[-1].batch_id] else "warning",
-                f"Batch{'es' if len(uncommitted) > 1 else ''} {', '.join(map(str, uncommitted))} planned but not committed",
-                "offsets/ records the batch's input but commits/ has no entry: the query stopped or failed while "
-                "running it. Its state changes are not part of any committed version.",
-                f"On restart Spark runs batch {uncommitted[-1]} again with the same input. Nothing to repair; "
-                "diagnoses use the last committed batch.",
-                {"batches": uncommitted},
-            )
-        )
+        problems.append(_uncommitted(info, uncommitted, now_ms, run))
     if info.commits_without_offsets:
         problems.append(
             Problem(

@@ -119,3 +119,44 @@ def ms_times(row: dict[str, Any], tz: str = "UTC") -> dict[str, Any]:
         if isinstance(v, int) and not isinstance(v, bool) and _is_ms_name(name) and _MS_RANGE[0] <= v <= _MS_RANGE[1]:
             out[f"{name} (time)"] = dt.datetime.fromtimestamp(v / 1000, zoneinfo.ZoneInfo(tz))
     return out
+
+
+def display_table(table: pa.Table, tz: str = "UTC") -> pa.Table:
+    """A state table as a grid shows it readably: every nested field its own column
+    (``key.window.start``, ``key.user_id``: no key cut at the grid's width), timestamps in ``tz``
+    (a window's bounds as times, never epoch milliseconds), and a readable time beside each
+    epoch-millisecond field."""
+    flat = flatten_all(table)
+    cols = []
+    for col in flat.columns:
+        if pa.types.is_timestamp(col.type):
+            col = pc.cast(col, pa.timestamp(col.type.unit, tz=tz))
+        cols.append(col)
+    return with_readable_times(pa.table(cols, names=flat.column_names), tz)
+
+
+def display_rows(rows: list[dict[str, Any]], tz: str = "UTC") -> list[dict[str, Any]]:
+    """Evidence rows as a grid shows them: nested fields as ``key.user_id`` columns, times in ``tz``,
+    lists as JSON, and a readable time beside each epoch-millisecond field."""
+    import datetime as dt
+    import zoneinfo
+
+    zone = zoneinfo.ZoneInfo(tz)
+    out = []
+    for row in rows:
+        flat: dict[str, Any] = {}
+
+        def walk(prefix: str, d: dict[str, Any], flat: dict[str, Any] = flat) -> None:
+            for k, v in d.items():
+                if isinstance(v, dict):
+                    walk(f"{prefix}{k}.", v)
+                elif isinstance(v, dt.datetime):
+                    flat[f"{prefix}{k}"] = (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).astimezone(zone)
+                elif isinstance(v, (list, tuple)):
+                    flat[f"{prefix}{k}"] = json.dumps(v, default=str)
+                else:
+                    flat[f"{prefix}{k}"] = v
+
+        walk("", row)
+        out.append(flat | ms_times(row, tz))
+    return out

@@ -342,6 +342,30 @@ def never_evicts(f: EvictionFacts, has_watermark: bool) -> str | None:
     return None
 
 
+def growth_fix(f: EvictionFacts, has_watermark: bool) -> tuple[str, str | None]:
+    """What lets such state leave: the change to the query, and the API or setting it names."""
+    if f.kind in WATERMARK_EVICTED and not has_watermark:
+        return (
+            "Fix: define a watermark on the event-time column (withWatermark) before this operator, so state older than "
+            "the delay can be removed.",
+            "withWatermark(eventTimeColumn, delay)",
+        )
+    if f.kind == "dedup" and not f.key_has_event_time:
+        return (
+            "Fix: deduplicate with dropDuplicatesWithinWatermark(keys), which keeps each key only until the watermark "
+            "passes its event time plus the delay, or add the event-time column to the dropDuplicates keys (then a "
+            "duplicate counts only with the same event time). Either needs a new checkpoint: the state schema changes.",
+            "dropDuplicatesWithinWatermark(keys)",
+        )
+    if f.kind == "aggregation" and not f.key_has_event_time:
+        return (
+            "Fix: group by a window of the event-time column (window(eventTime, ...)) with a watermark, so closed windows "
+            "are removed; a plain group-by keeps every group forever.",
+            "groupBy(window(eventTimeColumn, duration), ...)",
+        )
+    return "Fix: run it in append or update mode, which removes windows behind the watermark.", "outputMode"
+
+
 def growth_findings(
     stores: list[StoreGrowth], batches: list[Batch], conf: dict[str, str], facts: list[EvictionFacts] | None = None
 ) -> list[Finding]:
@@ -365,11 +389,13 @@ def growth_findings(
         evidence = {"operator_id": f.operator_id, "rows": {g.store_name: [g.rows[first], g.rows[last]] for g in gs}}
         why = never_evicts(f, has_watermark)
         if why and grew:
+            fix, setting = growth_fix(f, has_watermark)
             findings.append(
                 Finding(
                     "unbounded_growth",
                     f"Operator {f.operator_id} ({f.kind.replace('_', ' ')}) can never shrink: {why}. Its rows went "
-                    f"{detail} over batches {first}–{last}; it grows until the job runs out of memory or disk.",
+                    f"{detail} over batches {first}–{last}; it grows until the job runs out of memory or disk. {fix}",
+                    setting=setting,
                     evidence=evidence,
                 )
             )

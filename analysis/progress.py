@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.doctor import RunState
 from analysis.errors import InvalidInput, ProgressNotFound
 from analysis.health import Finding
 from analysis.key_format import fmt_duration
@@ -29,6 +30,8 @@ from analysis.query_plan import JoinPlan, OperatorWatermarks, QueryPlan, batch_w
 from analysis.sources import name_from_description
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
+STARTED_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"
+TERMINATED_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent"
 # durationMs phases in the order a micro-batch runs them
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 
@@ -233,6 +236,7 @@ class ProgressLog:
     joins: dict[int, JoinPlan] = field(default_factory=dict)  # operator -> its join as the latest plan states it
     plans: dict[int, str] = field(default_factory=dict)  # batch -> its physical plan (an event log's SQL executions)
     time_zone: str | None = None  # spark.sql.session.timeZone of the application, from an event log
+    run: RunState | None = None  # the query's last run: running, or terminated (and with what), from an event log
 
     def batch(self, batch_id: int) -> BatchProgress | None:
         return next((b for b in self.batches if b.batch_id == batch_id), None)
@@ -287,8 +291,16 @@ def collect(
     joins: dict[int, JoinPlan] = {}
     plans: dict[int, str] = {}
     time_zone = None
+    last_run: dict[str, Any] = {}  # the last QueryStartedEvent of this query, and what followed it
     for record in records:
         p = progress_of(record)
+        event = record.get("Event")
+        if event == STARTED_EVENT and record.get("id") == query_id:
+            last_run = {"run_id": record.get("runId"), "ended": False, "exception": None}
+        elif event == TERMINATED_EVENT and record.get("id") == query_id and last_run.get("run_id") == record.get("runId"):
+            last_run |= {"ended": True, "exception": record.get("exception")}
+        elif event == "SparkListenerApplicationEnd" and last_run:
+            last_run["ended"] = True
         if p is None:
             plan = _plan_of(record, query_id)
             if plan is not None:
@@ -323,8 +335,15 @@ def collect(
         notes.append(
             f"Batches {_ranges(sorted(rerun))} ran more than once (the query restarted): the last run's figures are shown."
         )
+    run = (
+        RunState(
+            not last_run["ended"], str(last_run["exception"]).strip().splitlines()[0] if last_run["exception"] else None, location
+        )
+        if last_run
+        else None
+    )
     return ProgressLog(
-        query_id, location, fmt, files, [found[k] for k in sorted(found)], notes, len(runs), joins, plans, time_zone
+        query_id, location, fmt, files, [found[k] for k in sorted(found)], notes, len(runs), joins, plans, time_zone, run
     )
 
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.key_format import fmt_ms, to_ms
-from analysis.key_verdicts import CONDITION_NOT_MET, EVICTED, WAITING_OTHER_SIDE, WAITING_WATERMARK
+from analysis.key_verdicts import CONDITION_NOT_MET, EMITTED_UNMATCHED, EVICTED, PRESERVED, WAITING_OTHER_SIDE, WAITING_WATERMARK
 
 SIDES = ("left", "right")
 
@@ -23,7 +23,7 @@ SIDES = ("left", "right")
 @dataclass(frozen=True)
 class UnmatchedKey:
     key: str
-    verdict: str  # evicted (unmatched), waiting_for_other_side, condition_not_met, waiting_for_watermark
+    verdict: str  # evicted (unmatched), emitted_unmatched, waiting_for_other_side, condition_not_met, waiting_for_watermark
     side: str | None  # a join side, "both", or None
     batch: int | None  # evicted: the batch that evicted it; else the batch it entered state (None: before the history)
     detail: str = ""  # an aggregation's window
@@ -39,6 +39,7 @@ class UnmatchedReport:
     notes: list[str] = field(default_factory=list)
     engine: str = "native"
     key_name: str = "key"  # what the key is: a join's value column (order_id) where its field equals one
+    join_type: str | None = None  # given, or from the event log's plan: tells emitted null-padded from dropped
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(k.verdict for k in self.keys))
@@ -69,6 +70,7 @@ class UnmatchedReport:
             "keys": [k.__dict__ for k in self.keys],
             "notes": self.notes,
             "engine": self.engine,
+            "join_type": self.join_type,
         }
 
 
@@ -118,9 +120,13 @@ def _history(feed: pa.Table, fields: list[str]) -> dict[str, tuple[int | None, b
     }
 
 
-def join_unmatched(states: dict[str, pa.Table], feeds: dict[str, pa.Table] | None, fields: list[str]) -> list[UnmatchedKey]:
+def join_unmatched(
+    states: dict[str, pa.Table], feeds: dict[str, pa.Table] | None, fields: list[str], join_type: str | None = None
+) -> list[UnmatchedKey]:
     """``states``/``feeds``: each side's keyWithIndexToValue state at the batch and its change feed
-    over the history (None: no change feed, so evictions cannot be told)."""
+    over the history (None: no change feed, so evictions cannot be told). A key evicted unmatched
+    from both sides, held by both at once, was rejected by the condition; one evicted from a side
+    an outer join preserves (``join_type``) was emitted null-padded."""
     now = {s: _sides(states[s], fields) for s in SIDES}
     hist = {s: _history(feeds[s], fields) for s in SIDES} if feeds is not None else {s: {} for s in SIDES}
 
@@ -148,10 +154,27 @@ def join_unmatched(states: dict[str, pa.Table], feeds: dict[str, pa.Table] | Non
             other_matched = hist["right" if side == "left" else "left"].get(k, (None, False, None))[1]
             if deleted is not None and not ever_matched and not other_matched and k not in now["left"] and k not in now["right"]:
                 evicted.setdefault(k, {})[side] = deleted
+    preserved = PRESERVED.get(join_type or "", ())
     for k, by_side in sorted(evicted.items()):
-        side = next(iter(by_side)) if len(by_side) == 1 else "both"
-        out.append(UnmatchedKey(k, EVICTED, side, max(by_side.values())))
+        both = len(by_side) == 2 and _held_together(entered("left", k), by_side["left"], entered("right", k), by_side["right"])
+        side = "both" if len(by_side) == 2 else next(iter(by_side))
+        if both:
+            verdict = CONDITION_NOT_MET
+        elif any(s in preserved for s in by_side):
+            verdict = EMITTED_UNMATCHED
+        else:
+            verdict = EVICTED
+        detail = ""
+        emitted = [s for s in by_side if s in preserved]
+        if emitted:
+            detail = f"emitted null-padded ({', '.join(emitted)} side, {join_type.replace('_', ' ') if join_type else ''} join)"
+        out.append(UnmatchedKey(k, verdict, side, max(by_side.values()), detail))
     return out
+
+
+def _held_together(a_in: int | None, a_out: int, b_in: int | None, b_out: int) -> bool:
+    """Whether both sides held the key at once (their rows were in state in a common batch)."""
+    return (a_in is None or a_in <= b_out) and (b_in is None or b_in <= a_out)
 
 
 def waiting_windows(state: pa.Table, fields: list[str], watermark_ms: int) -> list[UnmatchedKey]:

@@ -849,6 +849,17 @@ def write_readme(all_scenarios: list[Scenario]) -> None:
         f"`sources/{RATE_SAMPLE}/checkpoint` unions the `rate` (20 rows/s) and `rate-micro-batch` (10 rows per "
         "batch) sources into a windowed count, one batch per Trigger.Once run; `progress.jsonl` holds each "
         "run's StreamingQueryProgress as one JSON line.",
+        "",
+        "## Input files, file sinks and Spark's reads",
+        "",
+        "A sample with an event log keeps the input files its query read in `inputs/<name>/<source>/` (the "
+        "checkpoint's source log names them where they were written, a temporary folder: give "
+        "`--input-root sample_checkpoints/inputs/<name>`; the app fills it in for a bundled sample). "
+        "`sinks/file_sink_agg/` is that query's Parquet file sink with its `_spark_metadata` log; "
+        "`outputs/file_sink_agg.json` lists its rows with the batch that wrote each file. "
+        "`golden/<name>.jsonl.gz` holds what the pinned PySpark's State Data Source reads from every sample "
+        "(every store at every batch, every change feed, `state-metadata`), written by `generate.py --golden` "
+        "after the samples: the native reader's equality test compares with it.",
     ]
     import compat
 
@@ -867,10 +878,22 @@ def write_readme(all_scenarios: list[Scenario]) -> None:
     (HERE / "README.md").write_text("\n".join(lines) + "\n")
 
 
+def _golden(names: list[str]) -> None:
+    """Spark's reads of these samples as golden files (``golden.py``), in a process of its own: the
+    project's Spark session, not the generator's."""
+    import subprocess
+
+    subprocess.run([sys.executable, str(HERE / "generate.py"), "--golden", *names], check=True)
+
+
 def main(argv: list[str]) -> int:
     if argv == ["--readme"]:
         write_readme(scenarios())
         return 0
+    if argv and argv[0] == "--golden":  # Spark's reads of the samples, for the equality test
+        import golden
+
+        return golden.main(argv[1:])
     if argv and argv[0] == "--spark":  # compatibility samples: another PySpark version, in its own venv
         import compat
 
@@ -878,6 +901,7 @@ def main(argv: list[str]) -> int:
         for v in versions:
             compat.generate(v, argv[2:])
         write_readme(scenarios())
+        _golden([n for n in golden_names() if n.startswith("compat/") and n.split("/")[1] in versions])
         return 0
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers need this venv's pandas/pyarrow
@@ -906,7 +930,14 @@ def main(argv: list[str]) -> int:
                 shutil.copytree(tmp, dest)
                 print(f"{s.name}: event log ({s.event_log}) {sorted(p.name for p in dest.rglob('*') if p.is_file())}")
     write_readme(all_scenarios)
+    _golden([s.name for s in chosen])
     return 0
+
+
+def golden_names() -> list[str]:
+    import golden
+
+    return golden.sample_names()
 
 
 EVENT_LOGS = HERE / "event_logs"

@@ -21,11 +21,12 @@ import json
 import os
 import re
 import stat
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from analysis.doctor import DoctorReport, examine, unreadable_report
+from analysis.doctor import DoctorReport, RunState, examine, unreadable_report
 from analysis.errors import (
     CheckpointNotFound,
     CheckpointUnreadable,
@@ -245,9 +246,14 @@ def is_local(path: str) -> bool:
 
 
 def local_path(path: str) -> str:
-    """A local path or file:// URI as a plain path, with ~ expanded."""
+    """A local path or ``file:`` URI as a plain path, with ~ expanded: ``file:///data/x``,
+    Spark's one-slash ``file:/data/x``, ``file://localhost/data/x``, percent-encoded
+    ``file:///data/my%20checkpoint`` -> ``/data/my checkpoint``."""
     raw = path.strip()
-    return os.path.expanduser(raw[len("file://") :] if raw.startswith("file://") else raw)
+    if raw.lower().startswith("file:"):
+        parsed = urllib.parse.urlparse(raw)
+        return urllib.parse.unquote(parsed.path) if parsed.netloc in ("", "localhost") else raw
+    return os.path.expanduser(raw)
 
 
 def allowed_roots() -> list[str]:
@@ -421,6 +427,50 @@ def _operator_metadata(files: Files, op_rel: str) -> tuple[int | None, dict[str,
     return None, None
 
 
+def state_metadata_table(path: str) -> Any:
+    """Spark's ``state-metadata`` table (an Arrow table) from the files, without a JVM (``StateMetadataSource``): a
+    row per store each operator's newest metadata lists (v2 ``_metadata/v2/<batch>``, else v1),
+    as written (a join in state format 3 lists its one ``default`` store); the first and last batch
+    of ``commits/``; v2's operator properties JSON. Checkpoints before Spark 4.0 have none: no rows."""
+    files = open_files(path)
+    commits = sorted(files.numbered("commits"))
+    lo, hi = (commits[0], commits[-1]) if commits else (-1, -1)
+    rows: list[dict[str, Any]] = []
+    for op_name in sorted((d for d in files.subdirs("state") if _DIGITS.match(d)), key=int):
+        version, meta = _operator_metadata(files, f"state/{op_name}")
+        if meta is None:
+            continue
+        op = meta.get("operatorInfo", {})
+        props = meta.get("operatorPropertiesJson") if version == 2 else None
+        for store in meta.get("stateStoreInfo", []):
+            if isinstance(store, dict):
+                rows.append(
+                    {
+                        "operatorId": int(op.get("operatorId", int(op_name))),
+                        "operatorName": str(op.get("operatorName", "")),
+                        "stateStoreName": str(store.get("storeName", DEFAULT_STORE)),
+                        "numPartitions": int(store.get("numPartitions", 0)),
+                        "minBatchId": lo,
+                        "maxBatchId": hi,
+                        "operatorProperties": props if isinstance(props, str) else None,
+                    }
+                )
+    import pyarrow as pa  # not at import: the log reader answers without it
+
+    schema = pa.schema(
+        [
+            ("operatorId", pa.int64()),
+            ("operatorName", pa.string()),
+            ("stateStoreName", pa.string()),
+            ("numPartitions", pa.int32()),
+            ("minBatchId", pa.int64()),
+            ("maxBatchId", pa.int64()),
+            ("operatorProperties", pa.string()),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema)
+
+
 def _store_names_on_disk(files: Files, partition_rel: str) -> list[str]:
     names = [d for d in files.subdirs(partition_rel) if d not in ("_metadata", "SSTs", "logs")]
     if files.has_versioned_files(partition_rel) or not names:
@@ -556,16 +606,17 @@ def checkpoint_format_version(files: Files, conf: dict[str, str] | None = None) 
 # --------------------------------------------------------------------------- state files
 
 
-def doctor(path: str) -> DoctorReport:
+def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) -> DoctorReport:
     """The checkpoint doctor on what can be read: folders that cannot be read are among its
-    problems (never taken for missing files), as is a log that cannot be read at all."""
+    problems (never taken for missing files), as is a log that cannot be read at all. ``run``: the
+    query's last run as its event log tells it; ``now_ms``: the time now (default: the clock)."""
     try:
         info = read_checkpoint(path)
     except CheckpointUnreadable as e:
         return unreadable_report(path, e.message, e.folder)
     unreadable: list[str] = []
     files = list_state_files(info.path, unreadable)
-    return examine(info, files, unreadable)
+    return examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
 
 
 def _file_kind(name: str) -> tuple[str, int | None]:

@@ -198,3 +198,15 @@ def read_changes(
 
     table, engine, why = answer(info, native, spark)
     return tagged(table, engine, why), start_b, end_b
+
+
+def read_state_metadata(path: str, info: CheckpointInfo | None = None, only: str | None = None) -> pa.Table:
+    """Spark's ``state-metadata`` table by the chosen engine: from the operator metadata files
+    natively (``checkpoint.state_metadata_table``), else through the State Data Source."""
+    from spark_io.checkpoint import state_metadata_table
+
+    info = info or read_checkpoint(path)
+    table, engine, why = answer(
+        info, lambda: state_metadata_table(info.path), lambda: state_reader.read_state_metadata(path, info), only
+    )
+    return tagged(table, engine, why)

@@ -290,7 +290,24 @@ class Checkup:
 
     @property
     def findings(self) -> list[health.Finding]:
-        out = [f for s in self.skews for f in s.findings] + self.growth.findings + self.progress_findings + self.config
+        """Every finding once: the stores with too little state to judge skew in one note, not one each."""
+        little = [s for s in self.skews if s.too_little_state]
+        out = [f for s in self.skews for f in s.findings if f.code != "too_little_state_for_skew"]
+        if little:
+            stores = "; ".join(
+                f"operator {s.operator_id} {s.store_name} ({sum(s.rows_by_partition.values()):,} rows, "
+                f"{len(s.rows_by_partition)} partitions)"
+                for s in little
+            )
+            out.append(
+                health.Finding(
+                    "too_little_state_for_skew",
+                    f"Skew is not judged for {len(little)} store(s) with fewer than {health.SKEW_MIN_ROWS_PER_PARTITION} "
+                    f"rows per partition: {stores}.",
+                    severity="info",
+                )
+            )
+        out += self.growth.findings + self.progress_findings + self.config
         return sorted(out, key=lambda f: f.severity != "warning")
 
 

@@ -130,7 +130,11 @@ def _records(label: str, text: str, query_id: str, notes: list[str]) -> Iterator
     bad = 0
     for i, line in enumerate(lines):
         # only progress lines, the query's SQL executions (its plans) and the environment (its time zone) are parsed
-        if query_id not in line and '"batchId"' not in line and not line.startswith('{"Event":"SparkListenerEnvironmentUpdate"'):
+        if (
+            query_id not in line
+            and '"batchId"' not in line
+            and not line.startswith(('{"Event":"SparkListenerEnvironmentUpdate"', '{"Event":"SparkListenerApplicationEnd"'))
+        ):
             continue
         try:
             obj = json.loads(line)

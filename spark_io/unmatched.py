@@ -20,9 +20,20 @@ def unmatched(
     batch_id: int | None = None,
     since: int | None = None,
     info: CheckpointInfo | None = None,
+    join_type: str | None = None,
+    event_log: str | None = None,
 ) -> UnmatchedReport:
+    """``join_type``: the join's type (else the event log's plan says it): keys evicted unmatched from a
+    preserved side of an outer join were emitted null-padded."""
     info = info or read_checkpoint(path)
     op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
+    if join_type is not None and join_type not in wm.JOIN_TYPES:
+        raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
+    if join_type is None and event_log and op.is_join:
+        from spark_io.progress import read_progress
+
+        plan = read_progress(event_log, info).joins.get(op.operator_id)
+        join_type = plan.join_type if plan else None
     batch = resolve_batch(info, batch_id)
     kind = wm.operator_kind(op.operator_name)
     committed = [b.batch_id for b in info.committed_batches if b.batch_id <= batch]
@@ -36,7 +47,7 @@ def unmatched(
         fields = [f.name for f in states["left"].schema.field("key").type if f.name != "index"]
         by_side = {side: columns_equal_to_key(t) for side, t in states.items()}
         key_name = " | ".join(key_columns.label(f, key_columns.key_column(f, by_side)) for f in fields)
-        report = UnmatchedReport(op.operator_id, op.operator_name, batch, None, key_name=key_name)
+        report = UnmatchedReport(op.operator_id, op.operator_name, batch, None, key_name=key_name, join_type=join_type)
         feeds = None
         if has_change_feed(info, op.operator_id):
             feeds = {}
@@ -49,7 +60,12 @@ def unmatched(
                 "No change feed (RocksDB without changelog checkpointing): keys already evicted cannot be listed, "
                 "and the batches keys entered state are not known."
             )
-        report.keys = join_unmatched(states, feeds, fields)
+        report.keys = join_unmatched(states, feeds, fields, join_type)
+        if join_type is None:
+            report.notes.append(
+                "The join type is not known (give the query's event log or the join type): keys evicted unmatched read "
+                "as evicted; in an outer join the preserved side's were emitted null-padded."
+            )
         if committed and committed[0] > 0:
             report.notes.append(f"Batches before {committed[0]} were purged: keys evicted before then are not listed.")
     elif kind == wm.AGGREGATION:

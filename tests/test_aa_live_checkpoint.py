@@ -69,3 +69,45 @@ def test_reads_while_a_query_writes(spark, tmp_path: Path) -> None:  # type: ign
         spark.conf.set("spark.sql.shuffle.partitions", "8")
     assert failures == []
     assert answers >= 3 and answers > refusals, reasons.most_common(3)
+
+
+@pytest.mark.usefixtures("spark")
+def test_a_batch_in_flight_reads_as_running_not_failed(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The doctor on a query whose batch 2 is running (its sink takes 20 s): 'batch 2 running', not
+    'planned but not committed: the query stopped or failed'; the same checkpoint a day later reads
+    as a query that stopped."""
+    import threading
+
+    from spark_io.checkpoint import doctor
+
+    cp = tmp_path / "in_flight"
+    started = threading.Event()
+
+    def slow(df, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+        if batch_id == 2:
+            started.set()
+            time.sleep(20)
+
+    stream = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load()
+    query = (
+        stream.writeStream.foreachBatch(slow)
+        .option("checkpointLocation", str(cp))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        assert started.wait(240), f"batch 2 never started: {query.status}"
+        report = doctor(str(cp))
+        [problem] = [p for p in report.problems if p.code in ("batch_running", "offsets_without_commits")]
+        assert problem.code == "batch_running" and problem.severity == "info"
+        assert problem.title.startswith("Batch 2 running for ") and report.committed[-1] == 1
+        assert "stopped or failed" not in problem.meaning
+    finally:
+        query.stop()
+    info = read_checkpoint(str(cp))
+    later = info.batches[-1].timestamp_ms + 24 * 3600 * 1000
+    if info.batches[-1].committed:  # the stop let batch 2 finish: nothing is in flight any more
+        return
+    report = doctor(str(cp), now_ms=later)
+    [problem] = [p for p in report.problems if p.code in ("batch_running", "offsets_without_commits")]
+    assert problem.code == "offsets_without_commits" and "stopped or failed" in problem.meaning

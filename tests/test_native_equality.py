@@ -2,45 +2,56 @@
 
 For every store, join side, transformWithState variable and the registered timers of every
 bundled sample and every compatibility sample (PySpark 3.4-4.3), the rows at every retained
-committed batch are read with both engines and compared as multisets (partition ids included);
-so is every change feed over the whole retained range (its rows carry their batch, so every
-sub-range is covered). Spark is the truth: nothing here is computed by State Lens's code.
+committed batch, every change feed over the whole retained range (its rows carry their batch, so
+every sub-range is covered) and the ``state-metadata`` table are compared as multisets (partition
+ids included) with Spark's reads of them. Spark's reads of every sample are kept as golden files
+by the sample generator (``sample_checkpoints/golden.py``, read by the pinned PySpark); a sample
+per Spark version and per state format is read through Spark live here as well, and its golden
+file must equal that live read. Spark is the truth: nothing here is computed by State Lens's code.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
+import golden
 import pyarrow as pa
 import pytest
 
 from analysis.errors import StateReadError
 from analysis.model import CheckpointInfo, StateSource, sources_of
-from spark_io.checkpoint import read_checkpoint
+from spark_io.checkpoint import read_checkpoint, state_metadata_table
 from spark_io.native.reader import NativeReader
 from spark_io.native.stores import RocksPartition
-from spark_io.state_reader import has_change_feed, state_frame, to_arrow
-from support import COMPAT_NAMES, SAMPLE_NAMES, sample
+from spark_io.state_reader import has_change_feed
+from support import COMPAT_NAMES, SAMPLE_NAMES, SAMPLES, sample
 
 ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]
+# read through Spark live too: one sample per Spark version, and one per provider and state format
+LIVE = [
+    "transform_with_state",
+    "dedup_window_chain",
+    "compat/3.4.4/join_hdfs",
+    "compat/3.5.9/join_state_format_1",
+    "compat/3.5.9/agg_state_format_1",
+    "compat/4.0.5/tws_collections",
+    "compat/4.1.4/join_rocksdb",
+    "compat/4.2.1/windowed_agg",
+    "compat/4.3.0/join_state_format_3",
+    "compat/4.3.0/rocksdb_no_changelog",
+    "compat/4.3.0/checkpoint_v2",
+    "compat/4.3.0/tws_collections",
+]
 COMPARED: Counter[str] = Counter()
 
 
-def _multiset(rows: list[dict[str, Any]]) -> Counter[str]:
-    return Counter(json.dumps(r, sort_keys=True, default=repr) for r in rows)
+def _multiset(rows: list[str]) -> Counter[str]:
+    return Counter(rows)
 
 
-def _spark_at_batches(info: CheckpointInfo, src: StateSource, batches: list[int]) -> pa.Table:
-    """Spark's rows of a source at each batch, in one job (a union with the batch as a column)."""
-    from pyspark.sql import functions as F
-
-    frames = [state_frame(info.path, src, {"batchId": str(b)}).withColumn("_batch", F.lit(b)) for b in batches]
-    df = frames[0]
-    for f in frames[1:]:
-        df = df.unionByName(f)
-    return to_arrow(df, src.describe())
+def _rows(table: pa.Table) -> list[str]:
+    return [golden.row_text(r) for r in table.to_pylist()]
 
 
 def _native_at_batches(reader: NativeReader, src: StateSource, batches: list[int]) -> pa.Table:
@@ -65,46 +76,86 @@ def _both_ways(info: CheckpointInfo, src: StateSource, batches: list[int], monke
     return out
 
 
-def _assert_same(native: pa.Table, spark: pa.Table, what: str) -> None:
-    assert native.column_names == spark.column_names, f"{what}: columns {native.column_names} != Spark's {spark.column_names}"
-    n, s = _multiset(native.to_pylist()), _multiset(spark.to_pylist())
+def _assert_same(native: list[str], spark: list[str], what: str) -> None:
+    n, s = _multiset(native), _multiset(spark)
     only_native, only_spark = n - s, s - n
     assert not only_native and not only_spark, (
-        f"{what}: {native.num_rows} native rows, {spark.num_rows} Spark rows; only native: {list(only_native)[:3]}; "
+        f"{what}: {len(native)} native rows, {len(spark)} Spark rows; only native: {list(only_native)[:3]}; "
         f"only Spark: {list(only_spark)[:3]}"
     )
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_every_store_at_every_batch_and_every_change_feed_equals_spark(name: str, spark: Any, monkeypatch: Any) -> None:
+def native_reads(name: str, monkeypatch: Any) -> tuple[list[dict[str, Any]], list[tuple[str, str, list[str]]]]:
+    """Every read of a sample by the native reader, as the golden file lists Spark's; and the RocksDB
+    stores' rows read the other ways (way, source, rows)."""
     info = read_checkpoint(sample(name))
-    if not info.operators:
-        pytest.skip("no state")
     reader = NativeReader(info)
     batches = [b.batch_id for b in info.committed_batches]
+    reads: list[dict[str, Any]] = [{"read": "state-metadata", "rows": _rows(state_metadata_table(info.path))}]
+    others: list[tuple[str, str, list[str]]] = []
     for op in info.operators:
         for src in sources_of(op):
-            what = f"{name}: {src.describe()}"
-            spark_rows = _spark_at_batches(info, src, batches)
-            _assert_same(_native_at_batches(reader, src, batches), spark_rows, f"{what} at batches {batches[0]}–{batches[-1]}")
-            for way, native in _both_ways(info, src, batches, monkeypatch):
-                _assert_same(native, spark_rows, f"{what} ({way}) at batches {batches[0]}–{batches[-1]}")
-                COMPARED[f"RocksDB store batches {way}"] += len(batches)
-            COMPARED["stores"] += 1
-            COMPARED["store batches"] += len(batches)
-            COMPARED["rows"] += spark_rows.num_rows
+            reads.append(
+                {
+                    "read": "state",
+                    "source": src.describe(),
+                    "batches": batches,
+                    "rows": _rows(_native_at_batches(reader, src, batches)),
+                }
+            )
+            for way, table in _both_ways(info, src, batches, monkeypatch):
+                others.append((way, src.describe(), _rows(table)))
             if src.has_change_feed and has_change_feed(info, op.operator_id):
-                feed = to_arrow(
-                    state_frame(
-                        info.path,
-                        src,
-                        {"readChangeFeed": "true", "changeStartBatchId": str(batches[0]), "changeEndBatchId": str(batches[-1])},
-                    ),
-                    what,
+                feed = reader.changes(src, batches[0], batches[-1])
+                reads.append(
+                    {"read": "changes", "source": src.describe(), "batches": [batches[0], batches[-1]], "rows": _rows(feed)}
                 )
-                _assert_same(reader.changes(src, batches[0], batches[-1]), feed, f"{what} change feed")
-                COMPARED["change feeds"] += 1
-                COMPARED["change rows"] += feed.num_rows
+    return reads, others
+
+
+def _compare(
+    name: str, theirs: list[dict[str, Any]], mine: list[dict[str, Any]], others: list[tuple[str, str, list[str]]], who: str
+) -> None:
+    def key(r: dict[str, Any]) -> tuple[str, str]:
+        return (r["read"], r.get("source", ""))
+
+    assert sorted(map(key, mine)) == sorted(map(key, theirs)), f"{name}: the reads differ from {who}'s"
+    by_key = {key(r): r for r in theirs}
+    for r in mine:
+        t = by_key[key(r)]
+        assert r.get("batches") == t.get("batches"), f"{name} {key(r)}: batches {r.get('batches')} != {who}'s {t.get('batches')}"
+        _assert_same(r["rows"], t["rows"], f"{name}: {r.get('source', '')} {r['read']} vs {who}")
+        COMPARED[r["read"]] += 1
+        COMPARED[f"{r['read']} rows"] += len(t["rows"])
+    for way, source, rows in others:
+        _assert_same(rows, by_key[("state", source)]["rows"], f"{name}: {source} ({way}) vs {who}")
+        COMPARED[f"RocksDB store reads {way}"] += 1
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_read_of_every_sample_equals_sparks(name: str, monkeypatch: Any) -> None:
+    """Against Spark's reads kept in the golden file (written by the generator with the pinned PySpark)."""
+    header, theirs = golden.read(name)
+    assert header["fingerprint"] == golden.fingerprint(SAMPLES / name), (
+        f"{name} changed since its golden file was written: run `make golden` (python sample_checkpoints/generate.py --golden {name})"
+    )
+    mine, others = native_reads(name, monkeypatch)
+    _compare(name, theirs, mine, others, f"Spark {header['spark']} (golden)")
+
+
+@pytest.mark.parametrize("name", LIVE)
+def test_live_spark_reads_equal_the_native_reader_and_the_golden_file(name: str, spark: Any, monkeypatch: Any) -> None:
+    live = golden.spark_reads(name)
+    mine, others = native_reads(name, monkeypatch)
+    _compare(name, live, mine, others, "Spark (live)")
+    _, kept = golden.read(name)
+    _compare(name, live, kept, [], "Spark (live) against the golden file")
+
+
+def test_every_sample_has_a_golden_file() -> None:
+    assert sorted(golden.sample_names()) == sorted(ALL)
+    missing = [n for n in ALL if not golden.golden_path(n).is_file()]
+    assert not missing, f"no golden file for {missing}: run `make golden`"
 
 
 def test_zz_report_what_was_compared() -> None:
@@ -112,7 +163,7 @@ def test_zz_report_what_was_compared() -> None:
     if not COMPARED:
         pytest.skip("the comparisons did not run")
     print(f"\nnative = Spark: {dict(COMPARED)}")
-    assert COMPARED["stores"] > 0
+    assert COMPARED["state"] > 0
 
 
 def test_a_damaged_state_file_names_the_file_and_the_byte(copy_sample: Any) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from functools import partial
 
+import pyarrow as pa
 import streamlit as st
 
 from analysis import charts
-from analysis.export import with_readable_times
+from analysis.export import display_table
 from analysis.key_columns import columns_equal_to_key
 from analysis.model import sources_of, table_name
 from spark_io import crosscheck, engine
@@ -20,6 +21,7 @@ from views.common import (
     current_tz,
     engine_caption,
     fitted_select,
+    grid_height,
     guard,
     operator_label,
     read_changes_cached,
@@ -44,7 +46,11 @@ if info is not None:
         sources = sources_of(op)
         # a join opens on its left side's rows as joinSide shows them, not on a store of counts
         first = next((i for i, s in enumerate(sources) if s.join_side == "left"), 0)
-        source = fitted_select(row, "Store, join side or state variable", sources, source_label, index=first)
+        # keyed by the operator: two operators whose stores read alike ("default") are not one widget
+        # keeping the other operator's choice
+        source = fitted_select(
+            row, "Store, join side or state variable", sources, source_label, index=first, key=f"browser_source_{op_id}"
+        )
         batch = fitted_select(row, "Batch", committed[::-1], help="Committed batches, newest first.")
         modes = (
             ["State at batch", "Change feed up to batch"] if source is not None and source.has_change_feed else ["State at batch"]
@@ -80,10 +86,16 @@ if info is not None:
                 tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
                 with tab_rows:
                     tz = current_tz()
-                    shown = with_readable_times(table, tz)
-                    if shown is not table:
-                        st.caption(f"Epoch-millisecond fields have a readable time column beside them ({tz}).")
-                    st.dataframe(shown, hide_index=True, width="stretch", height=520)
+                    shown = display_table(table, tz)
+                    st.caption(
+                        f"Each field of the key and the value is a column; times in {tz}"
+                        + (
+                            "; epoch-millisecond fields have a readable time column beside them."
+                            if any(c.endswith(" (time)") for c in shown.column_names)
+                            else "."
+                        )
+                    )
+                    st.dataframe(shown, hide_index=True, width="stretch", height=grid_height(shown.num_rows))
                 with tab_schema:
                     st.dataframe(arrow_schema_rows(table), hide_index=True, width="stretch")
                 with tab_parts:
@@ -95,8 +107,11 @@ if info is not None:
                         chart(charts.partition_rows_figure(per_part, f"Rows per partition: {what}"), key="browser-parts")
                     else:
                         st.info("No rows.")
+            # the fields a key can be typed for: a window (a struct) cannot, the group's other fields can
             key_names = (
-                [f.name for f in table.schema.field("key").type] if table is not None and "key" in table.column_names else []
+                [f.name for f in table.schema.field("key").type if not pa.types.is_struct(f.type)]
+                if table is not None and "key" in table.column_names
+                else []
             )
             if key_names and len(committed) > 1:
                 st.subheader("A key across two batches")
@@ -119,7 +134,12 @@ if info is not None:
                                 f"key-at-{b}",
                             )
                             st.caption(f"**At batch {b}: {rows.num_rows} row(s)**")
-                            st.dataframe(with_readable_times(rows, current_tz()), hide_index=True, width="stretch")
+                            st.dataframe(
+                                display_table(rows, current_tz()),
+                                hide_index=True,
+                                width="stretch",
+                                height=grid_height(rows.num_rows),
+                            )
                         if source.has_change_feed and hi > lo:
                             changes, start, end = with_progress(
                                 "Reading the key's changes",
@@ -127,8 +147,15 @@ if info is not None:
                                 "key-changes",
                             )
                             st.caption(
-                                f"**Changes in batches {start}–{end}: {changes.num_rows}** (the change feed, filtered in Spark)"
+                                f"**Changes in batches {start}–{end}: {changes.num_rows}** (the change feed, filtered "
+                                + ("by the native reader" if engine.engine_of(changes) == engine.NATIVE else "in Spark")
+                                + ")"
                             )
-                            st.dataframe(changes, hide_index=True, width="stretch")
+                            st.dataframe(
+                                display_table(changes, current_tz()),
+                                hide_index=True,
+                                width="stretch",
+                                height=grid_height(changes.num_rows),
+                            )
                         elif hi > lo:
                             st.caption("This view has no change feed (join sides, timers): compare the two batches above.")

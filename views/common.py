@@ -32,7 +32,7 @@ from analysis.progress import ProgressLog
 from analysis.sources import SourceBatch
 from analysis.state_access import StateAccess
 from analysis.unmatched import UnmatchedReport
-from spark_io import checkpoint, diagnosis, engine, health, jobs, session, state_reader, unmatched
+from spark_io import checkpoint, diagnosis, engine, health, jobs, session, unmatched
 from spark_io.arrivals import arrivals_for
 from spark_io.progress import read_progress
 from spark_io.state_reader import RowFilter
@@ -193,12 +193,13 @@ def read_changes_cached(
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _state_metadata(path: str, fp: tuple[int, int]) -> pa.Table:
-    return state_reader.read_state_metadata(path)
+def _state_metadata(path: str, fp: tuple[int, int], engine_name: str) -> pa.Table:
+    return engine.read_state_metadata(path)
 
 
 def read_state_metadata_cached(path: str) -> pa.Table:
-    return _state_metadata(path, fingerprint(path))
+    """Spark's state-metadata table: from the operator metadata files natively, else through Spark."""
+    return _state_metadata(path, fingerprint(path), engine.current())
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -331,22 +332,37 @@ def fate_columns_cached(path: str, event_log: str | None) -> list[str]:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _unmatched(path: str, operator_id: int, batch: int, fp: tuple[int, int], engine_name: str) -> UnmatchedReport:
-    return unmatched.unmatched(path, operator_id, batch)
+def _unmatched(
+    path: str,
+    operator_id: int,
+    batch: int,
+    join_type: str | None,
+    event_log: str | None,
+    fp: tuple[int, int],
+    log_fp: tuple[int, int],
+    engine_name: str,
+) -> UnmatchedReport:
+    return unmatched.unmatched(path, operator_id, batch, join_type=join_type, event_log=event_log)
 
 
-def unmatched_cached(path: str, operator_id: int, batch: int) -> UnmatchedReport:
-    return _unmatched(path, operator_id, batch, fingerprint(path), engine.current())
+def unmatched_cached(
+    path: str, operator_id: int, batch: int, join_type: str | None = None, event_log: str | None = None
+) -> UnmatchedReport:
+    return _unmatched(
+        path, operator_id, batch, join_type, event_log, fingerprint(path), log_fingerprint(event_log), engine.current()
+    )
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _doctor(path: str, fp: tuple[int, int]) -> DoctorReport:
-    return checkpoint.doctor(path)
+@st.cache_data(show_spinner=False, max_entries=32, ttl=30)
+def _doctor(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int]) -> DoctorReport:
+    run = progress_cached(path, event_log).run if event_log else None
+    return checkpoint.doctor(path, run)
 
 
-def doctor_cached(path: str) -> DoctorReport:
-    """The checkpoint doctor (files only, no JVM), until the checkpoint commits again."""
-    return _doctor(path, fingerprint(path))
+def doctor_cached(path: str, event_log: str | None = None) -> DoctorReport:
+    """The checkpoint doctor (files only, no JVM), until the checkpoint commits again (and at most
+    30 s: a batch in flight runs on)."""
+    return _doctor(path, event_log, fingerprint(path), log_fingerprint(event_log))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -638,3 +654,8 @@ def _start_spark_once() -> bool:
 def _warm_native_once() -> bool:
     engine.warm_native_in_background()
     return True
+
+
+def grid_height(rows: int, most: int = 520) -> int:
+    """A grid as tall as its rows (a header and 35 px a row), up to ``most``: no padding of empty rows."""
+    return min(most, 38 + 35 * max(rows, 1))

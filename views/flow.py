@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from analysis.export import ms_times
+from analysis.export import display_rows
 from analysis.fate import (
     CONDITION_NOT_MET,
     DROPPED_AS_DUPLICATE,
@@ -27,6 +27,7 @@ from analysis.fate import (
     KeyFate,
     fmt_time,
 )
+from views.common import grid_height
 
 STEP_STYLE = {
     PASSED: ("blue", "passed"),
@@ -128,7 +129,7 @@ def render_fate(fate: KeyFate, tz: str) -> None:
             rows,
             hide_index=True,
             width="stretch",
-            height=min(420, 38 + 35 * len(rows)),
+            height=grid_height(len(rows), 420),
             column_config={"batch": st.column_config.NumberColumn("batch", format="%d")},
         )
     if fate.near:
@@ -146,13 +147,11 @@ def render_fate(fate: KeyFate, tz: str) -> None:
                 for s in rf.steps:
                     st.markdown(f"{_badge(STEP_STYLE.get(s.outcome, ('gray', s.outcome)))} {s.detail}")
                     if s.evidence:
+                        shown = display_rows(s.evidence, tz)
                         st.dataframe(
-                            [
-                                {k: json.dumps(v, default=str) if isinstance(v, (dict, list)) else v for k, v in e.items()}
-                                | ms_times(e, tz)
-                                for e in s.evidence
-                            ],
+                            shown,
                             hide_index=True,
                             width="stretch",
+                            height=grid_height(len(shown)),
                             key=f"ev-{fate.key}-{i}-{s.operator_id}-{s.batch}",
                         )

@@ -21,6 +21,7 @@ from views.common import (
     current_tz,
     engine_caption,
     fitted_select,
+    grid_height,
     guard,
     metric_row,
     operator_label,
@@ -95,8 +96,9 @@ elif info is not None:
                         ("Rows", f"{sum(r.rows_by_partition.values()):,}", None),
                     ]
                 )
-                for f in r.findings:
-                    (st.warning if f.severity == "warning" else st.info)(f"**{f.code}**: {f.message}")
+                for f in r.findings:  # the notes are above, with the others; here the store's warnings
+                    if f.severity == "warning":
+                        st.warning(f"**{f.code}**: {f.message}")
                 fig = charts.skew_figure(r)
                 chart(fig, key="skew-chart")
                 chart_downloads(f"skew-op{op_id}-{store}-b{batch}", fig, charts.skew_table(r), "dl-skew")
@@ -117,7 +119,7 @@ elif info is not None:
             chart(fig, key="growth-chart")
             table = charts.growth_table(c.growth.stores)
             chart_downloads("growth", fig, table, "dl-growth")
-            st.dataframe(table, hide_index=True, width="stretch", height=300)
+            st.dataframe(table, hide_index=True, width="stretch", height=grid_height(table.num_rows, 300))
         with t_wm:
             fig = charts.watermark_figure(info.batches, current_tz())
             chart(fig, key="wm-chart")
@@ -131,4 +133,4 @@ elif info is not None:
                 table = charts.memory_table(c.progress)
                 chart_downloads("memory", fig, table, "dl-mem")
                 st.caption("Per batch and operator, from the query's progress (custom metrics as JSON):")
-                st.dataframe(table, hide_index=True, width="stretch", height=300)
+                st.dataframe(table, hide_index=True, width="stretch", height=grid_height(table.num_rows, 300))

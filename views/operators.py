@@ -6,8 +6,19 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.layout import schema_files, store_files_summary, version_history
+from spark_io import crosscheck, engine, state_reader
 from spark_io.checkpoint import list_state_files
-from views.common import checkpoint_info, controls, fitted_select, guard, operator_label, read_state_metadata_cached
+from views.common import (
+    check_with_spark,
+    checkpoint_info,
+    controls,
+    engine_caption,
+    fitted_select,
+    grid_height,
+    guard,
+    operator_label,
+    read_state_metadata_cached,
+)
 
 st.header("Operators and stores")
 info = checkpoint_info()
@@ -59,13 +70,24 @@ if info is not None:
                 else "Every committed batch's version is on disk."
             )
         )
-        st.dataframe(history, hide_index=True, width="stretch", height=300)
+        st.dataframe(history, hide_index=True, width="stretch", height=grid_height(len(history), 300))
         st.markdown("**State schema files**")
         st.caption(
             "`_metadata/schema` per store; transformWithState keeps `_stateSchema/<column family>/<schema version>_<id>`, "
             "a new file each time its state schema evolves."
         )
         st.dataframe(schema_files(files, op_id), hide_index=True, width="stretch")
-        st.subheader("state-metadata (Spark)")
-        with guard(), st.spinner("Reading state-metadata with Spark (the first read starts Spark)..."):
-            st.dataframe(read_state_metadata_cached(info.path), hide_index=True, width="stretch")
+        st.subheader("state-metadata")
+        with guard():
+            meta = read_state_metadata_cached(info.path)
+            st.caption(
+                "Spark's `state-metadata` table: a row per store in each operator's metadata, with the batches of "
+                "`commits/`" + (" (none before Spark 4.0: no operator metadata)." if not meta.num_rows else ".")
+            )
+            st.dataframe(meta, hide_index=True, width="stretch", height=grid_height(meta.num_rows))
+            engine_caption(engine.engine_of(meta), engine.fallback_of(meta))
+            check_with_spark(
+                engine.engine_of(meta),
+                lambda: crosscheck.rows_agree(meta, state_reader.read_state_metadata(info.path)),
+                "state-metadata",
+            )

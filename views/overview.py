@@ -18,6 +18,7 @@ from views.common import (
     current_event_log,
     current_tz,
     doctor_cached,
+    grid_height,
     guard,
     key_schemas_cached,
     metric_row,
@@ -73,7 +74,7 @@ if info is not None:
         table.style.apply(lambda row: ["background-color: #fff3cd" if row["batch_id"] == newest else "" for _ in row], axis=1),
         hide_index=True,
         width="stretch",
-        height=340,
+        height=grid_height(len(table), 340),
     )
     st.subheader("What each batch read and did")
     log = None
@@ -121,25 +122,21 @@ if info is not None:
                     chart_downloads(name, fig, table, f"dl-ov-{name}")
     with guard():
         rows = batch_rows(info, sources_cached(info.path), log)
-        st.dataframe(
-            [
-                {
-                    "batch": r["batch_id"],
-                    "source": s["label"],
-                    "read": s.get("summary", ""),
-                    "start offset": json.dumps(s.get("start_offset")),
-                    "end offset": json.dumps(s.get("end_offset")),
-                }
-                for r in rows
-                for s in r["sources"]
-            ],
-            hide_index=True,
-            width="stretch",
-            height=300,
-        )
+        read = [
+            {
+                "batch": r["batch_id"],
+                "source": s["label"],
+                "read": s.get("summary", ""),
+                "start offset": json.dumps(s.get("start_offset")),
+                "end offset": json.dumps(s.get("end_offset")),
+            }
+            for r in rows
+            for s in r["sources"]
+        ]
+        st.dataframe(read, hide_index=True, width="stretch", height=grid_height(len(read), 300))
     st.subheader("Checkpoint doctor")
     with guard():
-        doc = doctor_cached(info.path)
+        doc = doctor_cached(info.path, current_event_log())
         metric_row(
             [
                 ("Restart resumes at batch", "-" if doc.restart_batch is None else doc.restart_batch, None),

@@ -7,10 +7,10 @@ import hashlib
 import streamlit as st
 
 from analysis.examples import example_queries
-from analysis.export import to_csv_bytes, to_parquet_bytes
+from analysis.export import display_table, to_csv_bytes, to_parquet_bytes
 from spark_io.state_reader import RowFilter
 from spark_io.workspace import DEFAULT_ROW_BUDGET
-from views.common import checkpoint_info, guard, with_progress, workspace
+from views.common import checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor
@@ -117,7 +117,13 @@ if info is not None:
                 "Row budget per table", min_value=1, value=DEFAULT_ROW_BUDGET, step=100_000, key="sql_budget"
             )
             parts_avail = list(range(max((s.num_partitions for o in info.operators for s in o.stores), default=0)))
-            parts = l2.multiselect("Only these partitions (filtered in Spark)", parts_avail, key="sql_parts")
+            parts = l2.multiselect(
+                "Only these partitions",
+                parts_avail,
+                key="sql_parts",
+                help="Tables load only these state partitions: the native reader reads only their files; through Spark "
+                "the filter runs inside Spark before anything is collected.",
+            )
             spill = l3.toggle(
                 "Spill past the budget",
                 key="sql_spill",
@@ -162,7 +168,12 @@ if info is not None:
                 st.caption(f"**{result.table.num_rows:,} rows**{cut} · {result.seconds * 1000:.0f} ms")
                 with st.expander("The query that produced this result (this page's URL links to it)"):
                     st.code(ran, language="sql", wrap_lines=True)
-                st.dataframe(result.table, hide_index=True, width="stretch", height=480)
+                st.dataframe(
+                    display_table(result.table, current_tz()),
+                    hide_index=True,
+                    width="stretch",
+                    height=grid_height(result.table.num_rows, 480),
+                )
                 d1, d2, _ = st.columns([1, 1, 4])
                 with guard():
                     d1.download_button("CSV", to_csv_bytes(result.table), "statelens-query.csv", "text/csv", key="dl_csv")

@@ -4,13 +4,12 @@ a timeline against the watermark and the SQL that reproduces it. Linkable:
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 
 import streamlit as st
 
 from analysis.charts import key_timeline_figure
-from analysis.export import ms_times
+from analysis.export import display_rows
 from analysis.key_verdicts import AGGREGATION, operator_kind
 from analysis.progress import parse_event_time
 from spark_io import crosscheck
@@ -26,6 +25,7 @@ from views.common import (
     engine_caption,
     fate_columns_cached,
     fitted_select,
+    grid_height,
     guard,
     key_fields_cached,
     metric_row,
@@ -65,7 +65,7 @@ JOIN_TYPES = {
 }
 
 
-def _never_matched(path: str, op_id: int, batch: int) -> None:
+def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, event_log: str | None) -> None:
     """Which keys never matched? For when only the counts do not add up: every key to diagnose."""
     with st.expander("Which keys never matched?", expanded=st.session_state.get("wm_unmatched") == (path, op_id, batch)):
         st.caption(
@@ -77,7 +77,9 @@ def _never_matched(path: str, op_id: int, batch: int) -> None:
         st.session_state["wm_unmatched"] = (path, op_id, batch)
         with guard():
             report = with_progress(
-                "Reading the state and its change feed", lambda: unmatched_cached(path, op_id, batch), "unmatched"
+                "Reading the state and its change feed",
+                lambda: unmatched_cached(path, op_id, batch, join_type, event_log),
+                "unmatched",
             )
             counts = report.counts()
             metric_row([(VERDICT_STYLE.get(v, ("", v))[1], f"{n:,} keys", None) for v, n in sorted(counts.items())])
@@ -109,7 +111,7 @@ def _never_matched(path: str, op_id: int, batch: int) -> None:
                 },
                 hide_index=True,
                 width="stretch",
-                height=min(420, 38 + 35 * len(report.keys)),
+                height=grid_height(len(report.keys), 420),
             )
             engine_caption(report.engine, None)
 
@@ -187,7 +189,7 @@ if info is not None and info.operators and info.committed_batches:
             f"No operator metadata (written before Spark 4.0): the operator kind was inferred from {op_info.inferred_from}."
         )
     if op_info is not None and (op_info.is_join or operator_kind(op_info.operator_name) == AGGREGATION):
-        _never_matched(info.path, op_id, batch)
+        _never_matched(info.path, op_id, batch, join_type, event_log)
     input_root = sink = None
     if whole:
         with st.expander("Input and output files", expanded=False):
@@ -223,7 +225,11 @@ if info is not None and info.operators and info.committed_batches:
         "such a record late and, with the query's event log (sidebar), whether the operator dropped late rows then: "
         "only that evidence gives the verdict Dropped as late." + ("" if event_log else " No event log is given in the sidebar."),
     ).strip()
-    run = st.button("Diagnose", type="primary", key="wm_run", disabled=not keys) or st.session_state.pop("wm_autorun", False)
+    # never disabled: a key typed but not yet sent (the box still has focus) arrives with the click
+    clicked = st.button("Diagnose", type="primary", key="wm_run")
+    run = (clicked and bool(keys)) or st.session_state.pop("wm_autorun", False)
+    if clicked and not keys:
+        st.warning("Type at least one key above, one per line.")
     asked = (info.path, op_id, batch, key_field, tuple(keys), join_type, event_time_text, event_log, input_root, sink)
     if run or (keys and st.session_state.get("wm_last") == asked):
         st.session_state["wm_last"] = asked
@@ -344,15 +350,8 @@ if info is not None and info.operators and info.committed_batches:
                     tabs = st.tabs(["Evidence", "Timeline", "SQL"])
                     with tabs[0]:
                         if r.evidence:
-                            st.dataframe(
-                                [
-                                    {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in e.items()}
-                                    | ms_times(e, current_tz())
-                                    for e in r.evidence
-                                ],
-                                hide_index=True,
-                                width="stretch",
-                            )
+                            shown = display_rows(r.evidence, current_tz())
+                            st.dataframe(shown, hide_index=True, width="stretch", height=grid_height(len(shown)))
                         else:
                             st.caption("No row holds this key in any searched batch.")
                     with tabs[1]:

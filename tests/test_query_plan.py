@@ -1,0 +1,121 @@
+"""The query as its physical plan states it, read from the real event logs of the samples' queries.
+
+The truth is the query each sample ran (``sample_checkpoints/generate.py``): its sources, filters,
+watermark columns and delays, stateful operators and their keys, output mode and join condition.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analysis.inputs import event_time_us, filter_verdict
+from analysis.query_plan import Window, join_plans
+from spark_io.checkpoint import read_checkpoint
+from spark_io.progress import read_progress
+from support import SAMPLES, sample
+
+
+def plan_of(name: str):  # type: ignore[no-untyped-def]
+    log = read_progress(str(SAMPLES / "event_logs" / name), read_checkpoint(sample(name)))
+    q = log.query_plan()
+    assert q is not None
+    return q, log
+
+
+def test_dedup_then_window_as_the_query_wrote_it() -> None:
+    q, log = plan_of("dedup_window_chain")
+    dedup, agg = q.operators[1], q.operators[0]
+    assert (dedup.kind, agg.kind) == ("dedup", "aggregation")
+    assert [c.source_column for c in dedup.keys] == ["event_id"]  # dropDuplicates(["event_id"])
+    assert agg.keys[0].window == Window("event_time", 300_000, 300_000, 0)  # window(event_time, "5 minutes")
+    assert [c.source_column for c in agg.keys[1:]] == ["user_id"]
+    assert dedup.watermark_columns[""].source_column == "event_time" and q.watermark_delays == {"event_time": 600_000}
+    assert agg.output_mode == "Append"
+    [scan] = q.scans.values()
+    assert scan.format == "json" and q.chain(scan.node_id) == [(dedup, ""), (agg, "")]
+    assert any("NOT (kind = test)" in f for f in dedup.filters[scan.node_id])  # .where(col("kind") != "test")
+    # every batch's plan states each operator's two watermarks; the dedup and the aggregation share them
+    marks = log.operator_watermarks()
+    info = read_checkpoint(sample("dedup_window_chain"))
+    wm = {b.batch_id: b.watermark_ms for b in info.batches}
+    for b, ops in marks.items():
+        assert ops[0].eviction == ops[1].eviction == wm[b], b
+        assert ops[0].late == ops[1].late == (wm.get(b - 1, 0) if b else 0), b
+
+
+def test_a_join_then_an_aggregation_trails_the_watermark_by_the_joins_bound() -> None:
+    q, log = plan_of("chained_join_agg")
+    join, agg = q.operators[1], q.operators[0]
+    assert join.join is not None and join.join.join_type == "inner"
+    assert join.join.condition == "(order_time >= payment_time - 5 minutes) AND (order_time <= payment_time + 5 minutes)"
+    assert [c.source_column for c in join.keys] == [c.source_column for c in join.right_keys] == ["order_id"]
+    assert agg.keys[0].window == Window("order_time", 300_000, 300_000, 0) and agg.keys[1].source_column == "customer_id"
+    info = read_checkpoint(sample("chained_join_agg"))
+    wm = {b.batch_id: b.watermark_ms for b in info.batches}
+    for b, ops in log.operator_watermarks().items():
+        if wm[b]:  # the join's output watermark: its state watermark, the query's minus the 5 minute bound (and 1 ms)
+            assert ops[1].eviction == wm[b] and ops[0].eviction == wm[b] - 300_001, b
+            assert ops[1].cleanup == {"left": wm[b] - 300_001, "right": wm[b] - 300_001}, b
+    assert join_plans(log.plans[max(log.plans)])[1] == join.join
+
+
+def test_a_left_outer_join_over_json_and_parquet() -> None:
+    q, _ = plan_of("outer_join_clicks")
+    [join] = q.operators.values()
+    assert join.join is not None and join.join.join_type == "left_outer"
+    assert sorted(s.format for s in q.scans.values()) == ["json", "parquet"]
+    assert join.watermark_columns["left"].source_column == "impression_time"
+    assert join.watermark_columns["right"].source_column == "click_time"
+
+
+def test_a_csv_source_into_a_file_sink() -> None:
+    q, log = plan_of("file_sink_agg")
+    assert [s.format for s in q.scans.values()] == ["csv"]
+    assert log.sink.startswith("FileSink[")
+
+
+def test_sliding_windows_hold_an_event_time_in_every_window_that_covers_it() -> None:
+    w = Window("t", size_ms=10 * 60_000, slide_ms=5 * 60_000)
+    t = 12 * 60_000
+    assert w.of(t) == [(5 * 60_000, 15 * 60_000), (10 * 60_000, 20 * 60_000)]
+    assert Window("t", 300_000, 300_000, 0).of(299_999) == [(0, 300_000)]
+
+
+@given(st.integers(min_value=0, max_value=10**13), st.integers(min_value=1, max_value=10**7), st.integers(1, 4))
+def test_windows_cover_their_event_time(t: int, slide: int, k: int) -> None:
+    w = Window("t", slide * k, slide)
+    found = w.of(t)
+    assert len(found) == k and all(s <= t < e and e - s == slide * k and s % slide == 0 for s, e in found)
+
+
+@pytest.mark.parametrize(
+    ("condition", "values", "expected"),
+    [
+        ("isnotnull(kind) AND NOT (kind = test)", {"kind": "test"}, False),
+        ("isnotnull(kind) AND NOT (kind = test)", {"kind": "view"}, True),
+        ("isnotnull(kind) AND NOT (kind = test)", {"kind": None}, False),
+        ("(amount > 10) OR (status IN (vip,gold))", {"amount": 5, "status": "gold"}, True),
+        ("(amount > 10) OR (status IN (vip,gold))", {"amount": 5, "status": "new"}, False),
+        ("amount >= 10.5", {"amount": "10.5"}, True),
+        ("upper(status) = VIP", {"status": "vip"}, None),  # an expression it does not evaluate: unknown
+        ("missing = 1", {"other": 1}, None),  # a column the record does not have: unknown
+    ],
+)
+def test_the_plans_filters_on_a_record(condition: str, values: dict[str, object], expected: bool | None) -> None:
+    assert filter_verdict(condition, values) is expected
+
+
+def test_event_times_are_read_as_spark_reads_them() -> None:
+    utc = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    us = int(utc.timestamp()) * 1_000_000
+    assert event_time_us("2026-01-01T00:00:00+00:00") == us
+    assert event_time_us("2026-01-01T01:00:00+01:00") == us
+    assert event_time_us("2026-01-01 00:00:00Z") == us
+    assert event_time_us("2026-01-01T00:00:00.000250+00:00") == us + 250
+    assert event_time_us("2025-12-31T19:00:00", "America/New_York") == us  # no offset: the session's time zone
+    assert event_time_us(int(utc.timestamp())) == us  # a JSON number: seconds
+    assert event_time_us(utc) == us and event_time_us("view") is None and event_time_us(None) is None
