@@ -120,6 +120,7 @@ def test_health_page_with_an_event_log_flags_late_rows() -> None:
 
 def test_why_missing_page_with_event_time_says_dropped_as_late() -> None:
     at = open_with_event_log("join_hdfs", "views/why_missing.py")
+    at.selectbox(key="wm_op").set_value(0).run()  # the join's verdict alone
     at.text_area(key="wm_keys").set_value("ord-153").run()
     at.text_input(key="wm_event_time").set_value("2026-01-01T00:07:15").run()
     at.button(key="wm_run").click().run()
@@ -192,7 +193,7 @@ def test_browser_labels_timers_and_shows_epoch_ms_as_times() -> None:
     assert "registered timers (transformWithState)" in options and not any("None" in o for o in options)
     at.selectbox[1].set_value("registered timers (transformWithState)").run()
     df = at.dataframe[0].value
-    assert list(df.columns[:3]) == ["key", "expiration_timestamp_ms", "expiration_timestamp_ms (time)"]
+    assert list(df.columns[:3]) == ["key.user_id", "expiration_timestamp_ms", "expiration_timestamp_ms (time)"]
     first = df.iloc[0]
     assert first["expiration_timestamp_ms (time)"].value // 1_000_000 == first["expiration_timestamp_ms"]
     assert any("readable time column" in c.value for c in at.caption)
@@ -274,7 +275,9 @@ def test_corrupt_offsets_and_missing_state_in_the_app(copy_sample) -> None:  # t
 
 def test_why_missing_page_diagnoses_pasted_keys() -> None:
     at = open_app(sample("join_hdfs"), "views/why_missing.py")
-    assert at.selectbox(key="wm_op").value == 0 and at.selectbox(key="wm_field").value == "field0"
+    assert at.selectbox(key="wm_op").value == -1  # the whole query by default
+    at.selectbox(key="wm_op").set_value(0).run()
+    assert at.selectbox(key="wm_field").value == "field0"
     at.text_area(key="wm_keys").set_value("ord-154\n\nord-1000\n").run()
     at.button(key="wm_run").click().run()
     assert not at.exception and not at.error
@@ -301,6 +304,7 @@ def test_why_missing_page_opens_from_a_link() -> None:
 
 def test_why_missing_link_carries_batch_key_field_and_join_type() -> None:
     at = open_app(sample("join_hdfs"), "views/why_missing.py")
+    at.selectbox(key="wm_op").set_value(0).run()
     at.selectbox(key="wm_batch").set_value(12).run()
     at.selectbox(key="wm_join_type").set_value("left_outer").run()
     at.text_area(key="wm_keys").set_value("ord-1").run()
@@ -320,6 +324,7 @@ def test_why_missing_page_finds_the_keys_that_never_matched() -> None:
     from spark_io.unmatched import unmatched
 
     at = open_app(sample("join_hdfs"), "views/why_missing.py")
+    at.selectbox(key="wm_op").set_value(0).run()
     at.button(key="wm_find_unmatched").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     expected = unmatched(sample("join_hdfs"))
@@ -348,7 +353,7 @@ def test_why_missing_link_to_a_missing_operator_says_so() -> None:
     at.switch_page("views/why_missing.py").run()
     (w,) = [w for w in at.warning if "operator 7" in w.value]
     assert "does not have" in w.value and "0: symmetricHashJoin" in w.value
-    assert at.selectbox(key="wm_op").value == 0
+    assert at.selectbox(key="wm_op").value == -1  # the whole query instead
 
 
 def test_health_page_flags_the_hot_key_and_offers_exports() -> None:
@@ -448,7 +453,24 @@ def test_why_missing_evidence_shows_epoch_ms_as_times() -> None:
     assert not at.error
     ev = at.dataframe[0].value
     assert "value.groupState.last_event_ms (time)" in ev.columns and "value.timeoutTimestamp (time)" in ev.columns
-    row = ev.iloc[-1]
-    value = json.loads(row["value"])
-    assert row["value.groupState.last_event_ms (time)"].timestamp() * 1000 == value["groupState"]["last_event_ms"]
-    assert row["value.timeoutTimestamp (time)"].timestamp() * 1000 == value["timeoutTimestamp"]
+    row = ev.iloc[-1]  # every field of the value its own column, its epoch milliseconds beside it as a time
+    assert row["value.groupState.last_event_ms (time)"].timestamp() * 1000 == row["value.groupState.last_event_ms"]
+    assert row["value.timeoutTimestamp (time)"].timestamp() * 1000 == row["value.timeoutTimestamp"]
+    assert "key.user_id" in ev.columns and "value" not in ev.columns
+
+
+def test_why_missing_of_the_whole_query_follows_each_record() -> None:
+    """A bundled sample opens with its event log and input files: each record of the key as a row
+    through both operators, the late one dropped by the dedup, the window that went out Emitted."""
+    at = open_with_event_log("dedup_window_chain", "views/why_missing.py")
+    assert at.selectbox(key="wm_op").value == -1 and at.selectbox(key="wm_field").value == "user_id"
+    at.text_area(key="wm_keys").set_value("user-second\nuser-late").run()
+    at.button(key="wm_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    cards = [m.value for m in at.markdown if m.value.startswith("####")]
+    assert cards == ["#### `user-second` &nbsp; :green-badge[Emitted]", "#### `user-late` &nbsp; :red-badge[Dropped as late]"]
+    flows = [m.value for m in at.markdown if m.value.startswith("| input record")]
+    assert len(flows) == 2 and "| operator 1 | operator 0 | output |" in flows[0]
+    assert ":blue-badge[passed · b1]" in flows[0] and ":green-badge[Emitted · b9]" in flows[0]
+    assert ":red-badge[dropped as late · b10]" in flows[0] and ":red-badge[dropped as late · b10]" in flows[1]
+    assert "operator" not in at.query_params and at.query_params["key"] == ["user-second", "user-late"]

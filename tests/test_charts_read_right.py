@@ -131,3 +131,19 @@ def test_skew_with_too_little_state_says_so() -> None:
     # with enough rows an empty partition is still infinite skew
     busy = spark_health.skew(sample("hot_key_join"))
     assert not busy.too_little_state and busy.ratio_text == f"{busy.skew_ratio:.1f}x"
+
+
+def test_a_join_keys_timeline_draws_each_side_with_its_own_marker() -> None:
+    """ord-6 entered, matched and left both sides of the join: each side's points are told apart in
+    the drawing (marker) and the legend, not by hover alone."""
+    from spark_io.diagnosis import why_missing
+
+    [d] = why_missing(sample("join_hdfs"), ["ord-6"], operator_id=0).results
+    fig = charts.key_timeline_figure(d, {b.batch_id: b.watermark_ms for b in read_checkpoint(sample("join_hdfs")).batches})
+    points = [t for t in fig.data if t.mode == "markers"]
+    by_side: dict[str, set[str]] = {}
+    for t in points:
+        side = "left" if "(left side)" in t.name else "right" if "(right side)" in t.name else "?"
+        by_side.setdefault(side, set()).add(t.marker.symbol)
+    assert set(by_side) == {"left", "right"}, [t.name for t in points]
+    assert not by_side["left"] & by_side["right"]

@@ -252,3 +252,16 @@ def test_a_damaged_schema_file_is_named_not_hidden(copy_sample) -> None:  # type
     assert keys == {} and "does not hold a key and a value schema" in problems[0]
     (row,) = operators_table(info, keys, problems).to_pylist()
     assert row["key"].startswith("unknown: state/0/0/_metadata/schema does not hold")
+
+
+def test_file_uris_of_every_spelling_open_the_checkpoint(tmp_path: Path) -> None:
+    """Spark's one-slash file:/data/x, file:///, file://localhost/ and a percent-encoded space."""
+    import shutil
+    import urllib.parse
+
+    folder = tmp_path / "my checkpoints" / "windowed_agg"
+    shutil.copytree(sample("windowed_agg"), folder)
+    plain = read_checkpoint(str(folder))
+    for uri in (f"file:{folder}", f"file://{folder}", f"file://localhost{folder}", "file://" + urllib.parse.quote(str(folder))):
+        info = read_checkpoint(uri)
+        assert info.path == plain.path and [b.batch_id for b in info.batches] == [b.batch_id for b in plain.batches], uri

@@ -279,3 +279,18 @@ def test_report_holds_every_finding_and_chart(tmp_path: Path) -> None:
     assert html.count("plotly.js v") <= 2 and os.path.getsize(out) < 8_000_000  # plotly.js embedded once
     rc, _, err = run("report", sample("stuck_watermark_dedup"), "--out", str(tmp_path / "nope" / "r.html"))
     assert rc == 2 and "does not exist" in err
+
+
+def test_too_little_state_for_skew_is_one_note_for_every_store() -> None:
+    c = checkup(str(SAMPLES / "compat" / "4.3.0" / "dedup_then_window"))  # two operators, both with little state
+    notes = [f for f in c.findings if f.code == "too_little_state_for_skew"]
+    little = [s for s in c.skews if s.too_little_state]
+    assert len(little) == 2 and len(notes) == 1
+    assert all(f"operator {s.operator_id} {s.store_name} (" in notes[0].message for s in little)
+
+
+def test_unbounded_dedup_growth_names_the_fix() -> None:
+    g = growth(str(SAMPLES / "compat" / "4.3.0" / "dedup_no_event_time"))
+    [f] = [f for f in g.findings if f.code == "unbounded_growth"]
+    assert "dropDuplicatesWithinWatermark" in f.message and "event-time column to the dropDuplicates keys" in f.message
+    assert f.setting == "dropDuplicatesWithinWatermark(keys)"

@@ -395,3 +395,10 @@ def test_same_named_partitioned_folders_are_told_apart(tmp_path: Path, spark: An
     assert [s.name for s in offsets[0]] == ["a/in", "b/in"]
     assert [len(s.files) for s in offsets[0]] == [2, 1]
     assert [d.rstrip("]").endswith(f"/{n}") for d, n in zip(described, ["a/in", "b/in"], strict=True)] == [True, True]
+
+
+def test_the_event_log_tells_how_the_querys_last_run_ended() -> None:
+    """The samples ran with Trigger.AvailableNow: their last run terminated, without an exception."""
+    for name in ("dedup", "windowed_agg"):
+        run = read_progress(str(SAMPLES / "event_logs" / name), read_checkpoint(sample(name))).run
+        assert run is not None and not run.running and run.exception is None, name

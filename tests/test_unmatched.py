@@ -92,3 +92,24 @@ def test_cli_unmatched_json() -> None:
     out = json.loads(done.stdout)
     assert out["counts"] == unmatched(sample("join_hdfs")).counts()
     assert sum(sum(c.values()) for c in out["per_batch"].values()) == len(out["keys"])
+
+
+def test_an_outer_join_with_its_type_says_emitted_null_padded_and_rejected_by_the_condition() -> None:
+    """The left outer impressions ⋈ clicks: its type from the event log's plan. Keys evicted unmatched
+    from the left side were emitted null-padded (the query's output holds them with no click), and a
+    key both sides held without a match was rejected by the condition; without the type they are evicted."""
+    path = sample("outer_join_clicks")
+    with_type = unmatched(path, event_log=str(SAMPLES / "event_logs" / "outer_join_clicks"))
+    assert with_type.join_type == "left_outer"
+    truth = json.loads((SAMPLES / "outputs" / "outer_join_clicks.json").read_text())
+    null_padded = {r["ad_id"]: r["batch_id"] for r in truth if r["click_id"] is None}
+    got = {k.key: k.batch for k in with_type.keys if k.verdict == wm.EMITTED_UNMATCHED}
+    rejected = {k.key: k for k in with_type.keys if k.verdict == wm.CONDITION_NOT_MET}
+    assert "ad-far-click" in rejected and rejected["ad-far-click"].side == "both"
+    assert got | {"ad-far-click": null_padded["ad-far-click"]} == null_padded  # every null-padded row, and its batch
+    given = unmatched(path, join_type="left_outer")
+    assert [k.__dict__ for k in given.keys] == [k.__dict__ for k in with_type.keys]
+    plain = unmatched(path)
+    assert not [k for k in plain.keys if k.verdict == wm.EMITTED_UNMATCHED] and any("join type is not known" in n for n in plain.notes)
+    with pytest.raises(InvalidInput):
+        unmatched(path, join_type="sideways")
