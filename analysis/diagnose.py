@@ -195,7 +195,11 @@ def why_missing(
         join_format=join_format,
         batch_times={b.batch_id: b.timestamp_ms for b in info.batches},
         single_operator=len(info.operators) == 1,
+        output_mode=_output_mode(progress, op.operator_id),
     )
+    if ctx.output_mode is None and kind in (wm.AGGREGATION, wm.SESSION) and any(watermarks.values()):
+        # the usual mode of a windowed aggregation with a watermark, said once (the state tells complete mode apart)
+        ctx.notes.append("(The output mode is not in the checkpoint: append mode was assumed; the query's event log tells.)")
     # 2. history: the change feed, or the state batch by batch where there is none
     read_history(access, op, sources, lookups, query, ctx, committed)
 
@@ -279,6 +283,13 @@ def why_missing(
         engine_notes=list(dict.fromkeys(getattr(access, "fallbacks", []))),
         key_columns=key_columns.key_column(key_field, by_side),
     )
+
+
+def _output_mode(progress: ProgressLog | None, operator_id: int) -> str | None:
+    """The operator's output mode as the event log's plan states it (aggregations), else None."""
+    plan = progress.query_plan() if progress is not None and progress.plans else None
+    op = plan.operators.get(operator_id) if plan is not None else None
+    return op.output_mode if op is not None else None
 
 
 def _no_field(key_field: str, typed_fields: list[tuple[str, str]], by_side: dict[str, dict[str, str]]) -> str:

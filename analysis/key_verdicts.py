@@ -83,6 +83,7 @@ class Context:
     notes: list[str] = field(default_factory=list)  # failed side reads worth saying in every explanation
     batch_times: dict[int, int] = field(default_factory=dict)  # batch -> batch timestamp (ms)
     single_operator: bool = True
+    output_mode: str | None = None  # Append | Update | Complete, as the event log's plan states it; None: not known
 
     @property
     def watermark(self) -> int:

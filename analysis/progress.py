@@ -243,6 +243,11 @@ class ProgressLog:
 
     def query_plan(self) -> QueryPlan | None:
         """The query as the newest plan that reads every source states it (None: no plan in the log)."""
+        if "_plan" not in self.__dict__:
+            self.__dict__["_plan"] = self._query_plan()
+        return self.__dict__["_plan"]  # type: ignore[no-any-return]
+
+    def _query_plan(self) -> QueryPlan | None:
         best: tuple[int, int, QueryPlan] | None = None
         for b in sorted(self.plans, reverse=True)[:20]:
             q = query_plan(self.plans[b])

@@ -91,24 +91,39 @@ def _aggregation_in_state(key: str, ctx: Context, state_rows: list[dict[str, Any
     wm = ctx.watermark
     windows = [(r["key"].get("window") or {}) for r in state_rows if isinstance(r.get("key"), dict)]
     ends = sorted(e for w in windows if isinstance(w, dict) and (e := to_ms(w.get("end"))) is not None)
+    mode = (ctx.output_mode or "").lower()
     if not ends:
+        emitted = {
+            "update": "this query runs in update mode: its new value is emitted in every batch that changes it.",
+            "complete": "this query runs in complete mode: it is in every batch's output.",
+            "append": "this query runs in append mode, which emits a group only when it is removed: never, here.",
+        }.get(
+            mode,
+            "in update or complete mode its new value is emitted in every batch that changes it (append mode emits "
+            "nothing for it until it is removed, which does not happen).",
+        )
         return KeyDiagnosis(
             key,
             IN_STATE,
             f"{what} is in state ({len(state_rows)} row(s)). Its group has no window, so the watermark never removes it; "
-            "in update or complete mode its new value is emitted in every batch that changes it (append mode emits "
-            "nothing for it until it is removed, which does not happen).",
+            + emitted,
         )
     if not wm:
+        emitted = {
+            "update": "This query runs in update mode: they are emitted in every batch that changes them.",
+            "complete": "This query runs in complete mode: every batch's output holds all of them.",
+        }.get(
+            mode,
+            "In complete or update mode they are emitted in every batch that changes them; append mode would need a watermark.",
+        )
         return KeyDiagnosis(
             key,
             IN_STATE,
             f"{what} has {len(ends)} window(s) in state and the query has no watermark: windows never close and are "
-            "never removed. In complete or update mode they are emitted in every batch that changes them; append "
-            "mode would need a watermark.",
+            f"never removed. {emitted}",
         )
     past = [e for e in ends if e <= wm]
-    if past and ctx.single_operator:
+    if past and (ctx.single_operator or mode == "complete") and mode != "append":
         return KeyDiagnosis(
             key,
             IN_STATE,
@@ -122,17 +137,22 @@ def _aggregation_in_state(key: str, ctx: Context, state_rows: list[dict[str, Any
             WAITING_WATERMARK,
             f"{what} has {len(ends)} window(s) in state; {len(past)} end before the query's watermark ({fmt_ms(wm)}) "
             "but are still kept: in a query with several stateful operators this one evicts by the watermark of its "
-            "input, which lags behind the upstream operator's bound (for example a join's time range). In append mode "
-            f"each window is emitted when that watermark passes its end; the earliest ends at {fmt_ms(min(ends))}.",
+            "input, which lags behind the upstream operator's bound (for example a join's time range). "
+            + ("Each" if mode == "append" else "In append mode each")
+            + f" window is emitted when that watermark passes its end; the earliest ends at {fmt_ms(min(ends))}.",
         )
     nxt = min(ends)
-    return KeyDiagnosis(
-        key,
-        WAITING_WATERMARK,
-        f"{what} has {len(ends)} window(s) in state. In append mode a window is emitted when the watermark "
-        f"(now {fmt_ms(wm)}) reaches its end: the next closes at {fmt_ms(nxt)}, {fmt_duration(nxt - wm)} ahead of "
-        "the watermark. In update mode its current counts were emitted already.",
+    closes = (
+        f"the watermark (now {fmt_ms(wm)}) reaches its end: the next closes at {fmt_ms(nxt)}, {fmt_duration(nxt - wm)} ahead of "
+        "the watermark."
     )
+    if mode == "update":
+        text = f"{what} has {len(ends)} window(s) in state. This query runs in update mode: their current counts were emitted in the batches that changed them; each leaves the state when {closes}"
+    elif mode == "append":
+        text = f"{what} has {len(ends)} window(s) in state. This query runs in append mode: a window is emitted when {closes}"
+    else:  # not known: append assumed (the diagnosis says so once)
+        text = f"{what} has {len(ends)} window(s) in state. A window is emitted when {closes}"
+    return KeyDiagnosis(key, WAITING_WATERMARK, text)
 
 
 def _state_summary(lookups: list[StoreLookup], ctx: Context) -> str:

@@ -165,7 +165,12 @@ def _join_evicted(
 
 def _eviction_note(ctx: Context) -> str:
     if ctx.kind == AGGREGATION:
-        return "The watermark passed the end of its window: in append mode its result was emitted in that batch."
+        mode = (ctx.output_mode or "").lower()
+        if mode == "append":
+            return "The watermark passed the end of its window: this query runs in append mode, so its result was emitted in that batch."
+        if mode == "update":
+            return "The watermark passed the end of its window: this query runs in update mode, so its counts had been emitted in the batches that changed them."
+        return "The watermark passed the end of its window: its result was emitted in that batch."
     if ctx.kind in (DEDUP, DEDUP_WITHIN):
         return (
             "From then on a row with this key is not recognised as a duplicate: if it is not behind the "

@@ -16,7 +16,7 @@ from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.key_columns import columns_equal_to_key
-from analysis.model import CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
+from analysis.model import CheckpointInfo, StateSource, operator_of, resolve_batch
 from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, StateAccess, near_seen
 from spark_io import engine
@@ -317,13 +317,6 @@ def key_field_labels(
     return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
 
 
-def wants_progress(info: CheckpointInfo, operator_id: int | None, event_time_ms: int | None) -> bool:
-    """Whether a diagnosis reads the event log it was given: for the missing record's lateness (an
-    event time), or for a join's type, keys and condition (its plan)."""
-    op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
-    return event_time_ms is not None or op.is_join
-
-
 def why_missing(
     path: str,
     keys: list[str],
@@ -342,11 +335,11 @@ def why_missing(
     by default then), each key is followed from the input files through every operator to the sink
     (``spark_io.fate``); with one, that operator's verdict alone. ``event_log``: where the query's
     progress and plans are (an event log or progress JSON lines), read for the whole query, for an
-    event time, or for a join's plan (``wants_progress``)."""
+    event time, a join's plan or an aggregation's output mode."""
     info = info or read_checkpoint(path)
     whole = operator_id is None if whole_query is None else whole_query
     progress = None
-    if event_log and (whole or wants_progress(info, operator_id, event_time_ms)):
+    if event_log:  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
         from spark_io.progress import read_progress
 
         progress = read_progress(event_log, info)

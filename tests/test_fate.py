@@ -214,10 +214,11 @@ def test_an_impression_still_waiting(clicks: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- a file sink and a join -> aggregation chain
 
 
-def test_the_file_sinks_rows_are_found_in_the_batches_that_wrote_them() -> None:
+@pytest.mark.parametrize("eng", ENGINES)
+def test_the_file_sinks_rows_are_found_in_the_batches_that_wrote_them(eng: str) -> None:
     name = "file_sink_agg"
     users = sorted({r["user_id"] for _, r in input_rows(name, "events")})
-    report = by_key(run(name, users, "native", sink=str(SAMPLES / "sinks" / name)))
+    report = by_key(run(name, users, eng, sink=str(SAMPLES / "sinks" / name)))
     truth = emitted(name)
     for user in users:
         f = report[user].fate
@@ -229,10 +230,11 @@ def test_the_file_sinks_rows_are_found_in_the_batches_that_wrote_them() -> None:
     assert late.fate.records[0].record.file_name == "part-00007.csv"
 
 
-def test_a_join_then_an_aggregation_per_customer() -> None:
+@pytest.mark.parametrize("eng", ENGINES)
+def test_a_join_then_an_aggregation_per_customer(eng: str) -> None:
     name = "chained_join_agg"
     customers = sorted({r["customer_id"] for _, r in input_rows(name, "orders")})
-    report = by_key(run(name, customers, "native"))
+    report = by_key(run(name, customers, eng))
     truth = emitted(name)
     for c in customers:
         f = report[c].fate

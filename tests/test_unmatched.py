@@ -110,6 +110,8 @@ def test_an_outer_join_with_its_type_says_emitted_null_padded_and_rejected_by_th
     given = unmatched(path, join_type="left_outer")
     assert [k.__dict__ for k in given.keys] == [k.__dict__ for k in with_type.keys]
     plain = unmatched(path)
-    assert not [k for k in plain.keys if k.verdict == wm.EMITTED_UNMATCHED] and any("join type is not known" in n for n in plain.notes)
+    assert not [k for k in plain.keys if k.verdict == wm.EMITTED_UNMATCHED] and any(
+        "join type is not known" in n for n in plain.notes
+    )
     with pytest.raises(InvalidInput):
         unmatched(path, join_type="sideways")

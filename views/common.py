@@ -234,7 +234,7 @@ def _diagnose(
     engine_name: str,
 ) -> diagnosis.WhyMissingReport:
     access = _loaded_state(path, operator_id, batch, fp, engine_name)
-    progress = diagnosis_progress(path, event_log, operator_id, event_time_ms)
+    progress = diagnosis_progress(path, event_log)
     info = _info(path, fp)
     arrivals = arrivals_for(info, list(keys), operator_id, event_time_ms, progress)
     report = diagnose.why_missing(
@@ -399,11 +399,10 @@ def progress_cached(path: str, event_log: str) -> ProgressLog:
     return _progress(path, event_log, fingerprint(path), log_fingerprint(event_log))
 
 
-def diagnosis_progress(path: str, event_log: str | None, operator_id: int, event_time_ms: int | None) -> ProgressLog | None:
-    """The progress a diagnosis reads (``diagnosis.wants_progress``: lateness, or a join's plan)."""
-    if not event_log or not diagnosis.wants_progress(_info(path, fingerprint(path)), operator_id, event_time_ms):
-        return None
-    return progress_cached(path, event_log)
+def diagnosis_progress(path: str, event_log: str | None) -> ProgressLog | None:
+    """The progress a diagnosis reads: the event log's plan (a join's type and condition, an
+    aggregation's output mode) and progress (late rows), when one is given."""
+    return progress_cached(path, event_log) if event_log else None
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

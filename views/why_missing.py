@@ -309,7 +309,7 @@ if info is not None and info.operators and info.committed_batches:
                         list(keys),
                         join_type=join_type,
                         event_time_ms=event_time,
-                        progress=diagnosis_progress(info.path, event_log, op_id, event_time),
+                        progress=diagnosis_progress(info.path, event_log),
                     )
                 ),
                 "why-missing",
