@@ -731,23 +731,39 @@ class FateWalk:
             )
         return None
 
+    def _state_of(
+        self, view: OpView, side: str, flow: Flow, sides: tuple[str, ...] = ("",)
+    ) -> tuple[Column, str, list[History]] | StepResult:
+        """The key column an operator looks the row up by, the row's value of it, and the state (rows
+        and history) of that value on each of ``sides``; or the step that says why it cannot be told."""
+        op_id, b, sd = view.operator_id, flow.batch, side or None
+        found = view.lookup(side)
+        if not found:
+            whose = f"the {side} side's key" if side else "the key"
+            return StepResult(
+                Step(op_id, UNKNOWN, b, f"{whose.capitalize()} of {view.label} has no column to look the row up by.", sd)
+            )
+        field_name, col = found
+        value = key_text(flow.values.get(col.source_column or col.name))
+        if value is None:
+            return StepResult(Step(op_id, NOT_FOUND, b, f"The record has no {col.source_column or col.name}.", sd))
+        hists = [self.history(view.op, s, field_name, [value])[value] for s in sides]
+        for h in hists:
+            missing = self._missing_history(view, flow, h, sd)
+            if missing:
+                return missing
+        return col, value, hists
+
     # ---- dedup
 
     def _dedup(self, view: OpView, flow: Flow, rec: InputRecord, records: list[InputRecord], final: bool) -> StepResult:
         op_id, b = view.operator_id, flow.batch
         cols = view.keys.get("", [])
-        found = view.lookup("")
-        if not found:
-            return StepResult(Step(op_id, UNKNOWN, b, f"The key of {view.label} has no column to look the record up by."))
-        field_name, col = found
+        state = self._state_of(view, "", flow)
+        if isinstance(state, StepResult):
+            return state
+        _, _, [hist] = state
         wanted = {c.name: flow.values.get(c.source_column or c.name) for c in cols}
-        value = key_text(wanted.get(col.name))
-        if value is None:
-            return StepResult(Step(op_id, NOT_FOUND, b, f"The record has no {col.source_column or col.name}."))
-        hist = self.history(view.op, "", field_name, [value])[value]
-        missing = self._missing_history(view, flow, hist)
-        if missing:
-            return missing
         mine = [
             c
             for c in hist.changes
@@ -819,23 +835,10 @@ class FateWalk:
     def _join(self, view: OpView, side: str, flow: Flow, final: bool, t_us: int | None) -> StepResult:
         op_id, b = view.operator_id, flow.batch
         other = "right" if side == "left" else "left"
-        found = view.lookup(side)
-        if not found:
-            return StepResult(
-                Step(op_id, UNKNOWN, b, f"The {side} side's key of {view.label} has no column to look the record up by.", side)
-            )
-        field_name, col = found
-        value = key_text(flow.values.get(col.source_column or col.name))
-        if value is None:
-            return StepResult(
-                Step(op_id, NOT_FOUND, b, f"The record has no {col.source_column or col.name}: it cannot join.", side)
-            )
-        mine_h = self.history(view.op, side, field_name, [value])[value]
-        other_h = self.history(view.op, other, field_name, [value])[value]
-        for h in (mine_h, other_h):
-            missing = self._missing_history(view, flow, h, side)
-            if missing:
-                return missing
+        state = self._state_of(view, side, flow, (side, other))
+        if isinstance(state, StepResult):
+            return state
+        col, value, [mine_h, other_h] = state
         rows = side_rows(mine_h.changes)
         row = next((r for r in rows if r.added >= b and self._is_record(r.value, flow.values)), None)
         if row is None:
@@ -963,19 +966,10 @@ class FateWalk:
 
     def _aggregate(self, view: OpView, flow: Flow, rec: InputRecord, t_us: int | None, window: Window | None) -> StepResult:
         op_id, b = view.operator_id, flow.batch
-        found = view.lookup("")
-        if not found:
-            return StepResult(
-                Step(op_id, UNKNOWN, b, f"The key of {view.label} has no column besides its window to look the record up by.")
-            )
-        field_name, col = found
-        value = key_text(flow.values.get(col.source_column or col.name))
-        if value is None:
-            return StepResult(Step(op_id, NOT_FOUND, b, f"The record has no {col.source_column or col.name}."))
-        hist = self.history(view.op, "", field_name, [value])[value]
-        missing = self._missing_history(view, flow, hist)
-        if missing:
-            return missing
+        state = self._state_of(view, "", flow)
+        if isinstance(state, StepResult):
+            return state
+        col, value, [hist] = state
         wanted = {
             c.name: flow.values.get(c.source_column or c.name)
             for c in view.keys.get("", [])
@@ -1046,17 +1040,10 @@ class FateWalk:
 
     def _group(self, view: OpView, flow: Flow, rec: InputRecord) -> StepResult:
         op_id, b = view.operator_id, flow.batch
-        found = view.lookup("")
-        if not found:
-            return StepResult(Step(op_id, UNKNOWN, b, f"The key of {view.label} has no column to look the record up by."))
-        field_name, col = found
-        value = key_text(flow.values.get(col.source_column or col.name))
-        if value is None:
-            return StepResult(Step(op_id, NOT_FOUND, b, f"The record has no {col.source_column or col.name}."))
-        hist = self.history(view.op, "", field_name, [value])[value]
-        missing = self._missing_history(view, flow, hist)
-        if missing:
-            return missing
+        state = self._state_of(view, "", flow)
+        if isinstance(state, StepResult):
+            return state
+        col, value, [hist] = state
         updates = [c for c in hist.changes if c["batch_id"] == b]
         group = f"{col.name} {value}"
         if not updates:

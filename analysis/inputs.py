@@ -14,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from analysis.key_format import jsonable
+from analysis.query_plan import strip_parens
 
 
 @dataclass(frozen=True)
@@ -135,21 +136,6 @@ class _Unknown(Exception):
     pass
 
 
-def _strip(text: str) -> str:
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1].strip()
-    return text
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for c in text:
-        depth += (c == "(") - (c == ")")
-        if depth < 0:
-            return False
-    return depth == 0
-
-
 def _split(text: str, word: str) -> list[str] | None:
     parts, depth, cur, i = [], 0, "", 0
     token = f" {word} "
@@ -171,7 +157,7 @@ _COMPARE = re.compile(r"^(?P<col>[A-Za-z_][\w$]*) (?P<op>=|<=>|!=|<>|>=|<=|>|<) 
 
 
 def _eval(text: str, values: dict[str, Any]) -> bool:
-    text = _strip(text)
+    text = strip_parens(text)
     for word, combine in (("OR", any), ("AND", all)):
         parts = _split(text, word)
         if parts is not None:

@@ -206,8 +206,14 @@ def readable(expr: str) -> str:
         return f"{sign} {n} {unit}{'' if n == 1 else 's'}"
 
     text = re.sub(r"([+-]) INTERVAL '(-?)0*(\d+)' (DAY|HOUR|MINUTE|SECOND)\b", interval, text)
+    return strip_parens(text)
+
+
+def strip_parens(text: str) -> str:
+    """Without the parentheses around the whole expression: ``((a = 1))`` -> ``a = 1``."""
+    text = text.strip()
     while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1]
+        text = text[1:-1].strip()
     return text
 
 
