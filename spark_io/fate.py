@@ -14,9 +14,10 @@ from __future__ import annotations
 from analysis import diagnose
 from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport
+from analysis.errors import InvalidInput
 from analysis.fate import NEVER_IN_INPUT, WRITTEN, FateWalk, KeyFate, Output, group_text, key_fate, search_columns
 from analysis.inputs import InputSearch
-from analysis.model import CheckpointInfo, default_operator
+from analysis.model import CheckpointInfo, default_operator, require_state
 from analysis.progress import ProgressLog
 from analysis.query_plan import operator_watermarks
 from analysis.state_access import StateAccess
@@ -56,6 +57,11 @@ def why_missing_whole(
 ) -> WhyMissingReport:
     info = info or read_checkpoint(path)
     keys = list(dict.fromkeys(keys))
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise InvalidInput("Give at least one key (one per line in the app, or as arguments to the CLI).")
+    if join_type is not None and join_type not in wm.JOIN_TYPES:
+        raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
+    require_state(info)
     walk = _walk(info, access, progress, join_type)
     plan, tz = walk.plan, walk.tz
     columns = search_columns(walk, key_field)
@@ -109,8 +115,8 @@ def _verdict_operator(walk: FateWalk, fate: KeyFate, key_field: str | None, info
             found = view.lookup(side)
             if found and column and (found[1].source_column or found[1].name) == column:
                 return op.operator_id, found[0]
-    op = default_operator(info)
-    return op.operator_id, key_field
+    # found in a column no operator is keyed by: the default operator's own key field (the fate tells the rest)
+    return default_operator(info).operator_id, None if column else key_field
 
 
 def _written(progress: ProgressLog | None, given: str | None, keys: list[str], columns: list[str]) -> dict[str, list[Output]]:
@@ -139,6 +145,15 @@ def _apply(d: wm.KeyDiagnosis, fate: KeyFate) -> None:
     """The fate on one key's single-operator diagnosis: its verdict where the fate decides it, the cause."""
     d.fate = fate
     d.reason = fate.reason
+    if fate.verdict == NEVER_IN_INPUT and d.verdict != wm.NEVER_IN_STATE:
+        # the key is in the state but no input column holds it: the operator's key is computed (an
+        # expression of the input), so its records were not found: the state's verdict stands
+        fate.verdict = None
+        fate.notes.append(
+            "No input column holds this key as it is, yet the state does: the operator's key is computed from the input "
+            "(an expression), so its records were not found; the verdict is the state's."
+        )
+        fate.summary = ""
     if fate.verdict in (wm.DROPPED_AS_LATE, NEVER_IN_INPUT):
         d.verdict = fate.verdict
         late = [s for r in fate.records for s in r.steps if s.outcome == wm.DROPPED_AS_LATE]

@@ -51,13 +51,13 @@ def test_join_key_reads_as_the_column_the_query_joined_on(name: str, each_engine
 
 
 def test_the_column_name_is_accepted_as_the_key_field() -> None:
-    by_field = json.loads(_cli("why-missing", sample("join_hdfs"), "ord-7", "ord-5", "--json").stdout)
-    p = _cli("why-missing", sample("join_hdfs"), "ord-7", "ord-5", "--key-field", "order_id", "--json")
+    by_field = json.loads(_cli("why-missing", sample("join_hdfs"), "ord-7", "ord-5", "--operator", "0", "--json").stdout)
+    p = _cli("why-missing", sample("join_hdfs"), "ord-7", "ord-5", "--operator", "0", "--key-field", "order_id", "--json")
     assert p.returncode == 0, p.stderr
     by_column = json.loads(p.stdout)
     assert by_column["key_field"] == "field0" and by_column["key_columns"] == {"left": "order_id", "right": "order_id"}
     assert by_column["results"] == by_field["results"]
-    text = _cli("why-missing", sample("join_hdfs"), "ord-7")
+    text = _cli("why-missing", sample("join_hdfs"), "ord-7", "--operator", "0")
     assert "key field field0 (order_id)" in text.stdout.splitlines()[0]
     bad = _cli("why-missing", sample("join_hdfs"), "ord-7", "--key-field", "amount")
     assert bad.returncode == 2 and bad.stderr.strip().endswith("Its fields are: field0 (order_id).")
@@ -114,11 +114,13 @@ def test_pages_name_the_join_key_by_its_column() -> None:
     assert not at.exception
     assert any("Key `field0` is `order_id`" in c.value for c in at.caption)
     at.switch_page("views/why_missing.py").run()
+    assert at.selectbox(key="wm_field").value == "order_id"  # the whole query: the input column
+    at.selectbox(key="wm_op").set_value(0).run()
     field = at.selectbox(key="wm_field")
     assert field.value == "field0" and "field0 (order_id)" in field.options
     # a link may name the column: it selects the field
     linked = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    linked.query_params.update({"checkpoint": sample("join_hdfs"), "key": ["ord-7"], "key_field": "order_id"})
+    linked.query_params.update({"checkpoint": sample("join_hdfs"), "operator": "0", "key": ["ord-7"], "key_field": "order_id"})
     linked.run()
     linked.switch_page("views/why_missing.py").run()
     assert linked.selectbox(key="wm_field").value == "field0"

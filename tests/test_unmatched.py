@@ -27,6 +27,15 @@ def emitted(path: str) -> set[str]:
     return {r["order_id"] for r in json.loads((SAMPLES / "outputs" / f"{name}.json").read_text())}
 
 
+def entered_now(path: str) -> set[str]:
+    """The join keys either side holds at the last batch."""
+    keys: set[str] = set()
+    for side in ("left", "right"):
+        state, _ = engine.read_state(path, StateSource(0, store_name=f"{side}-keyWithIndexToValue"))
+        keys |= set(pc.cast(pc.struct_field(state["key"], "field0"), "string").to_pylist())
+    return keys
+
+
 @pytest.mark.parametrize("path", JOINS, ids=lambda p: p.rsplit("/", 1)[-1])
 def test_unmatched_keys_are_the_orders_that_never_joined(path: str) -> None:
     report = unmatched(path)
@@ -43,9 +52,15 @@ def test_unmatched_keys_are_the_orders_that_never_joined(path: str) -> None:
     sample_keys = {k.verdict: k for k in report.keys}
     from spark_io.diagnosis import why_missing
 
-    verdicts = {r.key: r for r in why_missing(path, [k.key for k in sample_keys.values()]).results}
+    keys = [k for k in report.keys if k.verdict != wm.CONDITION_NOT_MET or k.side != "both"]
+    sample_keys = {k.verdict: k for k in keys}
+    gone = [k for k in report.keys if k.verdict == wm.CONDITION_NOT_MET and k.side == "both" and k.key not in entered_now(path)]
+    verdicts = {r.key: r for r in why_missing(path, [k.key for k in [*sample_keys.values(), *gone[:1]]], 0).results}
     for k in sample_keys.values():
         assert verdicts[k.key].verdict == k.verdict, (k, verdicts[k.key].explanation)
+    for k in gone[:1]:  # both sides held it and evicted it unmatched: one operator's verdict reads evicted, from both
+        v = verdicts[k.key]
+        assert (v.verdict, v.side, v.was_matched, v.evicted_at_batch) == (wm.EVICTED, "both", False, k.batch), v.explanation
 
 
 def test_since_keeps_the_keys_of_later_batches() -> None:

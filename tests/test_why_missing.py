@@ -263,11 +263,16 @@ def test_timeline_draws_the_keys_own_event_times_from_batch_0() -> None:
     report = why_missing(sample("join_hdfs"), ["ord-3"])
     (r,) = report.results
     fig = key_timeline_figure(r, report.watermarks)
-    entered = next(t for t in fig.data if t.name == "entered state")
+    entered_traces = [t for t in fig.data if t.name.startswith("entered state")]  # one per join side
     b0 = scenario("join_hdfs").batches[0]
     order = next(o for o in b0["orders"] if o["order_id"] == "ord-3")
     payment = next(p for p in b0["payments"] if p["order_id"] == "ord-3")
-    got = {(x, int(y.timestamp() * 1000)) for x, y in zip(entered.x, entered.y, strict=True) if isinstance(y, dt.datetime)}
+    got = {
+        (x, int(y.timestamp() * 1000))
+        for t in entered_traces
+        for x, y in zip(t.x, t.y, strict=True)
+        if isinstance(y, dt.datetime)
+    }
     assert {(0, ms(order["order_time"])), (0, ms(payment["payment_time"]))} <= got
 
 

@@ -355,7 +355,10 @@ def unmatched_cached(
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=30)
 def _doctor(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int]) -> DoctorReport:
-    run = progress_cached(path, event_log).run if event_log else None
+    run = None
+    if event_log:
+        with contextlib.suppress(StateLensError):  # an event log that cannot be used is said above it, once
+            run = progress_cached(path, event_log).run
     return checkpoint.doctor(path, run)
 
 

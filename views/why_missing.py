@@ -184,9 +184,10 @@ if info is not None and info.operators and info.committed_batches:
             help="The checkpoint does not record the join type; the query's event log (sidebar) does, in its plan. "
             "Outer joins emit a preserved side's evicted unmatched rows with nulls; inner joins drop them.",
         )
-    if op_info is not None and op_info.inferred_from:
+    for inferred in [o for o in info.operators if o.inferred_from and (whole or o is op_info)]:
         st.caption(
-            f"No operator metadata (written before Spark 4.0): the operator kind was inferred from {op_info.inferred_from}."
+            f"No operator metadata (written before Spark 4.0): operator {inferred.operator_id}'s kind was inferred from "
+            f"{inferred.inferred_from}."
         )
     if op_info is not None and (op_info.is_join or operator_kind(op_info.operator_name) == AGGREGATION):
         _never_matched(info.path, op_id, batch, join_type, event_log)

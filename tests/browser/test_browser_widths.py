@@ -71,7 +71,9 @@ def test_nothing_is_cut(browser, app_url: str, width: int) -> None:  # type: ign
         _visit(page, f"{app_url}/health?checkpoint={join}", ["Skew max/min", "Hottest keys"], f"health-join-{width}.png")
         _visit(page, f"{app_url}/health?checkpoint={tws}", ["Skew max/min"], f"health-tws-{width}.png")
         expect(page.get_by_role("combobox", name="Operator")).to_have_value("0: transformWithStateInPandasExec")
-        _visit(page, f"{app_url}/why_missing?checkpoint={join}", ["Which keys never matched?"], f"why-missing-{width}.png")
+        _visit(
+            page, f"{app_url}/why_missing?checkpoint={join}&operator=0", ["Which keys never matched?"], f"why-missing-{width}.png"
+        )
         page.get_by_text("Which keys never matched?", exact=True).click()
         page.get_by_role("button", name="Find them").click()
         expect(page.get_by_text("Waiting for the other side", exact=True).first).to_be_visible(timeout=180_000)
