@@ -16,7 +16,7 @@ def test_linked_diagnosis(app_url: str, page) -> None:  # type: ignore[no-untype
     page.goto(f"{app_url}/why_missing?{query}")
     expect(page.get_by_role("heading", name="Why is my key missing?")).to_be_visible(timeout=60_000)
     # the link, not the sidebar default, chose the checkpoint and the keys
-    expect(page.get_by_role("textbox", name="Checkpoint path")).to_have_value(sample("join_rocksdb"))
+    expect(page.get_by_role("textbox", name="Checkpoint path")).to_have_value(sample("join_rocksdb"), timeout=60_000)
     keys_box = page.get_by_role("textbox", name="Keys that never showed up in the output (one per line)")
     expect(keys_box).to_have_value("ord-155\nord-6", timeout=120_000)  # shown once Spark has started
     # a linked diagnosis runs on open, without a click
