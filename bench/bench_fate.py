@@ -4,9 +4,9 @@ log and input files; against the single-operator answer of the same key (``--ope
 same run. The whole-query answer adds the event log (plan, progress), the search of every input
 file each batch read and a state read per operator on the key's way. Target: under 2 s.
 
-A second table times the input search alone, in process, on the biggest input: the byte search
-that parses only the lines holding the key against parsing every file with DuckDB
-(``read_ndjson_objects``), the plain way to look a value up in JSON files.
+A second table times the input search alone, in process, on 100 MB of JSON lines (written once to
+``bench/data``): the byte search that parses only the lines holding the key against DuckDB parsing
+every file (``read_ndjson_objects``), the plain way to look a value up in JSON files.
 
     .venv/bin/python bench/bench_fate.py [--runs 3]
 """
@@ -17,7 +17,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -70,33 +69,55 @@ def main() -> None:
     search_alone(args.runs)
 
 
+def big_input(files: int = 40, rows: int = 25_000) -> list[str]:
+    """Event files as a file source reads them (JSON lines, 100 MB in all), written once to bench/data."""
+    import json
+
+    folder = HERE / "data" / "big_input"
+    paths = [folder / f"part-{i:05d}.json" for i in range(files)]
+    if not all(p.is_file() for p in paths):
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, p in enumerate(paths):
+            p.write_text(
+                "".join(
+                    json.dumps(
+                        {
+                            "event_id": f"ev-{i}-{n}",
+                            "user_id": f"user-{(i * rows + n) % 100_000}",
+                            "kind": "view",
+                            "value": n % 7,
+                            "event_time": f"2026-01-01T00:{i % 60:02d}:{n % 60:02d}+00:00",
+                        }
+                    )
+                    + "\n"
+                    for n in range(rows)
+                )
+            )
+    return [str(p) for p in paths]
+
+
 def search_alone(runs: int) -> None:
-    """The input search in process: the byte search against DuckDB parsing every file."""
+    """The input search in process, on 100 MB of JSON lines: the byte search that parses only the
+    lines holding the key, against DuckDB parsing every file (the plain way to find a value in them)."""
     import duckdb
 
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.inputs import listed_files, search_inputs
+    from spark_io.inputs import ListedFile, _exact
 
-    name, key, column = "dedup_window_chain", "user-second", "user_id"
-    info = read_checkpoint(str(SAMPLES / name))
-    root = str(SAMPLES / "inputs" / name)
-    files = [f.path for f in listed_files(info, root)[0] if f.path]
-    ours = median_seconds(lambda: search_inputs(info, [key], [column], root), runs)
+    paths = big_input()
+    files = [ListedFile(0, "events", i, p, p, "json") for i, p in enumerate(paths)]
+    key = "user-4242"
+    found = _exact(files, [key], ["user_id"])
+    ours = median_seconds(lambda: _exact(files, [key], ["user_id"]), runs)
     con = duckdb.connect()
-
-    def plain() -> None:
-        con.execute(
-            "SELECT filename, json FROM read_ndjson_objects(?, filename = true) WHERE json_extract_string(json, '$.user_id') = ?",
-            [files, key],
-        ).fetchall()
-
-    theirs = median_seconds(plain, runs)
-    t0 = time.perf_counter()
-    found = search_inputs(info, [key], [column], root)
-    print(f"\ninput search in process, {len(files)} files of {name}, key {key} ({len(found.records)} records found)")
-    print(f"  byte search, parse the lines that hold it   {ours * 1000:8.1f} ms")
-    print(f"  DuckDB parsing every file                   {theirs * 1000:8.1f} ms   ({theirs / ours:.1f}x ours)")
-    del t0
+    sql = "SELECT filename, json FROM read_ndjson_objects(?, filename = true) WHERE json_extract_string(json, '$.user_id') = ?"
+    theirs_rows = con.execute(sql, [paths, key]).fetchall()
+    theirs = median_seconds(lambda: con.execute(sql, [paths, key]).fetchall(), runs)
+    size = sum(os.path.getsize(p) for p in paths) / 1e6
+    print(
+        f"\ninput search in process: {len(paths)} JSON files, {size:.0f} MB, key {key} ({len(found)} records; DuckDB: {len(theirs_rows)})"
+    )
+    print(f"  byte search, parse the lines that hold it   {ours:7.2f} s")
+    print(f"  DuckDB parsing every file                   {theirs:7.2f} s   ({theirs / ours:.1f}x ours)")
 
 
 if __name__ == "__main__":
