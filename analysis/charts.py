@@ -82,7 +82,9 @@ def _tell_apart_coinciding(fig: go.Figure) -> None:
         t.line.dash = DASHES[(n - 1) % len(DASHES)]
         t.line.width = 3
         if t.mode and "markers" in t.mode:
-            t.marker.symbol = OPEN_SYMBOLS[(n - 1) % len(OPEN_SYMBOLS)]
+            base = t.marker.symbol  # a marker that means something (a join side's) keeps its shape, drawn open
+            is_named = isinstance(base, str) and not base.endswith("-open")
+            t.marker.symbol = f"{base}-open" if is_named else OPEN_SYMBOLS[(n - 1) % len(OPEN_SYMBOLS)]
             t.marker.size = 10
         same = f"{t.meta} = {first[k].name}" if t.meta else f"= {first[k].name}"
         shown = t

@@ -46,7 +46,7 @@ FORMATS = {
     ".txt": "text",
     ".text": "text",
 }
-ANY = "any"  # search every column for the key
+ANY = "any column"  # no key column in the source: every column is searched for the key
 
 
 @dataclass(frozen=True)
@@ -172,16 +172,14 @@ def search_inputs(
     for f in readable:
         by_source.setdefault(f.source_index, []).append(f)
     for i, fs in sorted(by_source.items()):
-        wanted = [c for c in columns if _has_column(fs, c)] if columns else []
-        if columns and not wanted:
-            search.columns[names.get(i, str(i))] = "none of " + ", ".join(columns)
-            continue
+        # the key columns this source has; none of them: any column that holds the key (named in the answer)
+        wanted = [c for c in columns if _has_column(fs, c)]
         found = _exact(fs, keys, wanted)
         search.records += found
         cols = sorted({r.column for r in found})
-        search.columns[names.get(i, str(i))] = ", ".join(cols) if cols else (wanted[0] if wanted else ANY)
+        search.columns[names.get(i, str(i))] = ", ".join(cols) if cols else (", ".join(wanted) if wanted else ANY)
         missing = [k for k in keys if not any(r.key == k for r in found)]
-        if missing:
+        if missing and (wanted or not columns):  # look-alikes in the key's column (any only when none is known)
             search.near += _near(fs, missing, wanted)
     search.records.sort(key=lambda r: (r.key, r.batch_id if r.batch_id is not None else -1, r.source_index, r.file, r.row))
     return search

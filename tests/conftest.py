@@ -19,6 +19,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     BASELINE.update(sample_checksums())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def chart_renderer() -> Any:
+    """One Chromium for every PNG and SVG the tests render in this process (kaleido's sync server:
+    0.2 s an image instead of 2.4 s for a Chromium each); the same renderer, only kept running."""
+    import warnings
+
+    import kaleido
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kaleido.start_sync_server(silence_warnings=True)
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kaleido.stop_sync_server(silence_warnings=True)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Any:
     from spark_io import session

@@ -143,7 +143,8 @@ def test_a_join_keys_timeline_draws_each_side_with_its_own_marker() -> None:
     points = [t for t in fig.data if t.mode == "markers"]
     by_side: dict[str, set[str]] = {}
     for t in points:
-        side = "left" if "(left side)" in t.name else "right" if "(right side)" in t.name else "?"
+        own = t.name.split(" (=")[0]  # a trace drawn over another names it after "(="
+        side = "left" if own.endswith("(left side)") else "right" if own.endswith("(right side)") else "?"
         by_side.setdefault(side, set()).add(t.marker.symbol)
     assert set(by_side) == {"left", "right"}, [t.name for t in points]
     assert not by_side["left"] & by_side["right"]

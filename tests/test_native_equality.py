@@ -36,7 +36,7 @@ LIVE = [
     "compat/3.5.9/join_state_format_1",
     "compat/3.5.9/agg_state_format_1",
     "compat/4.0.5/tws_collections",
-    "compat/4.1.4/join_rocksdb",
+    "compat/4.1.4/windowed_agg",
     "compat/4.2.1/windowed_agg",
     "compat/4.3.0/join_state_format_3",
     "compat/4.3.0/rocksdb_no_changelog",
