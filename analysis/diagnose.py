@@ -108,7 +108,7 @@ class WhyMissingReport:
 def lookup_sources(op: OperatorInfo) -> list[tuple[str, StateSource]]:
     """(name, source) of every store a diagnosis reads for this operator."""
     if op.is_join:
-        return [(side, StateSource(op.operator_id, store_name=f"{side}-keyWithIndexToValue")) for side in ("left", "right")]
+        return [(side, StateSource(op.operator_id, store_name=op.join_rows_store(side))) for side in ("left", "right")]
     if wm.operator_kind(op.operator_name) == wm.TWS:
         return [("timers" if s.timers else str(s.state_var), s) for s in sources_of(op)]
     return [("state", StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None))]

@@ -47,7 +47,7 @@ from analysis.key_verdicts import (
     TWS,
     operator_kind,
 )
-from analysis.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, OperatorInfo, StateSource, sources_of
 from analysis.query_plan import Column, OperatorWatermarks, QueryPlan, Window
 from analysis.state_access import KeyQuery, StateAccess, key_text, typed_values
 
@@ -100,7 +100,7 @@ def group_text(key: dict[str, Any] | None) -> str:
     for k, v in (key or {}).items():
         if isinstance(v, dict) and to_ms(v.get("start")) is not None and to_ms(v.get("end")) is not None:
             parts.append(window_text(to_ms(v["start"]) or 0, to_ms(v["end"]) or 0))
-        elif k != "index":
+        elif k not in JOIN_ROW_FIELDS:
             parts.append(f"{k} {key_text(v)}")
     return ", ".join(parts)
 
@@ -435,7 +435,7 @@ class FateWalk:
 
     def source(self, op: OperatorInfo, side: str) -> StateSource:
         if side:
-            return StateSource(op.operator_id, store_name=f"{side}-keyWithIndexToValue")
+            return StateSource(op.operator_id, store_name=op.join_rows_store(side))
         if operator_kind(op.operator_name) == TWS:
             return sources_of(op)[0]
         return StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None)

@@ -303,8 +303,9 @@ WATERMARK_EVICTED = ("join", "aggregation", "dedup", "dedup_within_watermark", "
 
 def counted(stores: list[StoreGrowth]) -> list[StoreGrowth]:
     """The stores whose rows are what users mean by 'rows in state': a join's rows per side
-    (keyWithIndexToValue, not its key counts), every other store or state variable."""
-    return [g for g in stores if not g.store_name.endswith("keyToNumValues")]
+    (keyWithIndexToValue or keyWithTsToValues, not its key counts or time index), every other
+    store or state variable."""
+    return [g for g in stores if not g.store_name.endswith(("keyToNumValues", "tsWithKey"))]
 
 
 def rows_in_state(stores: list[StoreGrowth]) -> int:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.model import JOIN_ROW_FIELDS
+
 
 def columns_equal_to_key(table: pa.Table) -> dict[str, str]:
     """Key field -> the first value field that equals it on every row of ``table`` ({} without rows)."""
@@ -26,7 +28,7 @@ def columns_equal_to_key(table: pa.Table) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for kf in key_type:
-        if kf.name == "index" or pa.types.is_struct(kf.type):
+        if kf.name in JOIN_ROW_FIELDS or pa.types.is_struct(kf.type):
             continue
         k = pc.struct_field(table["key"], kf.name)
         for vf in value_type:

@@ -46,8 +46,12 @@ class StoreInfo:
         return self.family_of or self.store_name
 
 
-# a stream-stream join's stores, as Spark names them (and as storeName reads them in every format)
+# a stream-stream join's stores, as Spark names them (and as storeName reads them in formats 1-3)
 JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
+# join state format 4 (Spark 4.3): per side, the rows by (key, event time) and an index by event time
+JOIN_V4_ROWS = "keyWithTsToValues"
+# fields of a join store's key that are not the join key: format 1-3's value index, format 4's event time
+JOIN_ROW_FIELDS = ("index", "__event_time")
 
 
 @dataclass
@@ -60,6 +64,12 @@ class OperatorInfo:
     inferred_from: str | None = None  # without operator metadata (Spark < 4.0): what the name was inferred from
     key_fields: list[dict[str, Any]] = field(default_factory=list)  # from the state schema file, when read
     value_fields: list[dict[str, Any]] = field(default_factory=list)
+
+    def join_rows_store(self, side: str) -> str:
+        """The store of a join side's rows with their ``matched`` flag: keyWithTsToValues in join
+        state format 4, keyWithIndexToValue before."""
+        v4 = f"{side}-{JOIN_V4_ROWS}"
+        return v4 if self.store(v4) else f"{side}-keyWithIndexToValue"
 
     @property
     def is_join(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.model import CheckpointInfo, streaming_conf
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, streaming_conf
 
 
 def overview_dict(info: CheckpointInfo) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def key_text(fields: list[dict[str, Any]]) -> str:
     transformWithState ``key`` struct shown by its fields."""
     if len(fields) >= 1 and fields[0].get("name") == "key" and isinstance(fields[0].get("type"), dict):
         fields = fields[0]["type"].get("fields", [])
-    return ", ".join(f"{f.get('name')}: {_type_text(f.get('type'))}" for f in fields if f.get("name") != "index")
+    return ", ".join(f"{f.get('name')}: {_type_text(f.get('type'))}" for f in fields if f.get("name") not in JOIN_ROW_FIELDS)
 
 
 def operators_table(

@@ -82,6 +82,21 @@ def parse_offset(text: str) -> Any:
         return text
 
 
+def offset_lines(lines: list[str]) -> list[tuple[str, Any]]:
+    """(source id, parsed end offset) of each source in an offsets file's lines after the metadata:
+    format v1 lists them in source order (ids 0, 1, ...); v2 (Spark 4.2+, ``OffsetMap``) writes
+    ``<source id>:<offset>`` per line, the id being the source's name or its ordinal."""
+    version = lines[0].strip() if lines else "v1"
+    rest = [x for x in lines[2:] if x.strip()]
+    if version != "v2":
+        return [(str(i), parse_offset(x)) for i, x in enumerate(rest)]
+    out: list[tuple[str, Any]] = []
+    for x in rest:
+        sid, sep, value = x.partition(":")
+        out.append((sid, parse_offset(value)) if sep else (str(len(out)), parse_offset(x)))
+    return out
+
+
 def kind_of(offset: Any) -> str:
     if isinstance(offset, dict):
         if "logOffset" in offset:

@@ -26,7 +26,7 @@ from analysis import why_missing as wm
 from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, numpy_filled, numpy_of, string_array, translate_ascii
 from analysis.errors import StateReadError
 from analysis.key_columns import columns_equal_to_key
-from analysis.model import StateSource
+from analysis.model import JOIN_ROW_FIELDS, StateSource
 from analysis.near_miss import NearSeen
 
 
@@ -179,7 +179,9 @@ class ArrowState:
 
     def key_fields(self, source: StateSource, batch: int) -> list[tuple[str, str]]:
         key_type = self._table(source, batch).schema.field("key").type
-        return [(f.name, _type_name(f.type)) for f in key_type if f.name != "index" and not pa.types.is_struct(f.type)]
+        return [
+            (f.name, _type_name(f.type)) for f in key_type if f.name not in JOIN_ROW_FIELDS and not pa.types.is_struct(f.type)
+        ]
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]:
         schema = self._table(source, batch).schema

@@ -346,6 +346,33 @@ def compat_scenarios() -> list[Compat]:
                conf={**ROCKS, "spark.sql.streaming.noDataMicroBatches.enabled": "false"},
                versions=("4.0.5", "4.3.0"), min_version="4.0", why_not_before="transformWithState arrived in Spark 4.0",
                state_vars=("total", "events", "per_kind")),
+        # formats Spark 4.1-4.3 write
+        Compat("join_state_format_4", "Inner join with join state format 4: keyWithTsToValues and tsWithKey column "
+               "families of one RocksDB store, default.", JOIN_SCHEMAS, op, join("inner"), "join",
+               conf={**ROCKS, "spark.sql.streaming.join.stateFormatVersion": "4"}, join_type="inner",
+               min_version="4.3", why_not_before="join state format 4 arrived in Spark 4.3"),
+        Compat("left_outer_join_format_4", "LEFT OUTER join with join state format 4.", JOIN_SCHEMAS, op,
+               join("left_outer"), "join", conf={**ROCKS, "spark.sql.streaming.join.stateFormatVersion": "4"},
+               join_type="left_outer", min_version="4.3", why_not_before="join state format 4 arrived in Spark 4.3"),
+        Compat("tws_avro", "transformWithStateInPandas (value, list, map with TTL, timers) with Avro-encoded state.",
+               EVENTS, g.event_batches(6, 6, 4, users=4), tws_collections, "transform_with_state",
+               output_mode="update",
+               conf={**ROCKS, "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+                     "spark.sql.streaming.stateStore.encodingFormat": "avro"},
+               min_version="4.0", why_not_before="transformWithState arrived in Spark 4.0",
+               state_vars=("total", "events", "per_kind")),
+        Compat("row_checksum_hdfs", "Windowed aggregation on HDFS with row checksums (CRC32C of key and value).",
+               EVENTS, ev, g.windowed_agg, "aggregation",
+               conf={**HDFS, "spark.sql.streaming.stateStore.rowChecksum.enabled": "true"},
+               min_version="4.1", why_not_before="row checksums arrived in Spark 4.1"),
+        Compat("row_checksum_rocksdb", "Inner join (format 4) on RocksDB with row checksums.", JOIN_SCHEMAS, op,
+               join("inner"), "join",
+               conf={**ROCKS, "spark.sql.streaming.join.stateFormatVersion": "4",
+                     "spark.sql.streaming.stateStore.rowChecksum.enabled": "true"}, join_type="inner",
+               min_version="4.3", why_not_before="join state format 4 arrived in Spark 4.3"),
+        Compat("offset_log_v2", "Windowed aggregation with offset log format 2 (sources by name).", EVENTS, ev,
+               g.windowed_agg, "aggregation", conf={**g.SMALL, "spark.sql.streaming.offsetLog.formatVersion": "2"},
+               min_version="4.2", why_not_before="offset log format 2 arrived in Spark 4.2"),
     ]  # fmt: skip
 
 
@@ -370,8 +397,12 @@ def state_reads(s: Compat) -> list[tuple[str, dict[str, str]]]:
     out = []
     for op in s.operators:
         if s.kind == "join":
+            # format 4 keeps a side's rows in keyWithTsToValues (Spark's joinSide view of it loses `matched`)
+            store = (
+                "keyWithTsToValues" if s.conf.get("spark.sql.streaming.join.stateFormatVersion") == "4" else "keyWithIndexToValue"
+            )
             for side in ("left", "right"):
-                out.append((side, {"operatorId": str(op), "storeName": f"{side}-keyWithIndexToValue"}))
+                out.append((side, {"operatorId": str(op), "storeName": f"{side}-{store}"}))
         elif s.kind == "transform_with_state":
             out += [(f"{op}:{v}", {"operatorId": str(op), "stateVarName": v}) for v in s.state_vars]
         else:
@@ -432,6 +463,9 @@ def run_scenario(spark: Any, s: Compat, out: Path, version: str) -> None:
         "spark.sql.streaming.stateStore.checkpointFormatVersion",
         "spark.sql.streaming.minBatchesToRetain",
         "spark.sql.streaming.noDataMicroBatches.enabled",
+        "spark.sql.streaming.stateStore.encodingFormat",
+        "spark.sql.streaming.stateStore.rowChecksum.enabled",
+        "spark.sql.streaming.offsetLog.formatVersion",
     ]:
         spark.conf.unset(k)
     for k, v in s.conf.items():

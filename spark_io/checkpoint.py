@@ -35,8 +35,8 @@ from analysis.errors import (
     NotAllowed,
     StateLensError,
 )
-from analysis.model import DEFAULT_STORE, JOIN_STORES, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
-from analysis.sources import SourceBatch, batch_sources, parse_offset
+from analysis.model import DEFAULT_STORE, JOIN_STORES, JOIN_V4_ROWS, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
+from analysis.sources import SourceBatch, batch_sources, offset_lines, parse_offset
 
 _DIGITS = re.compile(r"^\d+$")
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
@@ -504,8 +504,11 @@ def read_operators(files: Files) -> list[OperatorInfo]:
                     props = {}
             name = str(info.get("operatorName", "unknown"))
             if name == "symmetricHashJoin" and props.get("useVirtualColumnFamilies") and len(stores) == 1:
-                # join state format 3: the join's four stores are column families of one store
-                stores = [StoreInfo(n, stores[0].num_partitions, family_of=stores[0].store_name) for n in JOIN_STORES]
+                # join state formats 3 and 4: the join's stores are column families of one store
+                stores = [
+                    StoreInfo(n, stores[0].num_partitions, family_of=stores[0].store_name)
+                    for n in _join_families(files, op_rel, stores[0].store_name)
+                ]
             ops.append(OperatorInfo(op_id, name, stores, version, props))
         else:
             # no operator metadata (checkpoints written before Spark 4.0): stores from the folders,
@@ -516,6 +519,14 @@ def read_operators(files: Files) -> list[OperatorInfo]:
             op.operator_name, op.inferred_from = _infer_operator(files, op_rel, op)
             ops.append(op)
     return ops
+
+
+def _join_families(files: Files, op_rel: str, store: str) -> tuple[str, ...]:
+    """The stores of a join kept as column families of ``store``, as its schema file names them
+    (format 4: keyWithTsToValues and tsWithKey per side; format 3: Spark's four stores)."""
+    fams = _schema_families(files, f"{op_rel}/_stateSchema/{store}")
+    names = tuple(f.name for f in fams if f.name.startswith(("left-", "right-"))) if not isinstance(fams, str) else ()
+    return tuple(sorted(names)) if any(n.endswith(JOIN_V4_ROWS) for n in names) else JOIN_STORES
 
 
 def _schema_of(files: Files, op_rel: str, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
@@ -693,16 +704,24 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
 
     files = open_files(path)
     offsets: dict[int, list[Any]] = {}
+    index: dict[str, int] = {}  # source id (its sources/<id> folder) -> its place in the query's sources
     for batch_id, rel in sorted(files.numbered("offsets").items()):
-        lines = _read_text(files, rel).split("\n")
-        offsets[batch_id] = [parse_offset(x) for x in lines[2:] if x.strip()]
+        pairs = offset_lines(_read_text(files, rel).split("\n"))
+        for sid, _ in pairs:
+            index.setdefault(sid, int(sid) if _DIGITS.match(sid) else len(index))
+        row: list[Any] = [None] * (max((index[sid] for sid, _ in pairs), default=-1) + 1)
+        for sid, offset in pairs:
+            row[index[sid]] = offset
+        offsets[batch_id] = row
     entries: dict[int, list[dict[str, Any]]] = {}
     initial: dict[int, Any] = {}
     for rel, _size in files.walk("sources"):
         parts = rel.split("/")
-        if len(parts) != 3 or not _DIGITS.match(parts[1]) or not re.fullmatch(r"\d+(\.compact)?", parts[2]):
+        if len(parts) != 3 or not re.fullmatch(r"\d+(\.compact)?", parts[2]):
             continue
-        source = int(parts[1])
+        if parts[1] not in index and not _DIGITS.match(parts[1]):
+            continue
+        source = index[parts[1]] if parts[1] in index else int(parts[1])
         lines = [x for x in _read_text(files, rel).split("\n")[1:] if x.strip()]
         parsed = [parse_offset(x) for x in lines]
         file_entries = [p for p in parsed if isinstance(p, dict) and "path" in p]
@@ -716,22 +735,30 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
     return batch_sources(offsets, entries, initial)
 
 
-def _family_key_fields(files: Files, folder: str, family: str) -> list[dict[str, Any]] | str:
-    """The key fields of a column family from the newest v3 schema file in ``folder``, or why not."""
+def _schema_families(files: Files, folder: str) -> list[Any] | str:
+    """The column families (``Family``) of the newest v3 schema file in ``folder``, or why not."""
     from spark_io.native.schema import read_v3
 
     def version(rel: str) -> tuple[int, str]:
         head = rel.rsplit("/", 1)[-1].split("_")[0]
         return (int(head) if head.isdigit() else -1, rel)
 
-    rels = sorted((rel for rel, _ in files.walk(folder)), key=version)
+    rels = sorted((rel for rel, _ in files.walk(folder) if not rel.endswith(".crc")), key=version)
     if not rels:
         return f"{folder} holds no state schema file."
     try:
-        found = {f.name: f.key for f in read_v3(files.read(rels[-1]), rels[-1])}
+        return read_v3(files.read(rels[-1]), rels[-1])
     except StateLensError as e:
         return e.message
-    return found.get(family) or f"{rels[-1]} holds no column family {family}."
+
+
+def _family_key_fields(files: Files, folder: str, family: str) -> list[dict[str, Any]] | str:
+    """The key fields of a column family from the newest v3 schema file in ``folder``, or why not."""
+    fams = _schema_families(files, folder)
+    if isinstance(fams, str):
+        return fams
+    found = {f.name: f.key for f in fams}
+    return found.get(family) or f"{folder} holds no column family {family}."
 
 
 def read_key_fields(path: str) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:

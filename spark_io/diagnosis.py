@@ -16,7 +16,7 @@ from analysis import why_missing as wm
 from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.key_columns import columns_equal_to_key
-from analysis.model import CheckpointInfo, StateSource, operator_of, resolve_batch
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of, resolve_batch
 from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, StateAccess, near_seen
 from spark_io import engine
@@ -83,7 +83,7 @@ class SparkState:
         return [
             (f.name, f.dataType.simpleString())
             for f in key_type.fields
-            if f.name != "index" and not isinstance(f.dataType, StructType)
+            if f.name not in JOIN_ROW_FIELDS and not isinstance(f.dataType, StructType)
         ]
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]:
@@ -125,7 +125,7 @@ class SparkState:
         if not self.prune or not source.store_name or self.info.checkpoint_format_version != 1:
             return None
         key_type = full.schema["key"].dataType
-        fields = [f for f in key_type.fields if f.name != "index"] if isinstance(key_type, StructType) else []
+        fields = [f for f in key_type.fields if f.name not in JOIN_ROW_FIELDS] if isinstance(key_type, StructType) else []
         if len(fields) != 1 or fields[0].name != query.key_field:
             return None
         spark_type = fields[0].dataType.simpleString()

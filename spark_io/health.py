@@ -49,7 +49,7 @@ def stats_for(info: CheckpointInfo, which: str) -> StateStats:
 def default_store(op: OperatorInfo) -> str:
     """The store a skew check starts on: a join's left rows, else the operator's first view."""
     if op.is_join:
-        return "left-keyWithIndexToValue"
+        return op.join_rows_store("left")
     src = sources_of(op)[0]
     return src.state_var or src.store_name or "default"
 

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from analysis.model import CheckpointInfo, StateSource
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
 from spark_io import session
 from spark_io.state_reader import state_frame, to_arrow
 
@@ -68,8 +68,9 @@ class SparkStats:
         what = f"{src.describe()} at batch {batch}"
         per_part = to_arrow(df.groupBy("partition_id").count(), what).to_pylist()
         key = F.col("key")
-        if "index" in getattr(df.schema["key"].dataType, "fieldNames", lambda: [])():
-            key = key.dropFields("index")  # a join key holds one row per index: count rows per join key
+        extra = [f for f in getattr(df.schema["key"].dataType, "fieldNames", lambda: [])() if f in JOIN_ROW_FIELDS]
+        if extra:
+            key = key.dropFields(*extra)  # a join key holds one row per index or event time: count rows per join key
         counted = df.groupBy(key.alias("k")).count().orderBy(F.desc("count"), F.col("k").asc_nulls_first()).limit(10)
         top = to_arrow(counted.select(F.to_json("k").alias("key"), "count"), what).to_pylist()
         return {r["partition_id"]: r["count"] for r in per_part}, [(r["key"], r["count"]) for r in top]

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from analysis.errors import BatchOutOfRange, StateLensError, StateReadError, UnknownStore
 from analysis.model import (
+    JOIN_V4_ROWS,
     CheckpointInfo,
     StateSource,
     require_state,
@@ -132,7 +133,34 @@ def state_frame(
     path: str, source: StateSource, extra: dict[str, str], what: str | None = None, row_filter: RowFilter | None = None
 ) -> Any:
     """A lazy statestore DataFrame for a source with extra options (batchId, readChangeFeed ...)."""
-    return _frame({**source.options(), **extra}, "statestore", path, what or source.describe(), row_filter)
+    what = what or source.describe()
+    v4 = _v4_join_rows(path, source)
+    if v4 is None:
+        return _frame({**source.options(), **extra}, "statestore", path, what, row_filter)
+    return _join_side_of(
+        _frame({"operatorId": str(source.operator_id), "storeName": v4, **extra}, "statestore", path, what, None), row_filter
+    )
+
+
+def _v4_join_rows(path: str, source: StateSource) -> str | None:
+    """A join side of join state format 4 is read from its keyWithTsToValues store: Spark 4.3's
+    ``joinSide`` view of format 4 shows the event-time postfix as a key field and no ``matched``
+    (see the README); the store holds both. None for every other source."""
+    if not source.join_side:
+        return None
+    op = read_checkpoint(path).operator(source.operator_id)
+    store = op.join_rows_store(source.join_side) if op else None
+    return store if store and store.endswith(JOIN_V4_ROWS) else None
+
+
+def _join_side_of(df: Any, row_filter: RowFilter | None) -> Any:
+    """A keyWithTsToValues read as a join side: the join key without the event time, the row without ``matched``."""
+    from pyspark.sql import functions as F
+
+    df = df.select(
+        F.col("key").dropFields("__event_time").alias("key"), F.col("value").dropFields("matched").alias("value"), "partition_id"
+    )
+    return row_filter.apply(df) if row_filter else df
 
 
 def to_arrow(df: Any, what: str) -> pa.Table:
@@ -171,9 +199,10 @@ def read_state(
     info = info or read_checkpoint(path)
     validate_source(info, source)
     batch = resolve_batch(info, batch_id)
-    opts = {**source.options(), "batchId": str(batch)}
+    what = f"{source.describe()} at batch {batch}"
     try:
-        return _load(opts, "statestore", info.path, f"{source.describe()} at batch {batch}", row_filter, limit), batch
+        df = state_frame(info.path, source, {"batchId": str(batch)}, what, row_filter)
+        return to_arrow(df.limit(limit) if limit is not None else df, what), batch
     except StateReadError as e:
         raise StateReadError(_with_files(e, info, source, batch)) from e.__cause__
 

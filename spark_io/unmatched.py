@@ -7,7 +7,7 @@ from analysis import key_columns
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput
 from analysis.key_columns import columns_equal_to_key
-from analysis.model import CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
 from analysis.unmatched import UnmatchedReport, join_unmatched, waiting_windows
 from spark_io import engine
 from spark_io.checkpoint import read_checkpoint
@@ -39,12 +39,12 @@ def unmatched(
     committed = [b.batch_id for b in info.committed_batches if b.batch_id <= batch]
     engines: set[str] = set()
     if kind == wm.JOIN:
-        sources = {side: StateSource(op.operator_id, store_name=f"{side}-keyWithIndexToValue") for side in ("left", "right")}
+        sources = {side: StateSource(op.operator_id, store_name=op.join_rows_store(side)) for side in ("left", "right")}
         states = {}
         for side, src in sources.items():
             states[side], _ = engine.read_state(info.path, src, batch, info=info)
             engines.add(engine.engine_of(states[side]))
-        fields = [f.name for f in states["left"].schema.field("key").type if f.name != "index"]
+        fields = [f.name for f in states["left"].schema.field("key").type if f.name not in JOIN_ROW_FIELDS]
         by_side = {side: columns_equal_to_key(t) for side, t in states.items()}
         key_name = " | ".join(key_columns.label(f, key_columns.key_column(f, by_side)) for f in fields)
         report = UnmatchedReport(op.operator_id, op.operator_name, batch, None, key_name=key_name, join_type=join_type)

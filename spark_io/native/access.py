@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from analysis.errors import NativeUnsupported, StateReadError
 from analysis.key_columns import columns_equal_to_key
-from analysis.model import CheckpointInfo, StateSource, operator_of
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
 from analysis.near_miss import NearSeen
 from analysis.state_access import ArrowState, KeyQuery, _matching, arrow_eviction_horizon
 from spark_io import engine
@@ -86,7 +86,7 @@ class NativeState(ArrowState):
 
     def _partitions(self, source: StateSource, query: KeyQuery) -> list[int] | None:
         """The partitions that can hold the keys, or None (the key is not one typed field)."""
-        fields = [f for f in self.reader.key_fields(source) if f["name"] != "index"]
+        fields = [f for f in self.reader.key_fields(source) if f["name"] not in JOIN_ROW_FIELDS]
         if len(fields) != 1 or fields[0]["name"] != query.key_field:
             return None
         type_name = simple_type(fields[0]["type"])
@@ -110,7 +110,7 @@ class NativeState(ArrowState):
             return [
                 (f["name"], simple_type(f["type"]))
                 for f in self.reader.key_fields(source)
-                if f["name"] != "index" and not isinstance(f["type"], dict)
+                if f["name"] not in JOIN_ROW_FIELDS and not isinstance(f["type"], dict)
             ]
 
         return self._or_spark(native, lambda s: s.key_fields(source, batch))  # type: ignore[no-any-return]

@@ -240,6 +240,15 @@ def gather_le(buf: np.ndarray, pos: np.ndarray, width: int, keep: np.ndarray) ->
     return np.where(keep, signed, 0)
 
 
+def gather_event_times(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Event times as Spark's timestamp key encoders write them: 8 big-endian bytes at ``pos`` with
+    the sign bit flipped (so byte order is time order)."""
+    if not len(pos):
+        return np.zeros(0, np.int64)
+    raw = sliding_window_view(buf, 8)[pos].view(">u8")[:, 0]
+    return (raw ^ np.uint64(1 << 63)).astype(np.int64)
+
+
 def null_bits(buf: np.ndarray, base: np.ndarray, index: int, keep: np.ndarray) -> np.ndarray:
     """True where field ``index`` of the UnsafeRow at ``base`` is null (its bit in the null set)."""
     if not keep.any():
@@ -267,3 +276,120 @@ def warm() -> None:
     split_multi_values(buf, z, z, z)
     contains(buf, z, z, buf, np.zeros(0, np.bool_))
     dense_codes(buf, z, z)
+
+
+# --------------------------------------------------------------------------- row checksums
+
+
+def _crc32c_table() -> np.ndarray:
+    """CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of Java's ``CRC32C``;
+    tests prove the kernel equal to the ``crc32c`` library."""
+    table = np.zeros(256, np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table[i] = c
+    return table
+
+
+CRC32C_TABLE = _crc32c_table()
+
+
+@njit(cache=True, nogil=True)
+def _crc32c(buf, start, end, crc, table):  # type: ignore[no-untyped-def]
+    c = crc ^ np.uint32(0xFFFFFFFF)
+    for p in range(start, end):
+        c = table[(c ^ buf[p]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+    return c ^ np.uint32(0xFFFFFFFF)
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC32C of ``data`` continuing ``crc`` (the kernel, for tests and single buffers)."""
+    buf = np.frombuffer(data, np.uint8)
+    return int(_crc32c(buf, 0, len(buf), np.uint32(crc), CRC32C_TABLE))
+
+
+@njit(cache=True, nogil=True)
+def _le32(buf, p):  # type: ignore[no-untyped-def]
+    return np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16) | (np.uint32(buf[p + 3]) << 24)
+
+
+@njit(cache=True, nogil=True)
+def _element(buf, p, end, kcrc, table):  # type: ignore[no-untyped-def]
+    """One ``checksum, size, bytes`` element at ``p``: (end of it or -1 when it does not fit, stored, computed)."""
+    if p + 8 > end:
+        return -1, np.uint32(0), np.uint32(0)
+    size = np.int64(_le32(buf, p + 4))
+    if size > end - p - 8:
+        return -1, np.uint32(0), np.uint32(0)
+    stored = _le32(buf, p)
+    return p + 8 + size, stored, _crc32c(buf, p + 8, p + 8 + size, kcrc, table)
+
+
+@njit(cache=True, nogil=True)
+def strip_row_checksums(buf, kind, koff, klen, voff, vlen, sized, table, out):  # type: ignore[no-untyped-def]
+    """Verify and remove Spark's row checksums (``KeyValueChecksumEncoder``): each value is
+    ``checksum (LE int), bytes`` (``sized=False``: HDFS) or ``checksum, size (LE int), bytes`` per
+    value, several joined by RocksDB's merge delimiter ``,`` (``sized=True``); the checksum is the
+    CRC32C of the key's bytes then the value's. A delete has no value: its key carries the checksum
+    of the key (``checksum, key``). The values without their checksums are written to ``out``.
+    Returns (key offsets, key sizes, new value offsets into ``out``, new sizes, first bad row or -1,
+    status (0 ok, 1 layout, 2 mismatch), stored, computed)."""
+    n = kind.shape[0]
+    nkoff = koff.copy()
+    nklen = klen.copy()
+    noff = np.zeros(n, np.int64)
+    nlen = np.zeros(n, np.int64)
+    w = 0
+    for i in range(n):
+        noff[i] = w
+        if kind[i] == DELETE or vlen[i] < 0:
+            nlen[i] = vlen[i]
+            if klen[i] < 4:
+                return nkoff, nklen, noff, nlen, i, 1, np.uint32(0), np.uint32(0)
+            stored = _le32(buf, koff[i])
+            got = _crc32c(buf, koff[i] + 4, koff[i] + klen[i], np.uint32(0), table)
+            if stored != got:
+                return nkoff, nklen, noff, nlen, i, 2, stored, got
+            nkoff[i] = koff[i] + 4
+            nklen[i] = klen[i] - 4
+            continue
+        kcrc = _crc32c(buf, koff[i], koff[i] + klen[i], np.uint32(0), table)
+        p = voff[i]
+        end = voff[i] + vlen[i]
+        if not sized:
+            if vlen[i] < 4:
+                return nkoff, nklen, noff, nlen, i, 1, np.uint32(0), np.uint32(0)
+            stored = _le32(buf, p)
+            got = _crc32c(buf, p + 4, end, kcrc, table)
+            if stored != got:
+                return nkoff, nklen, noff, nlen, i, 2, stored, got
+            for q in range(p + 4, end):
+                out[w] = buf[q]
+                w += 1
+            nlen[i] = vlen[i] - 4
+            continue
+        first = True
+        while p < end:
+            if not first:
+                # a delimiter, unless the bytes read as an element without one (values RocksDB has
+                # not merged come back joined without it); the checksum decides
+                if buf[p] == 44:
+                    e, stored, got = _element(buf, p + 1, end, kcrc, table)
+                    if e >= 0 and stored == got:
+                        p += 1
+                out[w] = 44
+                w += 1
+            e, stored, got = _element(buf, p, end, kcrc, table)
+            if e < 0:
+                return nkoff, nklen, noff, nlen, i, 1, np.uint32(0), np.uint32(0)
+            if stored != got:
+                return nkoff, nklen, noff, nlen, i, 2, stored, got
+            for q in range(p + 8, e):
+                out[w] = buf[q]
+                w += 1
+            p = e
+            first = False
+        nlen[i] = w - noff[i]
+    return nkoff, nklen, noff, nlen, -1, 0, np.uint32(0), np.uint32(0)

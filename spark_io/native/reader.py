@@ -28,7 +28,16 @@ import pyarrow.compute as pc
 
 from analysis.arrow_numpy import arrow_of, numpy_of, string_array
 from analysis.errors import NativeUnsupported, StateReadError
-from analysis.model import DEFAULT_STORE, CheckpointInfo, OperatorInfo, StateSource, is_tws, operator_of
+from analysis.model import (
+    DEFAULT_STORE,
+    JOIN_ROW_FIELDS,
+    JOIN_V4_ROWS,
+    CheckpointInfo,
+    OperatorInfo,
+    StateSource,
+    is_tws,
+    operator_of,
+)
 from spark_io.checkpoint import is_local, local_path, parse_schema_file
 from spark_io.native import kernels
 from spark_io.native.records import Records, containing, fold_merges, latest, of_deleted_keys
@@ -39,7 +48,6 @@ from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, uniqu
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
 _UNSUPPORTED_CONF = {
     "spark.sql.streaming.stateStore.encodingFormat": ("unsaferow",),
-    "spark.sql.streaming.stateStore.rowChecksum.enabled": ("false",),
 }
 
 
@@ -66,6 +74,8 @@ class NativeReader:
             value = info.conf.get(key)
             if value is not None and value.lower() not in allowed:
                 raise NativeUnsupported(f"{key}={value}")
+        # row checksums (Spark 4.1+): every value carries the CRC32C of its key and value, verified and stripped on read
+        self.row_checksums = info.conf.get("spark.sql.streaming.stateStore.rowChecksum.enabled", "false").lower() == "true"
         self._lock = threading.Lock()
         self._families: dict[tuple[int, str], dict[str, Family]] = {}
         self._rocks_cache: dict[tuple[int, str, int], RocksPartition] = {}
@@ -160,8 +170,10 @@ class NativeReader:
     ) -> pa.Table:
         op = operator_of(self.info, source.operator_id)
         view = self._view(op, source)
-        if isinstance(view, _Plain):  # the other views need every value field to build their rows
+        if type(view) is _Plain:  # the other views need every value field to build their rows
             view.keys_only, view.value_only = keys_only, value_fields
+        # list values (format 4 joins) are read even for keys: a key has a row per value
+        read_values = not view.keys_only or bool(isinstance(view, _Plain) and view.fam.event_time_key)
         parts = sorted(set(partitions)) if partitions is not None else list(range(self.partitions(source)))
         try:
             schema = view.schema(changes)
@@ -171,7 +183,7 @@ class NativeReader:
             schema = schema.remove(schema.get_field_index("value"))
 
         def piece(p: int) -> _Piece:
-            recs = {store: records(store, p, not view.keys_only) for store in view.stores}
+            recs = {store: records(store, p, read_values) for store in view.stores}
             try:
                 return view.build(recs, p, changes)
             except Damaged as e:
@@ -186,6 +198,9 @@ class NativeReader:
         try:
             if is_tws(op):
                 return self._tws_view(op, source)
+            if source.join_side and op.join_rows_store(source.join_side).endswith(JOIN_V4_ROWS):
+                rows = op.join_rows_store(source.join_side)
+                return _JoinRowsAsSide(self, op.operator_id, op.folder_of(rows), self._family(op, rows), rows)
             if source.join_side:
                 counts, values = (f"{source.join_side}-{kind}" for kind in ("keyToNumValues", "keyWithIndexToValue"))
                 folder = op.folder_of(values)
@@ -298,15 +313,45 @@ class NativeReader:
             rec = self._rocks(op_id, store, partition).state(version, values)
         else:
             rec = hdfs_records(self._files(op_id, store, partition), version)
-        return containing(rec, texts)
+        return containing(self._verified(rec, op_id, store, partition) if values else rec, texts)
 
     def _change_records(self, op_id: int, store: str, partition: int, start: int, end: int) -> Records:
         if self.rocksdb:
             rp = self._rocks(op_id, store, partition)
             if not rp.part.files["changelog"]:
                 raise NativeUnsupported("a change feed of RocksDB without changelog checkpointing")
-            return rp.changes(start, end)
-        return hdfs_changes(self._files(op_id, store, partition), start, end)
+            return self._verified(rp.changes(start, end), op_id, store, partition)
+        return self._verified(hdfs_changes(self._files(op_id, store, partition), start, end), op_id, store, partition)
+
+    def _verified(self, rec: Records, op_id: int, store: str, partition: int) -> Records:
+        """The records with their row checksums verified and removed (a no-op without row checksums).
+        A mismatch is an error naming the file, the row and both sums: never a silently wrong row."""
+        if not self.row_checksums or not len(rec):
+            return rec
+        out = np.empty(int(np.maximum(rec.vlen, 0).sum()), np.uint8)
+        args = (rec.buf, rec.kind, rec.koff, rec.klen, rec.voff, rec.vlen)
+        koff, klen, noff, nlen, bad, status, stored, got = kernels.strip_row_checksums(
+            *args, self.rocksdb, kernels.CRC32C_TABLE, out
+        )
+        if bad >= 0:
+            version = int(rec.version[bad])
+            row = int(bad - np.searchsorted(rec.version, version))  # records are in file order, oldest first
+            part = self._files(op_id, store, partition)
+            kinds = ("changelog", "zip") if self.rocksdb else ("delta", "snapshot")
+            names = [n for k in kinds for n in part.files[k].get(version, {}).values()] or [f"version {version}"]
+            where = f"{part.rel}/{names[0]}" + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")
+            if status == 2:
+                raise StateReadError(
+                    f"Row checksum mismatch in {where}, row {row}: the row stores CRC32C {int(stored):#010x} but its key and "
+                    f"value give {int(got):#010x}. The file is damaged; Spark fails on it too (restore the file, or "
+                    "restart from an earlier batch or a new checkpoint)."
+                )
+            raise StateReadError(f"{where}, row {row}: a value too short for its row checksum: the file is damaged or cut short.")
+        buf = np.concatenate([rec.buf, out])
+        buf.flags.writeable = False
+        base = len(rec.buf)
+        voff = np.where(rec.vlen >= 0, noff + base, rec.voff)
+        return Records(buf, rec.kind, koff, klen, voff, nlen, rec.version)
 
     def cf_id(self, op_id: int, store: str, partition: int, name: str) -> int:
         """The id of a virtual column family in one partition (from its snapshots' metadata)."""
@@ -408,17 +453,26 @@ class _Plain(_View):
         if self.cf is not None:
             cf_id = self.reader.cf_id(self.op_id, self.stores[0], partition, self.cf)
             raw = _split_cf(raw, cf_id)
+        if self.fam.event_time_key:  # list values: the rows since each key's last put
+            return raw if changes else fold_merges(raw)[0]
         return _merge(raw, changes)
 
     def build(self, recs: dict[str, Any], partition: int, changes: bool) -> _Piece:
         rec = self._records(recs, partition, changes)
+        elements = None
+        if self.fam.event_time_key:  # one row per value of a key and time, as Spark reads them
+            rec, elements = _list_elements(rec)
         key = _decode_key(rec, self.fam, self.rocks, self.cf is not None)
         cols: dict[str, pa.Array] = {}
         if changes:
             cols |= _feed_columns(rec)
         cols["key"] = key
         if not self.keys_only:
-            cols["value"] = _decode_value(rec, self.fam.value, self.rocks, self.value_only)
+            cols["value"] = (
+                decode(elements, self.fam.value, self.value_only)
+                if elements is not None
+                else _decode_value(rec, self.fam.value, self.rocks, self.value_only)
+            )
         cols["partition_id"] = arrow_of(np.full(len(rec), partition, np.int32), pa.int32())
         return _Piece(cols)
 
@@ -438,6 +492,8 @@ def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:
     """Key rows: plain UnsafeRows (HDFS), RocksDB's version byte first, after a 2-byte column family
     id with virtual column families; prefix-scan keys are two rows (the first columns and the rest)."""
     skip = 2 if cf else 0
+    if fam.event_time_key:
+        return _event_time_key(rec, fam, skip)
     if fam.range_ordinals:
         raise NativeUnsupported(f"the range-scan key encoding of {fam.name}")
     if rocks and fam.prefix_cols:
@@ -452,6 +508,44 @@ def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:
         children = [first.field(i) for i in range(n)] + [rest.field(i) for i in range(len(fam.key) - n)]
         return pa.StructArray.from_arrays(children, names=names)
     return decode(_rows(rec, "key", skip + (1 if rocks else 0)), fam.key)
+
+
+def _event_time_key(rec: Records, fam: Family, skip: int) -> pa.StructArray:
+    """Keys of join state format 4: the key row and the event time (the schema's last field),
+    ``[cf id][version byte][row][time]`` (postfix) or ``[cf id][time][version byte][row]`` (prefix)."""
+    keep = np.ones(len(rec), np.bool_)
+    fields = fam.key[:-1]
+    if fam.event_time_key == "postfix":
+        row_off, time_at = rec.koff + skip + 1, rec.koff + rec.klen - 8
+    else:
+        row_off, time_at = rec.koff + skip + 9, rec.koff + skip
+    row = decode(
+        Rows(rec.buf, row_off, rec.koff + rec.klen - row_off - (8 if fam.event_time_key == "postfix" else 0), keep), fields
+    )
+    times = arrow_of(kernels.gather_event_times(rec.buf, time_at), pa.int64())
+    names = [f["name"] for f in unique_fields(fam.key)]
+    return pa.StructArray.from_arrays([row.field(i) for i in range(len(fields))] + [times], names=names)
+
+
+class _JoinRowsAsSide(_Plain):
+    """A join side of join state format 4 as ``joinSide`` shows one of format 1-3: the rows of its
+    keyWithTsToValues family with the join key (no event time) and the row (no ``matched``)."""
+
+    def __init__(self, reader: NativeReader, op_id: int, folder: str, fam: Family, cf: str) -> None:
+        super().__init__(reader, op_id, folder, fam, cf)
+        self.key_fields = [f for f in fam.key if f["name"] not in JOIN_ROW_FIELDS]
+        self.value_fields = [f for f in fam.value if f["name"] != "matched"]
+
+    def build(self, recs: dict[str, Any], partition: int, changes: bool) -> _Piece:
+        piece = super().build(recs, partition, changes)
+        for col, fields in (("key", self.key_fields), ("value", self.value_fields)):
+            struct = piece.columns[col]
+            names = [f["name"] for f in fields]
+            piece.columns[col] = pa.StructArray.from_arrays([struct.field(n) for n in names], names=names)
+        return piece
+
+    def schema(self, changes: bool) -> pa.Schema:
+        return self._with_feed({"key": _struct_type(self.key_fields), "value": _struct_type(self.value_fields)}, changes)
 
 
 class _JoinSide(_View):

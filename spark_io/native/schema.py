@@ -31,6 +31,14 @@ class Family:
         return int(self.encoder.get("numColsPrefixKey", 0)) if "Prefix" in self.encoder.get("keyStateEncoderType", "") else 0
 
     @property
+    def event_time_key(self) -> str | None:
+        """``postfix`` or ``prefix`` for the event-time key encoders of join state format 4 (the key's
+        last schema field, ``__event_time``, is 8 big-endian bytes after or before the key row, sign
+        bit flipped); None otherwise. Their values are lists (several rows per key and time)."""
+        kind = self.encoder.get("keyStateEncoderType", "")
+        return "postfix" if "TimestampAsPostfix" in kind else "prefix" if "TimestampAsPrefix" in kind else None
+
+    @property
     def range_ordinals(self) -> list[int]:
         return (
             [int(x) for x in self.encoder.get("orderingOrdinals", [])]

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from analysis import why_missing as wm
 from analysis.arrow_numpy import numpy_of
-from analysis.model import CheckpointInfo, StateSource
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
 from spark_io.native.reader import NativeReader
 from spark_io.spark_stats import EvictionStats
 
@@ -78,7 +78,7 @@ class NativeStats:
         t = self.reader.state(src, batch)
         parts = np.bincount(numpy_of(t["partition_id"]), minlength=0) if t.num_rows else np.zeros(0, np.int64)
         per_part = {int(p): int(n) for p, n in enumerate(parts) if n}
-        fields = [f.name for f in t.schema.field("key").type if f.name != "index"]
+        fields = [f.name for f in t.schema.field("key").type if f.name not in JOIN_ROW_FIELDS]
         key = "struct_pack(" + ", ".join(f"{_q(f)} := key.{_q(f)}" for f in fields) + ")"
         top = self._sql(t, f"SELECT {key} AS k, count(*) AS n FROM t GROUP BY 1 ORDER BY n DESC, k ASC NULLS FIRST LIMIT 10")
         return per_part, [
