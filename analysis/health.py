@@ -193,12 +193,25 @@ class StoreGrowth:
     method: str = "change feed"  # or "state per batch": no change feed (RocksDB without changelog)
 
 
+def copies_apart(rows: list[tuple[int, int]]) -> dict[int, int]:
+    """(key_hash, partition) rows as id -> partition, the n-th copy of a key under an id of its own."""
+    out: dict[int, int] = {}
+    copies: dict[int, int] = {}
+    for k, p in rows:
+        n = copies.get(k, 0)
+        copies[k] = n + 1
+        out[k if n == 0 else (k ^ (n * 0x9E3779B97F4A7C15)) & 0x7FFFFFFFFFFFFFFF] = p
+    return out
+
+
 def diff_snapshots(snapshots: list[tuple[int, list[tuple[int, int]]]]) -> list[tuple[int, bool, int, int]]:
-    """Changes between successive snapshots of (key_hash, partition): what a change feed would hold."""
+    """Changes between successive snapshots of (key_hash, partition): what a change feed would hold.
+    A key held several times (a list's elements, a format 4 join's rows of one key and time) counts
+    each time: its n-th copy gets an id of its own."""
     out: list[tuple[int, bool, int, int]] = []
     prev: dict[int, int] = {}
     for b, rows in snapshots:
-        now = dict(rows)
+        now = copies_apart(rows)
         out += [(b, False, k, p) for k, p in now.items() if k not in prev]
         out += [(b, True, k, p) for k, p in prev.items() if k not in now]
         prev = now

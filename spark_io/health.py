@@ -17,6 +17,7 @@ from analysis import why_missing as wm
 from analysis.diagnose import MAX_STATE_BATCHES
 from analysis.errors import UnknownStore
 from analysis.model import (
+    JOIN_V4_ROWS,
     CheckpointInfo,
     OperatorInfo,
     StateFile,
@@ -166,9 +167,13 @@ def _growth_sources(op: OperatorInfo) -> list[StateSource]:
 def store_growth(
     info: CheckpointInfo, op: OperatorInfo, src: StateSource, files: list[StateFile], stats: StateStats
 ) -> health.StoreGrowth:
-    """Rows per batch of one store from its change feed, in one pass. A list state counts its
-    elements, which its change feed does not give one by one: from its state at each batch."""
-    if not has_change_feed(info, op.operator_id) or (src.state_var and op.state_variable_type(src.state_var) == "ListState"):
+    """Rows per batch of one store from its change feed, in one pass. A store of lists (a list state,
+    format 4 join rows: several per key and time) counts its elements, which its change feed does
+    not give one by one: from its state at each batch."""
+    lists = (src.state_var and op.state_variable_type(src.state_var) == "ListState") or (src.store_name or "").endswith(
+        JOIN_V4_ROWS
+    )
+    if not has_change_feed(info, op.operator_id) or lists:
         return _growth_from_state(info, op, src, files, stats)
     committed = [b.batch_id for b in info.committed_batches]
     first, last = committed[0], committed[-1]
@@ -205,7 +210,7 @@ def _growth_from_state(
     for b in batches:
         keys, parts = stats.key_ids(src, b)
         snapshots.append((b, list(zip(keys.tolist(), parts.tolist(), strict=True))))
-    base = snapshots[0][1]
+    base = list(health.copies_apart(snapshots[0][1]).items())
     changes = health.diff_snapshots(snapshots)
     rows, parts_by_batch, ins, dels = health.replay_changes(batches, [c for c in changes if c[0] != batches[0]], base)
     name = src.state_var or src.store_name or "default"

@@ -80,7 +80,7 @@ def spark_feed(name: str, side: str) -> dict[str, list[Any]]:
         get_spark()
         .read.format("statestore")
         .option("operatorId", "0")
-        .option("storeName", f"{side}-keyWithIndexToValue")
+        .option("storeName", read_checkpoint(path(name)).operators[0].join_rows_store(side))
         .option("readChangeFeed", "true")
         .option("changeStartBatchId", str(t["committed_batches"][0]))
         .option("changeEndBatchId", str(t["committed_batches"][-1]))
@@ -206,7 +206,7 @@ def test_why_missing_agrees_with_what_happened(name: str, spark) -> None:  # typ
 
 def truth_source(info: Any, label: str) -> StateSource:
     if label in ("left", "right"):
-        return StateSource(0, store_name=f"{label}-keyWithIndexToValue")
+        return StateSource(0, store_name=info.operator(0).join_rows_store(label))
     if ":" in label:
         op, var = label.split(":")
         return StateSource(int(op), state_var=var)

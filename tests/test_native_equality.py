@@ -39,6 +39,7 @@ LIVE = [
     "compat/4.1.4/windowed_agg",
     "compat/4.2.1/windowed_agg",
     "compat/4.3.0/join_state_format_3",
+    "compat/4.3.0/join_state_format_4",
     "compat/4.3.0/rocksdb_no_changelog",
     "compat/4.3.0/checkpoint_v2",
     "compat/4.3.0/tws_collections",

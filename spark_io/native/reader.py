@@ -39,16 +39,13 @@ from analysis.model import (
     operator_of,
 )
 from spark_io.checkpoint import is_local, local_path, parse_schema_file
-from spark_io.native import kernels
+from spark_io.native import avro_rows, kernels
 from spark_io.native.records import Records, containing, fold_merges, latest, of_deleted_keys
 from spark_io.native.schema import Family, read_v3
 from spark_io.native.stores import KeptFiles, PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
 from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
 
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
-_UNSUPPORTED_CONF = {
-    "spark.sql.streaming.stateStore.encodingFormat": ("unsaferow",),
-}
 
 
 @dataclass
@@ -70,10 +67,10 @@ class NativeReader:
         if provider not in ("HDFSBackedStateStoreProvider", "RocksDBStateStoreProvider"):
             raise NativeUnsupported(f"the state store provider {provider}")
         self.rocksdb = provider == "RocksDBStateStoreProvider"
-        for key, allowed in _UNSUPPORTED_CONF.items():
-            value = info.conf.get(key)
-            if value is not None and value.lower() not in allowed:
-                raise NativeUnsupported(f"{key}={value}")
+        encoding = info.conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow").lower()
+        if encoding not in ("unsaferow", "avro"):
+            raise NativeUnsupported(f"spark.sql.streaming.stateStore.encodingFormat={encoding}")
+        self.avro = self.rocksdb and encoding == "avro"  # the HDFS provider writes UnsafeRows whatever the setting
         # row checksums (Spark 4.1+): every value carries the CRC32C of its key and value, verified and stripped on read
         self.row_checksums = info.conf.get("spark.sql.streaming.stateStore.rowChecksum.enabled", "false").lower() == "true"
         self._lock = threading.Lock()
@@ -255,6 +252,14 @@ class NativeReader:
         if v3:
             rel = str(v3[-1].relative_to(self.root))
             fams = {f.name: f for f in read_v3(v3[-1].read_bytes(), rel)}
+            if self.avro:  # every schema a family has had, by id: a row names the one it was written with
+                for path in v3:
+                    for old in read_v3(path.read_bytes(), str(path.relative_to(self.root))):
+                        if old.name in fams:
+                            fams[old.name].key_writers[old.key_schema_id] = old.key
+                            fams[old.name].value_writers[old.value_schema_id] = old.value
+                for fam in fams.values():
+                    fam.avro = True
         else:
             sub = "" if store == DEFAULT_STORE else f"{store}/"
             path = self.root / "state" / str(op.operator_id) / "0" / f"{sub}_metadata" / "schema"
@@ -469,9 +474,9 @@ class _Plain(_View):
         cols["key"] = key
         if not self.keys_only:
             cols["value"] = (
-                decode(elements, self.fam.value, self.value_only)
+                _rows_of(elements, self.fam, "value", only=self.value_only)
                 if elements is not None
-                else _decode_value(rec, self.fam.value, self.rocks, self.value_only)
+                else _decode_value(rec, self.fam, self.rocks, self.value_only)
             )
         cols["partition_id"] = arrow_of(np.full(len(rec), partition, np.int32), pa.int32())
         return _Piece(cols)
@@ -483,9 +488,21 @@ class _Plain(_View):
         return self._with_feed({"key": _struct_type(self.fam.key), "value": _struct_type(value)}, changes)
 
 
-def _decode_value(rec: Records, fields: list[dict[str, Any]], rocks: bool, only: frozenset[str] | None = None) -> pa.Array:
+def _rows_of(
+    rows: Rows, fam: Family, which: str, part: slice = slice(None), with_id: bool = True, only: frozenset[str] | None = None
+) -> pa.StructArray:
+    """Key or value rows of a family (``part``: of these key fields), as UnsafeRows or Avro
+    (``with_id``: the Avro rows start with their schema id)."""
+    fields = (fam.key if which == "key" else fam.value)[part]
+    if not fam.avro:
+        return decode(rows, fields, only)
+    writers = {i: f[part] for i, f in (fam.key_writers if which == "key" else fam.value_writers).items()}
+    return avro_rows.decode(rows, fields, writers if with_id else None, only)
+
+
+def _decode_value(rec: Records, fam: Family, rocks: bool, only: frozenset[str] | None = None) -> pa.Array:
     present = rec.kind != kernels.DELETE
-    return decode(_rows(rec, "value", 1 if rocks else 0, present), fields, only)
+    return _rows_of(_rows(rec, "value", 1 if rocks else 0, present), fam, "value", only=only)
 
 
 def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:
@@ -501,13 +518,13 @@ def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:
         plen = kernels.gather_le(rec.buf, rec.koff + skip, 4, np.ones(len(rec), np.bool_))
         start = rec.koff + skip + 4
         keep = np.ones(len(rec), np.bool_)
-        first = decode(Rows(rec.buf, start + 1, plen - 1, keep), fam.key[:n])
+        first = _rows_of(Rows(rec.buf, start + 1, plen - 1, keep), fam, "key", slice(None, n), with_id=False)
         rest_off = start + plen
-        rest = decode(Rows(rec.buf, rest_off + 1, rec.koff + rec.klen - rest_off - 1, keep), fam.key[n:])
+        rest = _rows_of(Rows(rec.buf, rest_off + 1, rec.koff + rec.klen - rest_off - 1, keep), fam, "key", slice(n, None))
         names = [f["name"] for f in fam.key]
         children = [first.field(i) for i in range(n)] + [rest.field(i) for i in range(len(fam.key) - n)]
         return pa.StructArray.from_arrays(children, names=names)
-    return decode(_rows(rec, "key", skip + (1 if rocks else 0)), fam.key)
+    return _rows_of(_rows(rec, "key", skip + (1 if rocks else 0)), fam, "key")
 
 
 def _event_time_key(rec: Records, fam: Family, skip: int) -> pa.StructArray:
@@ -581,9 +598,9 @@ class _JoinSide(_View):
         counts = self._store(recs, partition, self.names[0])
         values = self._store(recs, partition, self.names[1])
         ck = _decode_key(counts, self.counts_fam, self.rocks, self.families)
-        cv = _decode_value(counts, self.counts_fam.value, self.rocks)
+        cv = _decode_value(counts, self.counts_fam, self.rocks)
         vk = _decode_key(values, self.values_fam, self.rocks, self.families)
-        vv = _decode_value(values, self.values_fam.value, self.rocks)
+        vv = _decode_value(values, self.values_fam, self.rocks)
         key_names = [f["name"] for f in self.key_fields]
         count_of = pa.table({"k": _json_keys(ck, key_names), "n": cv.field(0)})
         rows = pa.table(
@@ -651,7 +668,7 @@ class _Tws(_View):
             if changes:
                 cols |= _feed_columns(rec)
             cols["key"] = _decode_key(rec, self.fam, True, True)
-            cols["list_element"] = decode(elements, self.fam.value)
+            cols["list_element"] = _rows_of(elements, self.fam, "value")
         else:
             rec = _merge(raw, changes)
             if changes:
@@ -660,7 +677,7 @@ class _Tws(_View):
             cols["key"] = key.field(0)
             if self.kind == "map":
                 cols["user_map_key"] = key.field(1)
-                cols["user_map_value"] = _decode_value(rec, self.fam.value, True)
+                cols["user_map_value"] = _decode_value(rec, self.fam, True)
             else:
                 cols["expiration_timestamp_ms"] = key.field(1)
         cols["partition_id"] = arrow_of(np.full(len(rec), partition, np.int32), pa.int32())

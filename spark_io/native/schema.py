@@ -25,6 +25,12 @@ class Family:
     value: list[dict[str, Any]]
     encoder: dict[str, Any] = field(default_factory=dict)
     user_key: list[dict[str, Any]] | None = None
+    key_schema_id: int = 0  # Avro-encoded rows name the schema they were written with by these ids
+    value_schema_id: int = 0
+    avro: bool = False  # rows are Avro-encoded (encodingFormat=avro) rather than UnsafeRows
+    # Avro: the key and value fields of every schema id the family has had (its schema files)
+    key_writers: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    value_writers: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def prefix_cols(self) -> int:
@@ -88,13 +94,21 @@ def read_v3(data: bytes, rel: str) -> list[Family]:
     families = []
     for _ in range(src.take(">i")):
         name = src.utf()
-        src.take(">h")
+        key_id = src.take(">h")
         key = src.chunked_json()
-        src.take(">h")
+        value_id = src.take(">h")
         value = src.chunked_json()
         encoder = src.chunked_json()
         user_key = src.chunked_json()
         families.append(
-            Family(name, key.get("fields", []), value.get("fields", []), encoder, user_key.get("fields") if user_key else None)
+            Family(
+                name,
+                key.get("fields", []),
+                value.get("fields", []),
+                encoder,
+                user_key.get("fields") if user_key else None,
+                key_id,
+                value_id,
+            )
         )
     return families

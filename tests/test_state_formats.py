@@ -1,0 +1,153 @@
+"""The state formats Spark 4.1-4.3 write, read natively: row checksums (verified, a damaged row named),
+join state format 4 and Avro-encoded rows. Their rows equal Spark's reads in
+``test_native_equality.py`` (golden files) and the queries' truth in ``test_compat.py``; here: what
+the bytes themselves prove, and damage."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import crc32c as crc32c_lib
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.errors import StateReadError
+from analysis.model import StateSource
+from spark_io.checkpoint import read_checkpoint
+from spark_io.codecs import decompress
+from spark_io.native import kernels
+from spark_io.native.reader import NativeReader
+from spark_io.native.records import LZ4_SEED
+from support import COMPAT
+
+HDFS_CHECKSUMS = "compat/4.3.0/row_checksum_hdfs"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000), st.integers(0, 2000))
+def test_the_crc32c_kernel_equals_the_crc32c_library(data: bytes, cut: int) -> None:
+    assert kernels.crc32c(data) == crc32c_lib.crc32c(data)
+    cut = min(cut, len(data))
+    assert kernels.crc32c(data[cut:], kernels.crc32c(data[:cut])) == crc32c_lib.crc32c(data)
+
+
+def _raw_lz4(data: bytes) -> bytes:
+    """An lz4-java stream holding ``data`` as one stored (uncompressed) block, then the end mark."""
+    check = xxhash.xxh32(data, seed=LZ4_SEED).intdigest() & 0xFFFFFFF
+    block = b"LZ4Block" + bytes([0x10]) + struct.pack("<iii", len(data), len(data), check) + data
+    return block + b"LZ4Block" + bytes([0x10]) + struct.pack("<iii", 0, 0, 0)
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    import shutil
+
+    dest = tmp_path / name.replace("/", "_")
+    shutil.copytree(COMPAT.parent / name, dest)
+    return dest
+
+
+def test_every_row_checksum_of_the_sample_verifies() -> None:
+    """Each value of the HDFS sample's deltas is the CRC32C (by the crc32c library) of its key and
+    row, then the row; each delete's key the CRC32C of the key, then the key."""
+    part = COMPAT.parent / HDFS_CHECKSUMS / "state" / "0" / "0"
+    seen = {"put": 0, "delete": 0}
+    for delta in sorted(part.glob("*.delta")):
+        data, _ = decompress(delta.read_bytes())
+        pos = 0
+        while True:
+            (klen,) = struct.unpack_from(">i", data, pos)
+            if klen == -1:
+                break
+            key = data[pos + 4 : pos + 4 + klen]
+            (vlen,) = struct.unpack_from(">i", data, pos + 4 + klen)
+            value = data[pos + 8 + klen : pos + 8 + klen + max(vlen, 0)]
+            if vlen < 0:
+                assert struct.unpack_from("<I", key)[0] == crc32c_lib.crc32c(key[4:])
+            else:
+                assert struct.unpack_from("<I", value)[0] == crc32c_lib.crc32c(key + value[4:])
+            seen["delete" if vlen < 0 else "put"] += 1
+            pos += 8 + klen + max(vlen, 0)
+    assert seen["put"] > 10 and seen["delete"] > 0, seen
+
+
+def test_a_flipped_bit_under_a_row_checksum_is_named(tmp_path: Path) -> None:
+    path = _copy(tmp_path, HDFS_CHECKSUMS)
+    delta = path / "state" / "0" / "0" / "3.delta"
+    data = bytearray(decompress(delta.read_bytes())[0])
+    (klen,) = struct.unpack_from(">i", data, 0)
+    value_at = 8 + klen
+    stored = struct.unpack_from("<I", data, value_at)[0]
+    data[value_at + 4 + 9] ^= 0x04  # one bit of the first row's value (a count)
+    delta.write_bytes(_raw_lz4(bytes(data)))
+    info = read_checkpoint(str(path))
+    with pytest.raises(StateReadError) as e:
+        NativeReader(info).state(StateSource(0), 2)  # version 3 = batch 2
+    msg = e.value.message
+    assert "state/0/0/3.delta" in msg and "row 0" in msg, msg
+    computed = crc32c_lib.crc32c(bytes(data[4 : 4 + klen]) + bytes(data[value_at + 4 : value_at + 4 + _vlen(data, klen) - 4]))
+    assert f"{stored:#010x}" in msg and f"{computed:#010x}" in msg, msg
+    # batches before the damaged delta still read
+    assert NativeReader(info).state(StateSource(0), 1).num_rows > 0
+
+
+def _vlen(data: bytearray, klen: int) -> int:
+    return int(struct.unpack_from(">i", data, 4 + klen)[0])
+
+
+def test_join_state_format_4_lists_the_stores_that_exist() -> None:
+    info = read_checkpoint(str(COMPAT / "4.3.0" / "join_state_format_4"))
+    (op,) = info.operators
+    assert [s.store_name for s in op.stores] == [
+        "left-keyWithTsToValues",
+        "left-tsWithKey",
+        "right-keyWithTsToValues",
+        "right-tsWithKey",
+    ]
+    assert {s.folder for s in op.stores} == {"default"}
+    assert op.join_rows_store("left") == "left-keyWithTsToValues"
+
+
+def test_a_format_4_join_side_has_a_row_per_value_with_its_event_time(monkeypatch: Any) -> None:
+    """A key and event time holding two rows (two payments of one order at one time) reads as two
+    rows, each with the event time of the key (the row's own event-time column, in microseconds)."""
+    info = read_checkpoint(str(COMPAT / "4.3.0" / "join_state_format_4"))
+    reader = NativeReader(info)
+    rows = reader.state(StateSource(0, store_name="left-keyWithTsToValues"), 10).to_pylist()
+    for r in rows:
+        event_us = int(r["value"]["order_time"].timestamp() * 1_000_000)
+        assert r["key"]["__event_time"] == event_us
+    keys = [(r["key"]["field0"], r["key"]["__event_time"]) for r in rows]
+    assert any(keys.count(k) == 2 for k in keys)  # a key and time with two rows
+    side = reader.state(StateSource(0, join_side="left"), 10)
+    assert side.num_rows == len(rows)
+    assert [f.name for f in side.schema.field("key").type] == ["field0"]
+    assert "matched" not in [f.name for f in side.schema.field("value").type]
+
+
+def test_avro_rows_decode_by_their_schema_id() -> None:
+    """Avro-encoded transformWithState rows: a value state, a list, a map with TTL and the timers, as
+    the query's own output tells them (each user's event count after the last batch)."""
+    import json
+
+    name = "4.3.0/tws_avro"
+    truth = json.loads((COMPAT / "4.3.0" / "truth" / "tws_avro.json").read_text())
+    info = read_checkpoint(str(COMPAT / name))
+    reader = NativeReader(info)
+    last = truth["committed_batches"][-1]
+    totals = {r["key"]["user_id"]: r["value"]["n"] for r in reader.state(StateSource(0, state_var="total"), last).to_pylist()}
+    emitted: dict[str, int] = {}
+    for r in sorted(truth["emitted"], key=lambda r: r["batch_id"]):
+        if r["events"]:
+            emitted[r["user_id"]] = r["events"]
+    assert totals == emitted
+    events = reader.state(StateSource(0, state_var="events"), last).to_pylist()
+    assert all(r["list_element"]["event_id"].startswith("ev-") for r in events)
+    per_kind = reader.state(StateSource(0, state_var="per_kind"), last).to_pylist()
+    assert {r["user_map_key"]["kind"] for r in per_kind} <= {"view", "click", "buy"}
+    assert all(r["user_map_value"]["ttlExpirationMs"] > 1_700_000_000_000 for r in per_kind)
+    timers = reader.state(StateSource(0, timers=True), last).to_pylist()
+    assert timers and all(t["expiration_timestamp_ms"] > 1_700_000_000_000 for t in timers)
