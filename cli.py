@@ -426,6 +426,25 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         else "loadable     unknown: folders of the checkpoint cannot be read (see below)"
     )
     print(f"format       checkpoint format version {report.checkpoint_format_version}")
+    print(f"checksums    {report.checksums_verified} file(s) verified against their .crc sidecars")
+    if report.restart_cost:
+        from analysis.health import human_bytes
+
+        print("\nrestart cost (the store partitions that replay the most):")
+        rows = [
+            [
+                c.operator_id,
+                c.store,
+                c.partition,
+                "-" if c.snapshot_version is None else c.snapshot_version,
+                c.replayed,
+                human_bytes(c.bytes),
+            ]
+            for c in report.restart_cost[:5]
+        ]
+        print(_table(["operator", "store", "partition", "snapshot version", "files replayed", "bytes read"], rows))
+    print("\nwhat a restart may change:")
+    print(_table(["setting", "value", "may change"], [[s.setting, s.value, s.may_change] for s in report.restart_settings]))
     if not report.problems:
         print("\nNo problems found.")
     for pr in report.problems:

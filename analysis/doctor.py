@@ -16,6 +16,7 @@ from typing import Any
 
 from analysis.health import min_batches_to_retain, retention_finding
 from analysis.model import CheckpointInfo, StateFile
+from analysis.restart import PartitionCost, Setting, restart_cost, restart_settings
 
 SNAPSHOTS = ("snapshot", "zip")
 DELTAS = ("delta", "changelog")
@@ -57,6 +58,9 @@ class DoctorReport:
     problems: list[Problem] = field(default_factory=list)
     chains: list[Chain] = field(default_factory=list)
     loadable_known: bool = True  # False: some state folders cannot be read, so which batches load is unknown
+    checksums_verified: int = 0  # files whose checksum sidecar (.crc) was verified
+    restart_cost: list[PartitionCost] = field(default_factory=list)  # per store partition, most replayed first
+    restart_settings: list[Setting] = field(default_factory=list)  # what a restart may change
 
     @property
     def ok(self) -> bool:
@@ -242,6 +246,8 @@ def examine(
                 broken[b].append(f"operator {op_id} store {store} partition {part}")
         report.chains.append(Chain(op_id, store, part, sorted(snaps), sorted(deltas), ok_versions))
     report.loadable_batches = [b for b in committed if loadable_by_batch[b]] if has_state else []
+    report.restart_cost = restart_cost(info, files) if has_state else []
+    report.restart_settings = restart_settings(info)
     if has_state and committed:
         latest_unloadable = [b for b in committed if not loadable_by_batch[b]]
         if committed[-1] in latest_unloadable:

@@ -35,8 +35,10 @@ from analysis.errors import (
     NotAllowed,
     StateLensError,
 )
+from analysis.integrity import integrity_problems
 from analysis.model import DEFAULT_STORE, JOIN_STORES, JOIN_V4_ROWS, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
 from analysis.sources import SourceBatch, batch_sources, offset_lines, parse_offset
+from spark_io.integrity import verify_sidecars
 
 _DIGITS = re.compile(r"^\d+$")
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
@@ -627,7 +629,11 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
         return unreadable_report(path, e.message, e.folder)
     unreadable: list[str] = []
     files = list_state_files(info.path, unreadable)
-    return examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
+    report = examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
+    sidecars = verify_sidecars(open_files(info.path))
+    report.checksums_verified = sidecars.checked
+    report.problems += integrity_problems(sidecars)
+    return report
 
 
 def _file_kind(name: str) -> tuple[str, int | None]:

@@ -42,7 +42,12 @@ def test_overview_defaults_to_a_bundled_sample() -> None:
     assert m["Batches"] == "17" and m["Last committed"] == "16" and m["Stateful operators"] == "1"
     assert m["Query id"] == info.query_id[:8]  # type: ignore[index]
     assert m["Watermark (UTC)"] == "00:13:45"
-    assert len(at.dataframe) == 3  # batches, what each source read, configuration
+    assert len(at.dataframe) == 5  # batches, what each source read, restart cost and settings, configuration
+    cost, settings = at.dataframe[2].value, at.dataframe[3].value
+    assert len(cost) == 4 * 4  # the join's four stores, 4 partitions each: what a restart loads
+    shuffle = settings[settings["setting"] == "spark.sql.shuffle.partitions"]
+    assert shuffle[["value", "may change"]].values.tolist() == [[info.conf["spark.sql.shuffle.partitions"], "no"]]
+    assert m["Files verified by checksum"] != "0"  # the bundled samples carry Hadoop's .crc sidecars
     ops = at.table[0].value  # operators at a glance: a table that wraps, nothing cut
     assert ops[["operator", "kind", "key", "partitions", "provider"]].values.tolist() == [
         [0, "symmetricHashJoin", "field0: string", 4, "HDFSBacked"]

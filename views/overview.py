@@ -9,6 +9,7 @@ import zoneinfo
 import streamlit as st
 
 from analysis import charts
+from analysis.health import human_bytes
 from analysis.overview import batches_table, conf_table, operators_table, summary
 from analysis.progress import batch_rows, late_drops, operator_mismatch
 from views.common import (
@@ -146,6 +147,11 @@ if info is not None:
                     "Committed batches whose every store partition has its snapshot and deltas on disk.",
                 ),
                 ("Checkpoint format", f"v{doc.checkpoint_format_version}", None),
+                (
+                    "Files verified by checksum",
+                    doc.checksums_verified,
+                    "Files whose .crc sidecar (Spark's CRC32C, Hadoop's CRC32) matched their bytes.",
+                ),
             ]
         )
         if not doc.problems:
@@ -153,6 +159,27 @@ if info is not None:
         for pr in doc.problems:
             show = {"error": st.error, "warning": st.warning}.get(pr.severity, st.info)
             show(f"**{pr.title}.** {pr.meaning} *What to do:* {pr.action}")
+        with st.expander("Restart: what it reads per partition, and what it may change"):
+            if doc.restart_cost:
+                st.caption(
+                    "Each store partition loads its newest snapshot, then replays the changes after it: the partitions that replay the most first."
+                )
+                cost = [
+                    {
+                        "operator": c.operator_id,
+                        "store": c.store,
+                        "partition": c.partition,
+                        "snapshot version": c.snapshot_version,
+                        "files replayed": c.replayed,
+                        "bytes read": human_bytes(c.bytes),
+                    }
+                    for c in doc.restart_cost
+                ]
+                st.dataframe(cost, hide_index=True, width="stretch", height=grid_height(len(cost), 300))
+            settings = [
+                {"setting": x.setting, "value": x.value, "may change": x.may_change, "why": x.why} for x in doc.restart_settings
+            ]
+            st.dataframe(settings, hide_index=True, width="stretch", height=grid_height(len(settings), 400))
     st.subheader("Configuration captured in offsets/")
     st.caption(f"Provider **{s['provider']}**, shuffle partitions **{s['shuffle_partitions']}**.")
     st.dataframe(conf_table(info), hide_index=True, width="stretch")
