@@ -32,9 +32,11 @@ class PartitionCost:
 def restart_cost(info: CheckpointInfo, files: list[StateFile]) -> list[PartitionCost]:
     """Per store partition, what loading the last committed batch's state version reads; most replayed first."""
     committed = info.committed_batches
-    if not committed:
-        return []
-    version = committed[-1].batch_id + 1
+    return load_cost(files, committed[-1].batch_id + 1) if committed else []
+
+
+def load_cost(files: list[StateFile], version: int) -> list[PartitionCost]:
+    """Per store partition, the files loading state ``version`` reads; most replayed first."""
     groups: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
     for f in files:
         if f.partition_id >= 0 and f.version is not None and f.version <= version:

@@ -9,6 +9,7 @@ errors are wrapped into ``StateReadError``.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from analysis.model import (
     JOIN_V4_ROWS,
     CheckpointInfo,
     StateSource,
+    operator_of,
     require_state,
     resolve_batch,
     validate_source,
@@ -201,10 +203,73 @@ def read_state(
     batch = resolve_batch(info, batch_id)
     what = f"{source.describe()} at batch {batch}"
     try:
+        if limit is None and row_filter is None and not _fits_in_driver(info, source, batch, what):
+            return _through_parquet(info, source, batch), batch
         df = state_frame(info.path, source, {"batchId": str(batch)}, what, row_filter)
         return to_arrow(df.limit(limit) if limit is not None else df, what), batch
     except StateReadError as e:
         raise StateReadError(_with_files(e, info, source, batch)) from e.__cause__
+
+
+# decoded rows take several times the bytes of their lz4-compressed state files
+EXPANSION = float(os.environ.get("STATELENS_STATE_EXPANSION", "6"))
+
+
+def driver_limit() -> tuple[int, str]:
+    """The most result bytes the driver takes in one collect, and why: ``spark.driver.maxResultSize``
+    and a quarter of the driver JVM's heap, the smaller (local and cluster Spark; Connect: its
+    server's limit is unknown here, 1 GiB assumed)."""
+    if session.target().remote:
+        return 1 << 30, "1 GiB (a Spark Connect server's own limits are not known here)"
+    spark = session.get_spark()
+    raw = spark.sparkContext.getConf().get("spark.driver.maxResultSize", "1g")
+    max_result = _bytes_of(raw)
+    heap = int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    limit = min(max_result or heap, heap // 4)
+    return limit, f"spark.driver.maxResultSize={raw} and a quarter of the driver's {heap / 2**30:.1f} GiB heap"
+
+
+def _bytes_of(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", text.lower())
+    if not m:
+        return 1 << 30
+    return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ")
+
+
+def _fits_in_driver(info: CheckpointInfo, source: StateSource, batch: int, what: str) -> bool:
+    """Whether the read's rows, estimated from the state files it is made from, fit in the driver;
+    if not, local Spark writes them to Parquet instead, and a cluster or Connect says so."""
+    from analysis.restart import load_cost
+    from spark_io.checkpoint import list_state_files
+
+    op = operator_of(info, source.operator_id)
+    folder = op.folder_of(source.store_name or (op.join_rows_store(source.join_side) if source.join_side else None))
+    files = [f for f in list_state_files(info.path) if f.operator_id == source.operator_id and f.store_name == folder]
+    estimate = int(sum(c.bytes for c in load_cost(files, batch + 1)) * EXPANSION)
+    limit, why = driver_limit()
+    if estimate <= limit:
+        return True
+    if session.target().remote or (session.target().master or "local").split("[")[0] != "local":
+        raise StateReadError(
+            f"{what} would bring about {estimate / 2**20:,.0f} MiB of rows to the driver, more than it takes ({why}): "
+            "filter the read by key or partition, or give the driver more (spark.driver.maxResultSize, spark.driver.memory)."
+        )
+    return False
+
+
+def _through_parquet(info: CheckpointInfo, source: StateSource, batch: int) -> pa.Table:
+    """The rows written to Parquet by Spark's executors, then read here: nothing passes the driver."""
+    import shutil
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    dest = tempfile.mkdtemp(prefix="statelens-spill-", dir=session.scratch_dir())
+    try:
+        spill_state(info.path, source, batch, dest, info=info)
+        return pq.read_table(dest)
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
 
 
 _CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)): ([^\n]+)")
@@ -256,6 +321,8 @@ def spill_state(
     what = f"{source.describe()} at batch {batch}"
     df = state_frame(info.path, source, {"batchId": str(batch)}, what, row_filter)
     try:
+        # timestamps as Parquet's UTC microseconds, the type Spark's own toArrow gives (not INT96)
+        df.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         df.write.mode("overwrite").parquet(dest)
     except Exception as e:
         raise StateReadError(f"Spark could not spill {what} to Parquet: {spark_message(e)}") from e

@@ -185,3 +185,22 @@ def test_every_command_on_bad_input_prints_exactly_one_line(tmp_path: Path) -> N
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1, (name, r.stderr)
         assert lines[0].startswith("statelens: ") and word in lines[0], (name, lines[0])
+
+
+def test_a_load_bigger_than_a_small_driver_answers_through_parquet_in_time() -> None:
+    """A real JVM with a deliberately small driver (512 MiB heap, maxResultSize 1 MiB): a load estimated
+    past it is written to Parquet by the executors and answered, not collected until the driver
+    dies or hangs (``STATELENS_STATE_EXPANSION`` makes the small sample's estimate big)."""
+    import time
+
+    env = {
+        **os.environ,
+        "PYSPARK_SUBMIT_ARGS": "--driver-memory 512m --conf spark.driver.maxResultSize=1m pyspark-shell",
+        "STATELENS_STATE_EXPANSION": "1000000",
+    }
+    start = time.monotonic()
+    r = run_cli("sql", sample("windowed_agg"), "SELECT count(*) AS n FROM op0", "--engine", "spark", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - start < 240
+    native = run_cli("sql", sample("windowed_agg"), "SELECT count(*) AS n FROM op0", "--json")
+    assert json.loads(r.stdout)["rows"] == json.loads(native.stdout)["rows"]

@@ -205,3 +205,31 @@ def test_damaged_state_files_are_named(copy_sample, name, rel, damage, source, c
     assert cause in message and target.name in message and "needs these state files" in message
     table, batch = read_state(str(cp), source, batch_id=batch_ok)  # an earlier batch still reads
     assert batch == batch_ok and table.num_rows > 0
+
+
+def test_a_read_bigger_than_the_driver_takes_goes_through_parquet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load estimated past the driver's limit is written to Parquet by the executors and read from
+    there (nothing collected through the driver): the same rows and types as a direct read. The
+    limit is made tiny here; the real one is spark.driver.maxResultSize and a quarter of the heap."""
+    from spark_io import state_reader
+
+    info = read_checkpoint(sample("windowed_agg"))
+    src = StateSource(0)
+    direct, _ = read_state(info.path, src, info=info)
+    collected: list[str] = []
+    monkeypatch.setattr(state_reader, "driver_limit", lambda: (1, "a 1-byte test limit"))
+    monkeypatch.setattr(state_reader, "to_arrow", lambda df, what: collected.append(what))  # must not be called
+    spilled, _ = read_state(info.path, src, info=info)
+    assert not collected
+    assert spilled.schema.equals(direct.schema, check_metadata=False)
+    assert Counter(map(str, spilled.to_pylist())) == Counter(map(str, direct.to_pylist()))
+
+
+def test_a_cluster_read_bigger_than_the_driver_takes_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark_io import session, state_reader
+
+    info = read_checkpoint(sample("windowed_agg"))
+    monkeypatch.setattr(state_reader, "driver_limit", lambda: (1, "spark.driver.maxResultSize=1b"))
+    monkeypatch.setattr(session, "target", lambda: session.SparkTarget(master="spark://cluster:7077"))
+    with pytest.raises(StateReadError, match=r"more than it takes \(spark.driver.maxResultSize=1b\): filter the read"):
+        read_state(info.path, StateSource(0), info=info)
