@@ -25,9 +25,11 @@ import decimal
 import json
 import os
 import sys
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any, NoReturn
 
-from analysis.errors import StateLensError
+from analysis.errors import InvalidInput, StateLensError
 
 
 def _invoked_as() -> str:
@@ -403,6 +405,13 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of partition numbers") from None
 
 
+def _read_text_file(path: str, option: str) -> str:
+    try:
+        return Path(path).read_text("utf-8", errors="replace")
+    except OSError as e:
+        raise InvalidInput(f"{option} {path} cannot be read ({e.strerror}): give the path of a text file.") from e
+
+
 def cmd_doctor(args: argparse.Namespace) -> None:
     from spark_io.checkpoint import doctor
 
@@ -412,9 +421,18 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         from spark_io.progress import read_progress
 
         run = read_progress(args.event_log, read_checkpoint(args.checkpoint)).run
+    explained = None
+    if args.error:
+        from analysis.doctor import RunState
+        from spark_io.checkpoint import explain_restart_error
+
+        error = _read_text_file(args.error, "--error")
+        explained = explain_restart_error(args.checkpoint, error)
+        if run is None:  # the run that raised it has ended: its uncommitted batch is not running
+            run = RunState(False, explained.title, args.error)
     report = doctor(args.checkpoint, run)
     if args.json:
-        _dump(report.to_dict())
+        _dump(report.to_dict() | ({"restart_error": asdict(explained)} if explained else {}))
         return
     c = report.committed
     print(f"checkpoint   {report.path}")
@@ -445,6 +463,12 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         print(_table(["operator", "store", "partition", "snapshot version", "files replayed", "bytes read"], rows))
     print("\nwhat a restart may change:")
     print(_table(["setting", "value", "may change"], [[s.setting, s.value, s.may_change] for s in report.restart_settings]))
+    if explained:
+        print(f"\nwhy the restart failed: {explained.title}" + (f" [{explained.error_class}]" if explained.error_class else ""))
+        for line in explained.changes:
+            print(f"  - {line}")
+        for line in explained.ways_out:
+            print(f"  way out: {line}")
     if not report.problems:
         print("\nNo problems found.")
     for pr in report.problems:
@@ -561,6 +585,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("checkpoint")
     d.add_argument(
         "--event-log", default=None, help="the query's Spark event log: whether its last run is still running, or how it ended"
+    )
+    d.add_argument(
+        "--error",
+        default=None,
+        metavar="FILE",
+        help="a failed restart's error text or event log: which operator, what changed, the ways out",
     )
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=cmd_doctor)

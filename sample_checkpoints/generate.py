@@ -894,6 +894,10 @@ def main(argv: list[str]) -> int:
         import golden
 
         return golden.main(argv[1:])
+    if argv == ["--restart-errors"]:  # real failed restarts, for the doctor's explanations
+        import restart_errors
+
+        return restart_errors.main()
     if argv and argv[0] == "--spark":  # compatibility samples: another PySpark version, in its own venv
         import compat
 

@@ -37,6 +37,7 @@ from analysis.errors import (
 )
 from analysis.integrity import integrity_problems
 from analysis.model import DEFAULT_STORE, JOIN_STORES, JOIN_V4_ROWS, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
+from analysis.restart_error import RestartExplanation, explain
 from analysis.sources import SourceBatch, batch_sources, offset_lines, parse_offset
 from spark_io.integrity import verify_sidecars
 
@@ -634,6 +635,12 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
     report.checksums_verified = sidecars.checked
     report.problems += integrity_problems(sidecars)
     return report
+
+
+def explain_restart_error(path: str, error: str) -> RestartExplanation:
+    """A failed restart's error explained against this checkpoint's operators and stored key schemas."""
+    info = read_checkpoint(path)
+    return explain(error, info, read_key_fields(info.path)[0])
 
 
 def _file_kind(name: str) -> tuple[str, int | None]:

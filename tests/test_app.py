@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from spark_io.checkpoint import read_checkpoint
-from support import ROOT, sample, scenario
+from support import ROOT, SAMPLES, sample, scenario
 
 APP = str(ROOT / "app.py")
 
@@ -479,3 +479,14 @@ def test_why_missing_of_the_whole_query_follows_each_record() -> None:
     assert ":blue-badge[passed · b1]" in flows[0] and ":green-badge[Emitted · b9]" in flows[0]
     assert ":red-badge[dropped as late · b10]" in flows[0] and ":red-badge[dropped as late · b10]" in flows[1]
     assert "operator" not in at.query_params and at.query_params["key"] == ["user-second", "user-late"]
+
+
+def test_the_overview_explains_a_pasted_restart_error() -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    box = next(t for t in at.text_area if t.key == "restart_error_text")
+    box.input((SAMPLES / "restart_errors" / "operator_added" / "error.txt").read_text()).run()
+    shown = [m.value for m in at.markdown]
+    assert "- operator 1 (dedupe) added" in shown
+    assert any("STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in m for m in shown)
+    assert not at.exception

@@ -12,6 +12,7 @@ from analysis import charts
 from analysis.health import human_bytes
 from analysis.overview import batches_table, conf_table, operators_table, summary
 from analysis.progress import batch_rows, late_drops, operator_mismatch
+from spark_io.checkpoint import explain_restart_error
 from views.common import (
     chart,
     chart_downloads,
@@ -159,6 +160,19 @@ if info is not None:
         for pr in doc.problems:
             show = {"error": st.error, "warning": st.warning}.get(pr.severity, st.info)
             show(f"**{pr.title}.** {pr.meaning} *What to do:* {pr.action}")
+        with st.expander("Why did a restart fail? Paste its error"):
+            pasted = st.text_area(
+                "The failed run's error (query.exception(), the driver log or an event log's lines)",
+                key="restart_error_text",
+                height=120,
+            )
+            if pasted.strip():
+                e = explain_restart_error(info.path, pasted)
+                st.markdown(f"**{e.title}**" + (f" `{e.error_class}`" if e.error_class else ""))
+                for line in e.changes:
+                    st.markdown(f"- {line}")
+                for line in e.ways_out:
+                    st.markdown(f"*Way out:* {line}")
         with st.expander("Restart: what it reads per partition, and what it may change"):
             if doc.restart_cost:
                 st.caption(

@@ -1,0 +1,121 @@
+"""Real failed restarts, for the doctor's ``--error`` explanations (a developer tool, run with the samples).
+
+Each case runs a stateful query on a fresh checkpoint for three batches, changes the query (or the
+checkpoint) the way users do, restarts it on the same checkpoint with the pinned PySpark, and keeps
+what Spark really said: ``restart_errors/<case>/checkpoint`` (the checkpoint after the failure) and
+``restart_errors/<case>/error.txt`` (the query's exception, as ``query.exception()`` gives it).
+
+    python sample_checkpoints/generate.py --restart-errors
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import generate as g
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "restart_errors"
+
+
+def _count(s: Any) -> Any:
+    return s.groupBy("user_id").count()
+
+
+def _count_by_kind(s: Any) -> Any:
+    return s.groupBy("user_id", "kind").count()
+
+
+def _mean(s: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return s.groupBy("user_id").agg(F.avg("value").alias("mean"))
+
+
+def _dedup_then_count(s: Any) -> Any:
+    return s.dropDuplicates(["event_id"]).groupBy("user_id").count()
+
+
+def _drop_newest_delta(checkpoint: Path) -> None:
+    part = checkpoint / "state" / "0" / "0"
+    newest = max((p for p in part.glob("*.delta")), key=lambda p: int(p.name.split(".")[0]))
+    newest.unlink()
+    for crc in part.glob(f".{newest.name}.crc"):
+        crc.unlink()
+
+
+# case -> (first query, restarted query, what is done to the checkpoint in between, conf of the restart)
+CASES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Path], None] | None, dict[str, str]]] = {
+    "grouping_key_added": (_count, _count_by_kind, None, {}),
+    "aggregate_changed": (_count, _mean, None, {}),
+    "operator_added": (_count, _dedup_then_count, None, {}),
+    "delta_missing": (_count, _count, _drop_newest_delta, {}),
+    "provider_changed": (_count, _count, None, {"spark.sql.streaming.stateStore.providerClass": g.ROCKSDB}),
+}
+
+
+def _run(spark: Any, build: Callable[[Any], Any], inputs: Path, checkpoint: Path) -> str | None:
+    stream = spark.readStream.schema(g.EVENTS).option("maxFilesPerTrigger", 1).json(str(inputs))
+    query = (
+        build(stream)
+        .writeStream.outputMode("update")
+        .format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    except Exception as e:
+        return str(e)
+    return str(query.exception()) if query.exception() else None
+
+
+def main() -> int:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stateStore.providerClass", g.HDFS)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    batches = g.event_batches(4, 6, 3)
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    summary = {}
+    for case, (first, second, damage, conf) in CASES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            inputs = Path(tmp) / "in"
+            inputs.mkdir()
+            for i, batch in enumerate(batches[:3]):
+                path = inputs / f"part-{i:05d}.json"
+                path.write_text("".join(json.dumps(r) + "\n" for r in batch["events"]))
+                os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
+            checkpoint = OUT / case / "checkpoint"
+            assert _run(spark, first, inputs, checkpoint) is None
+            if damage:
+                damage(checkpoint)
+            path = inputs / "part-00003.json"
+            path.write_text("".join(json.dumps(r) + "\n" for r in batches[3]["events"]))
+            os.utime(path, (1_767_225_603, 1_767_225_603))
+            for k, v in conf.items():
+                spark.conf.set(k, v)
+            error = _run(spark, second, inputs, checkpoint)
+            for k in conf:
+                spark.conf.set(k, g.HDFS) if k.endswith("providerClass") else spark.conf.unset(k)
+        (OUT / case / "error.txt").write_text(error or "")
+        summary[case] = (error or "(the restart succeeded)").splitlines()[0][:160]
+        print(f"{case}: {summary[case]}", flush=True)
+    spark.stop()
+    return 0
