@@ -631,9 +631,11 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
     unreadable: list[str] = []
     files = list_state_files(info.path, unreadable)
     report = examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
-    sidecars = verify_sidecars(open_files(info.path))
-    report.checksums_verified = sidecars.checked
-    report.problems += integrity_problems(sidecars)
+    files_of = open_files(info.path)
+    if isinstance(files_of, LocalFiles):  # remote storage: each file would be a read through Spark
+        sidecars = verify_sidecars(files_of)
+        report.checksums_verified = sidecars.checked
+        report.problems += integrity_problems(sidecars)
     return report
 
 

@@ -348,8 +348,9 @@ class NativeReader:
             if status == 2:
                 raise StateReadError(
                     f"Row checksum mismatch in {where}, row {row}: the row stores CRC32C {int(stored):#010x} but its key and "
-                    f"value give {int(got):#010x}. The file is damaged; Spark fails on it too (restore the file, or "
-                    "restart from an earlier batch or a new checkpoint)."
+                    f"value give {int(got):#010x}. The file is damaged (Spark checks row checksums only as often as "
+                    "spark.sql.streaming.stateStore.rowChecksum.readVerificationRatio says, by default never: it would "
+                    "read the damaged row). Restore the file, or restart from an earlier batch or a new checkpoint."
                 )
             raise StateReadError(f"{where}, row {row}: a value too short for its row checksum: the file is damaged or cut short.")
         buf = np.concatenate([rec.buf, out])
