@@ -392,7 +392,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     if not out.parent.is_dir():
         raise InvalidInput(f"The folder {out.parent} does not exist.")
     c = checkup(args.checkpoint, event_log=args.event_log)
-    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress)
+    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor)
     out.write_text(html, encoding="utf-8")
     warnings = sum(f.severity == "warning" for f in c.findings)
     print(f"wrote {out} ({len(html):,} bytes): {warnings} warning(s), {len(c.findings) - warnings} note(s)")

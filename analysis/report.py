@@ -81,9 +81,11 @@ def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any], pro
     return figs
 
 
-def checkup_report(info: Any, skews: list[Any], stores: list[Any], findings: list[Finding], progress: Any = None) -> str:
+def checkup_report(
+    info: Any, skews: list[Any], stores: list[Any], findings: list[Finding], progress: Any = None, doctor: Any = None
+) -> str:
     """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.health;
-    ``progress`` the query's ProgressLog when an event log was given)."""
+    ``progress`` the query's ProgressLog when an event log was given; ``doctor`` its DoctorReport)."""
     from analysis.health import counted_stores_text, rows_in_state
 
     summary = {
@@ -99,5 +101,16 @@ def checkup_report(info: Any, skews: list[Any], stores: list[Any], findings: lis
         "rows in state": f"{rows_in_state(stores):,} ({counted_stores_text(stores)})",
         "progress": f"{progress.format}: {progress.location}" if progress is not None else "none (no event log given)",
     }
+    if doctor is not None:
+        summary["checkpoint doctor"] = "; ".join(f"{p.severity}: {p.title}" for p in doctor.problems) or "no problems"
+        summary["checksums"] = f"{doctor.checksums_verified:,} file(s) verified against their .crc sidecars"
+        if doctor.restart_cost:
+            worst = doctor.restart_cost[0]
+            summary["restart reads"] = (
+                f"up to {worst.replayed} change file(s) after snapshot {worst.snapshot_version} "
+                f"(operator {worst.operator_id} {worst.store} partition {worst.partition}, {worst.bytes:,} bytes)"
+            )
+        fixed = [s.setting for s in doctor.restart_settings if s.may_change == "no" and s.setting.startswith("spark.")]
+        summary["fixed by the checkpoint"] = ", ".join(x.removeprefix("spark.sql.") for x in fixed) or "none recorded"
     figures = checkup_figures(info.batches, skews, stores, progress)
     return health_report_html(f"State health: {info.path}", summary, findings, figures)

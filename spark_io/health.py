@@ -15,6 +15,7 @@ from typing import Any
 from analysis import health
 from analysis import why_missing as wm
 from analysis.diagnose import MAX_STATE_BATCHES
+from analysis.doctor import DoctorReport
 from analysis.errors import UnknownStore
 from analysis.model import (
     JOIN_V4_ROWS,
@@ -31,7 +32,7 @@ from analysis.model import (
 )
 from analysis.progress import ProgressLog, progress_findings
 from spark_io import engine
-from spark_io.checkpoint import list_state_files, read_checkpoint
+from spark_io.checkpoint import doctor, list_state_files, read_checkpoint
 from spark_io.diagnosis import lookup_sources
 from spark_io.progress import read_progress
 from spark_io.spark_stats import SparkStats, StateStats
@@ -292,6 +293,7 @@ class Checkup:
     config: list[health.Finding]
     progress: ProgressLog | None = None  # the query's progress, when an event log was given
     progress_findings: list[health.Finding] = field(default_factory=list)
+    doctor: DoctorReport | None = None  # whole files, checksums, what a restart reads and may change
 
     @property
     def findings(self) -> list[health.Finding]:
@@ -326,4 +328,6 @@ def checkup(path: str, info: CheckpointInfo | None = None, event_log: str | None
     skews = [skew(path, op.operator_id, info=info, files=g.files) for op in info.operators]
     total_rows = health.rows_in_state(g.stores)
     late = progress_findings(log, info) if log else []
-    return Checkup(info, skews, g, config_findings(info, g.files, total_rows), log, late)
+    return Checkup(
+        info, skews, g, config_findings(info, g.files, total_rows), log, late, doctor(info.path, log.run if log else None)
+    )

@@ -91,3 +91,15 @@ def test_the_restart_cost_is_the_newest_snapshot_and_the_changes_after_it() -> N
     settings = {s.setting: s for s in report.restart_settings}
     assert settings["spark.sql.shuffle.partitions"].value == "4" and settings["spark.sql.shuffle.partitions"].may_change == "no"
     assert settings["operator 0"].value.startswith("stateStoreSave")
+
+
+def test_the_health_report_carries_the_doctor() -> None:
+    from analysis.report import checkup_report
+    from spark_io.health import checkup
+
+    c = checkup(str(V2))
+    assert c.doctor is not None
+    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor)
+    assert f"{c.doctor.checksums_verified:,} file(s) verified against their .crc sidecars" in html
+    worst = c.doctor.restart_cost[0]
+    assert f"up to {worst.replayed} change file(s) after snapshot {worst.snapshot_version}" in html

@@ -57,7 +57,7 @@ elif info is not None:
             (st.warning if f.severity == "warning" else st.info)(text)
         st.download_button(
             "Download the health report (one HTML file)",
-            lambda: checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress).encode(),
+            lambda: checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor).encode(),
             "statelens-health-report.html",
             "text/html",
             key="report",
