@@ -22,3 +22,4 @@ bench:      ## benchmarks (the first run builds the 1M-key checkpoints, a few mi
 	.venv/bin/python bench/bench_why_missing.py
 	.venv/bin/python bench/bench_growth.py
 	.venv/bin/python bench/bench_load.py
+	.venv/bin/python bench/bench_formats.py

@@ -393,3 +393,89 @@ def strip_row_checksums(buf, kind, koff, klen, voff, vlen, sized, table, out):  
             first = False
         nlen[i] = w - noff[i]
     return nkoff, nklen, noff, nlen, -1, 0, np.uint32(0), np.uint32(0)
+
+
+# --------------------------------------------------------------------------- Avro rows
+
+AVRO_STRUCT = 0
+AVRO_LONG = 1  # int, long (zigzag varints)
+AVRO_BYTES = 2  # string, bytes (a length, then the bytes)
+AVRO_BOOL = 3
+AVRO_FLOAT = 4
+AVRO_DOUBLE = 5
+AVRO_NULL = 6  # Spark's NullType: no bytes at all
+
+
+@njit(cache=True, nogil=True)
+def _varint(buf, p, end):  # type: ignore[no-untyped-def]
+    """An Avro zigzag varint at ``p``: (value, next position), next -1 past ``end``."""
+    shift = 0
+    raw = np.uint64(0)
+    while True:
+        if p >= end or shift > 63:
+            return np.int64(0), -1
+        b = buf[p]
+        p += 1
+        raw |= np.uint64(b & 0x7F) << np.uint64(shift)
+        if b < 0x80:
+            break
+        shift += 7
+    value = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
+    return value, p
+
+
+@njit(cache=True, nogil=True)
+def avro_rows(buf, base, size, keep, codes, subtree, present, ints, off, ln):  # type: ignore[no-untyped-def]
+    """Avro records whose fields are all ``["null", type]`` unions (Spark's state rows), in the
+    preorder of ``codes`` (a struct's fields follow it; ``subtree[k]`` counts its descendants). Per
+    node and row: ``present``, and the value (``ints``: integers, booleans, float bits) or where its
+    bytes are (``off``, ``ln``). Returns the first row that does not decode exactly, or -1."""
+    nodes = codes.shape[0]
+    for i in range(base.shape[0]):
+        if not keep[i]:
+            continue
+        p = base[i]
+        end = base[i] + size[i]
+        k = 0
+        while k < nodes:
+            if codes[k] == AVRO_NULL:
+                k += 1
+                continue
+            u, p = _varint(buf, p, end)
+            if p < 0 or (u != 0 and u != 1):
+                return i
+            if u == 0:
+                k += subtree[k] + 1  # null: its fields are absent too
+                continue
+            present[k, i] = True
+            c = codes[k]
+            if c == AVRO_LONG:
+                v, p = _varint(buf, p, end)
+                if p < 0:
+                    return i
+                ints[k, i] = v
+            elif c == AVRO_BYTES:
+                n, p = _varint(buf, p, end)
+                if p < 0 or n < 0 or p + n > end:
+                    return i
+                off[k, i] = p
+                ln[k, i] = n
+                p += n
+            elif c == AVRO_BOOL:
+                if p + 1 > end:
+                    return i
+                ints[k, i] = buf[p]
+                p += 1
+            elif c == AVRO_FLOAT or c == AVRO_DOUBLE:  # noqa: SIM109 (numba)
+                w = 4 if c == AVRO_FLOAT else 8
+                if p + w > end:
+                    return i
+                bits = np.int64(0)
+                for j in range(w):
+                    bits |= np.int64(buf[p + j]) << np.int64(8 * j)
+                ints[k, i] = bits
+                p += w
+            k += 1
+        if p != end:
+            return i
+    return -1
