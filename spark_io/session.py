@@ -202,6 +202,26 @@ def spark_for(conf: dict[str, str]) -> Any:
         return child
 
 
+def driver_limit() -> tuple[int, str]:
+    """The most result bytes the driver takes in one collect, and why: ``spark.driver.maxResultSize``
+    and a quarter of ``spark.driver.memory``, the smaller. Spark Connect: its server's limits are not
+    known here (1 GiB assumed)."""
+    if _target.remote:
+        return 1 << 30, "1 GiB (a Spark Connect server's own limits are not known here)"
+    conf = get_spark().sparkContext.getConf()
+    raw_result, raw_memory = conf.get("spark.driver.maxResultSize", "1g"), conf.get("spark.driver.memory", "1g")
+    limit = min(_bytes_of(raw_result) or 1 << 62, _bytes_of(raw_memory) // 4)
+    return limit, f"spark.driver.maxResultSize={raw_result} and a quarter of spark.driver.memory={raw_memory}"
+
+
+def _bytes_of(text: str) -> int:
+    """Spark's size strings (``512m``, ``1g``, ``0`` for no limit) in bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", text.lower())
+    if not m:
+        return 1 << 30
+    return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ")
+
+
 def is_running() -> bool:
     return _session is not None
 

@@ -216,24 +216,7 @@ EXPANSION = float(os.environ.get("STATELENS_STATE_EXPANSION", "6"))
 
 
 def driver_limit() -> tuple[int, str]:
-    """The most result bytes the driver takes in one collect, and why: ``spark.driver.maxResultSize``
-    and a quarter of the driver JVM's heap, the smaller (local and cluster Spark; Connect: its
-    server's limit is unknown here, 1 GiB assumed)."""
-    if session.target().remote:
-        return 1 << 30, "1 GiB (a Spark Connect server's own limits are not known here)"
-    spark = session.get_spark()
-    raw = spark.sparkContext.getConf().get("spark.driver.maxResultSize", "1g")
-    max_result = _bytes_of(raw)
-    heap = int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
-    limit = min(max_result or heap, heap // 4)
-    return limit, f"spark.driver.maxResultSize={raw} and a quarter of the driver's {heap / 2**30:.1f} GiB heap"
-
-
-def _bytes_of(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", text.lower())
-    if not m:
-        return 1 << 30
-    return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ")
+    return session.driver_limit()
 
 
 def _fits_in_driver(info: CheckpointInfo, source: StateSource, batch: int, what: str) -> bool:

@@ -101,7 +101,9 @@ def test_overview_event_log_of_another_query_is_one_error() -> None:
     (err,) = at.error
     assert "No progress for this query" in err.value and "checkpoint's id" in err.value
     assert metrics(at)["Batches"] == "17"  # the rest of the page still renders
-    assert len(at.table) == 1 and len(at.dataframe) == 5  # operators; batches, sources read, restart cost and settings, configuration
+    assert (
+        len(at.table) == 1 and len(at.dataframe) == 5
+    )  # operators; batches, sources read, restart cost and settings, configuration
 
 
 def test_typing_a_checkpoint_drops_the_samples_event_log() -> None:
