@@ -633,7 +633,7 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
     report = examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
     files_of = open_files(info.path)
     if isinstance(files_of, LocalFiles):  # remote storage: each file would be a read through Spark
-        sidecars = verify_sidecars(files_of)
+        sidecars = verify_sidecars(files_of, unreadable)
         report.checksums_verified = sidecars.checked
         report.problems += integrity_problems(sidecars)
     return report

@@ -15,11 +15,14 @@ if TYPE_CHECKING:  # the checkpoint's doctor calls this module
 _STATE_FILE = re.compile(r"^\d+(_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
 
 
-def verify_sidecars(files: Files) -> SidecarReport:
+def verify_sidecars(files: Files, known_unreadable: list[str]) -> SidecarReport:
     """Read every file that has a sidecar and verify it; name state files missing the Spark sidecar
-    their folder's other state files have."""
-    listing = dict(files.walk(""))
+    their folder's other state files have. A folder that cannot be listed is named among the
+    unreadable unless ``known_unreadable`` (reported by the doctor already) holds it."""
+    unlisted: list[str] = []
+    listing = dict(files.walk("", unlisted))
     report = SidecarReport()
+    report.unreadable += [(f, "the folder cannot be listed") for f in unlisted if f not in known_unreadable]
     spark_folders: set[str] = set()
     for rel in listing:
         folder, _, name = rel.rpartition("/")
