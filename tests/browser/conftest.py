@@ -28,6 +28,12 @@ def free_port() -> int:
 class AppServer:
     url: str
     pid: int  # the Streamlit server itself: start.sh and cli.py app exec into it
+    sql_timeout: float  # seconds: the SQL page's time limit in this server
+
+
+# the one default changed from a user's: a busy machine serves pages slower while a long query runs,
+# and the time-limit test needs that query still running when the other session's page arrives
+SQL_TIMEOUT = 60.0
 
 
 @pytest.fixture(scope="session")
@@ -35,12 +41,13 @@ def app_server() -> Iterator[AppServer]:
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     log = (ARTIFACTS / "streamlit.log").open("w")
-    # started as a user starts it (the README's command), so the tests see its defaults
+    # started as a user starts it (the README's command), so the tests see its defaults (but one)
     proc = subprocess.Popen(
         ["bash", str(ROOT / "scripts" / "start.sh"), "--server.headless", "true", "--server.port", str(port)],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
+        env={**os.environ, "STATELENS_SQL_TIMEOUT": str(SQL_TIMEOUT)},
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
@@ -53,7 +60,7 @@ def app_server() -> Iterator[AppServer]:
     else:
         proc.kill()
         pytest.fail("the Streamlit server did not start; see test-artifacts/streamlit.log")
-    yield AppServer(url, proc.pid)
+    yield AppServer(url, proc.pid, SQL_TIMEOUT)
     proc.terminate()
     proc.wait(timeout=30)
     log.close()

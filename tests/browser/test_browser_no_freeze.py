@@ -3,16 +3,15 @@ is stopped by the SQL time limit with a clear message."""
 
 from __future__ import annotations
 
-import time
-
 from playwright.sync_api import expect
 
-from spark_io.limits import DEFAULT_TIMEOUT
+from conftest import AppServer
 
 HEAVY = "SELECT sum(a.range * b.range % 7) AS s FROM range(400000) a, range(400000) b"
 
 
-def test_long_query_does_not_freeze_other_sessions(app_url: str, browser) -> None:  # type: ignore[no-untyped-def]
+def test_long_query_does_not_freeze_other_sessions(app_server: AppServer, browser) -> None:  # type: ignore[no-untyped-def]
+    app_url, limit = app_server.url, app_server.sql_timeout
     a = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
     b = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
     try:
@@ -33,13 +32,13 @@ def test_long_query_does_not_freeze_other_sessions(app_url: str, browser) -> Non
         expect(examples).to_have_value("(your query)", timeout=30_000)
         a.get_by_role("button", name="Run").click()
         expect(a.get_by_role("button", name="Cancel")).to_be_visible(timeout=30_000)  # A is running
-        t0 = time.monotonic()
         b.goto(app_url)
-        expect(b.get_by_text("Last committed")).to_be_visible(timeout=20_000)
-        served = time.monotonic() - t0
-        # B was served while A still ran: before A's time limit (30 s from its start) could stop it
-        assert served < min(20, DEFAULT_TIMEOUT), served
-        expect(a.get_by_text("the time limit")).to_be_visible(timeout=90_000)  # then A's limit stops it
+        expect(b.get_by_text("Last committed")).to_be_visible(timeout=limit * 1000)
+        # B was served while A still ran: A's query had not yet been stopped by its time limit
+        # (an outcome, not a stopwatch: a busy machine serves B slower, a frozen server not at all)
+        assert a.get_by_text("the time limit").count() == 0
+        assert a.get_by_role("button", name="Cancel").is_visible()
+        expect(a.get_by_text("the time limit")).to_be_visible(timeout=(limit + 60) * 1000)
     finally:
         a.context.close()
         b.context.close()
