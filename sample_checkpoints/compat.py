@@ -263,6 +263,7 @@ class Compat:
     why_not_before: str = ""
     join_type: str | None = None
     stop_after: int | None = None  # stop after this many batches and restart on the rest
+    repartition_to: int | None = None  # between the two runs, repartition the state offline (Spark 4.2+)
     fail_at: int | None = None  # the sink fails in this batch: its offsets stay uncommitted
     operators: tuple[int, ...] = (0,)
     state_vars: tuple[str, ...] = ("count",)  # transformWithState: the state variables the truth reads
@@ -312,7 +313,8 @@ def compat_scenarios() -> list[Compat]:
                JOIN_SCHEMAS, op, join("inner"), "join", conf=ROCKS_PLAIN, join_type="inner"),
         Compat("checkpoint_v2", "Windowed aggregation on RocksDB with checkpoint format version 2, restarted once.",
                EVENTS, ev, g.windowed_agg, "aggregation",
-               conf={**ROCKS, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}, stop_after=5),
+               conf={**ROCKS, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}, stop_after=5,
+               versions=("4.1.4", "4.3.0")),  # 4.1: the first with .crc sidecars
         Compat("restarted", "Inner join stopped after 5 batches and restarted on the same checkpoint.", JOIN_SCHEMAS, op,
                join("inner"), "join", conf=HDFS, join_type="inner", stop_after=5),
         Compat("purged", "Inner join with minBatchesToRetain=3: old batches and their state files are purged.",
@@ -364,15 +366,19 @@ def compat_scenarios() -> list[Compat]:
         Compat("row_checksum_hdfs", "Windowed aggregation on HDFS with row checksums (CRC32C of key and value).",
                EVENTS, ev, g.windowed_agg, "aggregation",
                conf={**HDFS, "spark.sql.streaming.stateStore.rowChecksum.enabled": "true"},
-               min_version="4.1", why_not_before="row checksums arrived in Spark 4.1"),
+               versions=("4.1.4", "4.3.0"), min_version="4.1", why_not_before="row checksums arrived in Spark 4.1"),
         Compat("row_checksum_rocksdb", "Inner join (format 4) on RocksDB with row checksums.", JOIN_SCHEMAS, op,
                join("inner"), "join",
                conf={**ROCKS, "spark.sql.streaming.join.stateFormatVersion": "4",
                      "spark.sql.streaming.stateStore.rowChecksum.enabled": "true"}, join_type="inner",
                min_version="4.3", why_not_before="join state format 4 arrived in Spark 4.3"),
+        Compat("repartitioned", "Windowed aggregation on RocksDB, 4 state partitions repartitioned offline to 3 "
+               "after 5 batches, then run on.", EVENTS, ev, g.windowed_agg, "aggregation", conf=ROCKS,
+               stop_after=5, repartition_to=3, versions=("4.2.1", "4.3.0"), min_version="4.2",
+               why_not_before="offline state repartitioning arrived in Spark 4.2"),
         Compat("offset_log_v2", "Windowed aggregation with offset log format 2 (sources by name).", EVENTS, ev,
                g.windowed_agg, "aggregation", conf={**g.SMALL, "spark.sql.streaming.offsetLog.formatVersion": "2"},
-               min_version="4.2", why_not_before="offset log format 2 arrived in Spark 4.2"),
+               versions=("4.2.1", "4.3.0"), min_version="4.2", why_not_before="offset log format 2 arrived in Spark 4.2"),
     ]  # fmt: skip
 
 
@@ -503,6 +509,9 @@ def run_scenario(spark: Any, s: Compat, out: Path, version: str) -> None:
                 print(f"{s.name}: stopped as planned ({str(e).splitlines()[0][:80]})", flush=True)
             if query.exception() and s.fail_at is None:
                 raise RuntimeError(str(query.exception()))
+            if upto is not None and s.repartition_to:
+                spark._streamingCheckpointManager.repartition(str(dest), s.repartition_to)
+                print(f"{s.name}: state repartitioned to {s.repartition_to} partitions", flush=True)
     committed = sorted(int(p.name) for p in (dest / "commits").iterdir() if p.name.isdigit())
     truth: dict[str, Any] = {
         "scenario": s.name,

@@ -14,7 +14,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ def _drop_newest_delta(checkpoint: Path) -> None:
         crc.unlink()
 
 
+BASE_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stateStore.providerClass": g.HDFS}
+
 # case -> (first query, restarted query, what is done to the checkpoint in between, conf of the restart)
 CASES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Path], None] | None, dict[str, str]]] = {
     "grouping_key_added": (_count, _count_by_kind, None, {}),
@@ -77,6 +80,38 @@ def _run(spark: Any, build: Callable[[Any], Any], inputs: Path, checkpoint: Path
     return str(query.exception()) if query.exception() else None
 
 
+@contextmanager
+def _conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
+    before = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, old in before.items():
+            spark.conf.set(k, old) if old is not None else spark.conf.unset(k)
+
+
+def restart(spark: Any, case: str, checkpoint: Path) -> str:
+    """Run the case's first query for three batches on a new ``checkpoint`` (HDFS provider, two
+    partitions), change it, restart it on a fourth input file: Spark's error ("" if it succeeds)."""
+    first, second, damage, conf = CASES[case]
+    batches = g.event_batches(4, 6, 3)
+    with tempfile.TemporaryDirectory() as tmp, _conf(spark, BASE_CONF):
+        inputs = Path(tmp) / "in"
+        inputs.mkdir()
+        for i, batch in enumerate(batches):
+            path = inputs / f"part-{i:05d}.json"
+            path.write_text("".join(json.dumps(r) + "\n" for r in batch["events"]))
+            os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
+            if i == 2:
+                assert _run(spark, first, inputs, checkpoint) is None
+                if damage:
+                    damage(checkpoint)
+        with _conf(spark, conf):
+            return _run(spark, second, inputs, checkpoint) or ""
+
+
 def main() -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -84,38 +119,15 @@ def main() -> int:
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stateStore.providerClass", g.HDFS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    batches = g.event_batches(4, 6, 3)
     if OUT.exists():
         shutil.rmtree(OUT)
-    summary = {}
-    for case, (first, second, damage, conf) in CASES.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            inputs = Path(tmp) / "in"
-            inputs.mkdir()
-            for i, batch in enumerate(batches[:3]):
-                path = inputs / f"part-{i:05d}.json"
-                path.write_text("".join(json.dumps(r) + "\n" for r in batch["events"]))
-                os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
-            checkpoint = OUT / case / "checkpoint"
-            assert _run(spark, first, inputs, checkpoint) is None
-            if damage:
-                damage(checkpoint)
-            path = inputs / "part-00003.json"
-            path.write_text("".join(json.dumps(r) + "\n" for r in batches[3]["events"]))
-            os.utime(path, (1_767_225_603, 1_767_225_603))
-            for k, v in conf.items():
-                spark.conf.set(k, v)
-            error = _run(spark, second, inputs, checkpoint)
-            for k in conf:
-                spark.conf.set(k, g.HDFS) if k.endswith("providerClass") else spark.conf.unset(k)
-        (OUT / case / "error.txt").write_text(error or "")
-        summary[case] = (error or "(the restart succeeded)").splitlines()[0][:160]
-        print(f"{case}: {summary[case]}", flush=True)
+    for case in CASES:
+        error = restart(spark, case, OUT / case / "checkpoint")
+        (OUT / case / "error.txt").write_text(error)
+        print(f"{case}: {(error or '(the restart succeeded)').splitlines()[0][:160]}", flush=True)
     spark.stop()
     return 0

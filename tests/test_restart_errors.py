@@ -1,60 +1,73 @@
-"""Why a restart failed, explained from Spark's real errors: each case ran a query, changed it the way
-users do, restarted it on the same checkpoint with the pinned PySpark and kept Spark's exception
-(``sample_checkpoints/restart_errors.py``, run by ``generate.py --restart-errors``)."""
+"""Why a restart failed, explained from Spark's real errors: each test runs a query, changes it the way
+users do, restarts it on the same checkpoint with the pinned PySpark and explains Spark's exception
+(``sample_checkpoints/restart_errors.py``; ``generate.py --restart-errors`` keeps the same cases under
+``restart_errors/`` for the app and the CLI)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
+import pytest
+import restart_errors
+
+from analysis.restart_error import RestartExplanation
 from spark_io.checkpoint import doctor, explain_restart_error
 from support import ROOT, SAMPLES
 
 CASES = SAMPLES / "restart_errors"
 
 
-def _explain(case: str):  # type: ignore[no-untyped-def]
-    return explain_restart_error(str(CASES / case / "checkpoint"), (CASES / case / "error.txt").read_text())
+@pytest.fixture
+def explain(spark: Any, tmp_path: Path):  # type: ignore[no-untyped-def]
+    def run(case: str) -> tuple[RestartExplanation, Path]:
+        checkpoint = tmp_path / case
+        error = restart_errors.restart(spark, case, checkpoint)
+        return explain_restart_error(str(checkpoint), error), checkpoint
+
+    return run
 
 
-def test_a_grouping_key_added_is_named() -> None:
-    e = _explain("grouping_key_added")
+def test_a_grouping_key_added_is_named(explain) -> None:  # type: ignore[no-untyped-def]
+    e, _ = explain("grouping_key_added")
     assert e.error_class == "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" and e.operator_id == 0
     assert e.changes == ["field kind (StringType) added"]
     assert any("Revert the change to the operator's key" in w for w in e.ways_out)
     assert any("new checkpoint" in w for w in e.ways_out)
 
 
-def test_a_changed_aggregate_is_named() -> None:
+def test_a_changed_aggregate_is_named(explain) -> None:  # type: ignore[no-untyped-def]
     """count -> avg: avg keeps a sum beside the count (a count changed into a same-typed sum passes Spark's check)."""
-    e = _explain("aggregate_changed")
+    e, _ = explain("aggregate_changed")
     assert e.error_class == "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE" and e.operator_id == 0
     assert e.changes == ["field sum (DoubleType) added"]
     assert any("transformWithState" in w and "avro" in w for w in e.ways_out)
 
 
-def test_an_added_operator_is_named() -> None:
-    e = _explain("operator_added")
+def test_an_added_operator_is_named(explain) -> None:  # type: ignore[no-untyped-def]
+    e, _ = explain("operator_added")
     assert e.error_class == "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
     assert e.changes == ["operator 1 (dedupe) added"] and e.operator_id == 1
 
 
-def test_a_missing_delta_is_named_and_the_doctor_agrees() -> None:
-    e = _explain("delta_missing")
+def test_a_missing_delta_is_named_and_the_doctor_agrees(explain) -> None:  # type: ignore[no-untyped-def]
+    e, checkpoint = explain("delta_missing")
     assert e.error_class == "CANNOT_LOAD_STATE_STORE.CANNOT_READ_DELTA_FILE_NOT_EXISTS" and e.operator_id == 0
     assert e.changes == ["state/0/0/3.delta (operator 0, partition 0, version 3) is missing"]
-    report = doctor(str(CASES / "delta_missing" / "checkpoint"))
+    report = doctor(str(checkpoint))
     assert "state_files_missing" in [p.code for p in report.problems]
 
 
-def test_a_changed_provider_does_not_fail_the_restart_spark_keeps_the_recorded_one() -> None:
+def test_a_changed_provider_does_not_fail_the_restart_spark_keeps_the_recorded_one(spark: Any, tmp_path: Path) -> None:
     """Spark restores the provider from offsets/: the restart with RocksDB set ran on HDFS files."""
-    case = CASES / "provider_changed"
-    assert (case / "error.txt").read_text() == ""
-    part = case / "checkpoint" / "state" / "0" / "0"
+    checkpoint = tmp_path / "provider_changed"
+    assert restart_errors.restart(spark, "provider_changed", checkpoint) == ""
+    part = checkpoint / "state" / "0" / "0"
     assert (part / "4.delta").exists() and not list(part.glob("*.changelog")) and not list(part.glob("*.zip"))
-    settings = {s.setting: s for s in doctor(str(case / "checkpoint")).restart_settings}
+    settings = {s.setting: s for s in doctor(str(checkpoint)).restart_settings}
     provider = settings["spark.sql.streaming.stateStore.providerClass"]
     assert provider.value.endswith("HDFSBackedStateStoreProvider") and provider.may_change == "no"
 
