@@ -348,7 +348,6 @@ def cmd_growth(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from pathlib import Path
 
     from analysis import charts
     from analysis.errors import InvalidInput
@@ -380,7 +379,6 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from pathlib import Path
 
     from analysis.errors import InvalidInput
     from analysis.report import checkup_report
@@ -405,13 +403,6 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of partition numbers") from None
 
 
-def _read_text_file(path: str, option: str) -> str:
-    try:
-        return Path(path).read_text("utf-8", errors="replace")
-    except OSError as e:
-        raise InvalidInput(f"{option} {path} cannot be read ({e.strerror}): give the path of a text file.") from e
-
-
 def cmd_doctor(args: argparse.Namespace) -> None:
     from spark_io.checkpoint import doctor
 
@@ -425,8 +416,12 @@ def cmd_doctor(args: argparse.Namespace) -> None:
     if args.error:
         from analysis.doctor import RunState
         from spark_io.checkpoint import explain_restart_error
+        from spark_io.progress import read_error_source
 
-        error = _read_text_file(args.error, "--error")
+        try:
+            error = read_error_source(args.error)
+        except StateLensError as e:
+            raise InvalidInput(f"--error: {e.message}") from e
         explained = explain_restart_error(args.checkpoint, error)
         if run is None:  # the run that raised it has ended: its uncommitted batch is not running
             run = RunState(False, explained.title, args.error)

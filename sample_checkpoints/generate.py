@@ -897,7 +897,7 @@ def main(argv: list[str]) -> int:
     if argv == ["--restart-errors"]:  # real failed restarts, for the doctor's explanations
         import restart_errors
 
-        return restart_errors.main()
+        return restart_errors.main([])
     if argv and argv[0] == "--spark":  # compatibility samples: another PySpark version, in its own venv
         import compat
 

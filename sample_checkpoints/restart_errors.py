@@ -112,17 +112,32 @@ def restart(spark: Any, case: str, checkpoint: Path) -> str:
             return _run(spark, second, inputs, checkpoint) or ""
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """All cases into ``restart_errors/``; or one case (``--case C --checkpoint DIR``) in an application
+    of its own that writes its Spark event log into ``--event-log DIR``."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", choices=sorted(CASES))
+    ap.add_argument("--checkpoint")
+    ap.add_argument("--event-log")
+    args = ap.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    builder = (
+        SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
     )
+    if args.event_log:
+        builder = builder.config("spark.eventLog.enabled", "true").config(
+            "spark.eventLog.dir", Path(args.event_log).resolve().as_uri()
+        )
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if args.case:
+        print(restart(spark, args.case, Path(args.checkpoint)), flush=True)
+        spark.stop()
+        return 0
     if OUT.exists():
         shutil.rmtree(OUT)
     for case in CASES:
@@ -131,3 +146,7 @@ def main() -> int:
         print(f"{case}: {(error or '(the restart succeeded)').splitlines()[0][:160]}", flush=True)
     spark.stop()
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

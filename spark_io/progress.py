@@ -85,12 +85,14 @@ def _candidates_local(root: Path) -> list[tuple[str, list[Path]]]:
     return out
 
 
-def _read_local(path: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
+_PROGRESS_SOURCES = "an event log file, a spark.eventLog.dir folder or a progress JSON-lines file"
+_ERROR_SOURCES = "the failed run's error text or its event log"
+
+
+def _read_local(path: str, wanted: str = _PROGRESS_SOURCES) -> list[tuple[str, list[tuple[str, bytes]]]]:
     root = Path(local_path(path)).absolute()
     if not root.exists():
-        raise ProgressNotFound(
-            f"{path} does not exist: give an event log file, a spark.eventLog.dir folder or a progress JSON-lines file."
-        )
+        raise ProgressNotFound(f"{path} does not exist: give {wanted}.")
     try:
         return [(label, [(p.name, p.read_bytes()) for p in files]) for label, files in _candidates_local(root)]
     except OSError as e:
@@ -148,6 +150,21 @@ def _records(label: str, text: str, query_id: str, notes: list[str]) -> Iterator
         notes.append(
             f"{label}: {bad} line(s) naming the query are not complete JSON (a log still being written is cut at its end)."
         )
+
+
+def read_error_source(path: str) -> str:
+    """The text of a failed run's error: a text file (``query.exception()``, a driver log) or its
+    event log in any form ``read_progress`` takes (file, ``eventlog_v2_*`` folder, compressed)."""
+    raw = path.strip()
+    check_allowed(raw)
+    groups = _read_local(raw, _ERROR_SOURCES) if is_local(raw) else _read_spark(raw)
+    notes: list[str] = []
+    texts = [decode(data, name, notes)[0] for _, parts in groups for name, data in parts]
+    if not texts:
+        raise ProgressNotFound(f"{path} is an empty folder: give {_ERROR_SOURCES}.")
+    if sum(map(len, texts)) > MAX_BYTES:
+        raise ProgressReadError(f"{path} holds more than {MAX_BYTES // 1024**3} GB: point to the one failed run's log.")
+    return "\n".join(texts)
 
 
 def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:

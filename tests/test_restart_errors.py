@@ -18,8 +18,6 @@ from analysis.restart_error import RestartExplanation
 from spark_io.checkpoint import doctor, explain_restart_error
 from support import ROOT, SAMPLES
 
-CASES = SAMPLES / "restart_errors"
-
 
 @pytest.fixture
 def explain(spark: Any, tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -72,12 +70,20 @@ def test_a_changed_provider_does_not_fail_the_restart_spark_keeps_the_recorded_o
     assert provider.value.endswith("HDFSBackedStateStoreProvider") and provider.may_change == "no"
 
 
-def test_the_cli_explains_an_error_file_and_refuses_a_missing_one() -> None:
-    cli = [sys.executable, str(ROOT / "cli.py"), "doctor", str(CASES / "operator_added" / "checkpoint")]
-    r = subprocess.run(
-        [*cli, "--error", str(CASES / "operator_added" / "error.txt"), "--json"], capture_output=True, text=True, cwd=ROOT
-    )
+def test_the_cli_explains_a_real_event_log_and_refuses_a_missing_file(tmp_path: Path) -> None:
+    """The failed restart runs in an application of its own with ``spark.eventLog.enabled``: the CLI
+    finds Spark's error in that event log (the query's termination event) and explains it."""
+    checkpoint, logs = tmp_path / "checkpoint", tmp_path / "eventlog"
+    logs.mkdir()
+    run = [sys.executable, str(SAMPLES / "restart_errors.py"), "--case", "operator_added"]
+    r = subprocess.run([*run, "--checkpoint", str(checkpoint), "--event-log", str(logs)], capture_output=True, text=True)
+    assert r.returncode == 0 and "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in r.stdout, r.stderr[-2000:]
+    (event_log,) = logs.iterdir()
+    cli = [sys.executable, str(ROOT / "cli.py"), "doctor", str(checkpoint)]
+    r = subprocess.run([*cli, "--error", str(event_log), "--json"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["restart_error"]["changes"] == ["operator 1 (dedupe) added"]
+    explained = json.loads(r.stdout)["restart_error"]
+    assert explained["error_class"] == "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
+    assert explained["changes"] == ["operator 1 (dedupe) added"]
     r = subprocess.run([*cli, "--error", "/nonexistent/error.txt"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--error" in r.stderr
