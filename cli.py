@@ -84,7 +84,7 @@ def _engine_summary(engines: Any) -> str | None:
 
 
 def cmd_overview(args: argparse.Namespace) -> None:
-    from analysis.overview import overview_dict
+    from analysis.overview import overview_dict, repartition_lines
     from spark_io.checkpoint import read_checkpoint
 
     info = read_checkpoint(args.checkpoint)
@@ -99,6 +99,8 @@ def cmd_overview(args: argparse.Namespace) -> None:
     if info.uncommitted:
         print(f"pending     offsets without a commit: {', '.join(map(str, info.uncommitted))}")
     print(f"provider    {info.provider}")
+    for line in repartition_lines(info):
+        print(f"repartition {line}")
     print()
     rows = [
         [b.batch_id, "yes" if b.committed else "NO", _fmt_ms(b.watermark_ms), b.watermark_ms, _fmt_ms(b.timestamp_ms)]

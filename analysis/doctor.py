@@ -94,6 +94,20 @@ def _uncommitted(info: CheckpointInfo, uncommitted: list[int], now_ms: int | Non
     left by a query that stopped or failed."""
     newest = info.batches[-1]
     only_newest = uncommitted == [newest.batch_id]
+    unfinished = next((r for r in info.repartitions if r.batch_id == newest.batch_id and not r.committed), None)
+    if only_newest and unfinished:
+        return Problem(
+            "unfinished_repartition",
+            "error",
+            f"Batch {newest.batch_id} is an offline state repartition that did not finish",
+            f"offsets/{newest.batch_id} changes the shuffle partitions from {unfinished.before} to {unfinished.after} with "
+            "the previous batch's input, and commits/ has no entry: the repartition stopped before it committed. Spark "
+            "refuses to start the query on it (STREAMING_UNFINISHED_REPARTITION_DETECTED), and a repartition to another "
+            "count fails too (STATE_REPARTITION_INVALID_CHECKPOINT.LAST_BATCH_ABANDONED_REPARTITION).",
+            f"Run the repartition again with {unfinished.after} partitions and let it finish; then restart the query "
+            "(or repartition to another count after that).",
+            {"batches": uncommitted, "from": unfinished.before, "to": unfinished.after},
+        )
     ts = [b.timestamp_ms for b in info.batches[-11:] if b.timestamp_ms]
     gaps = sorted(b - a for a, b in itertools.pairwise(ts) if b > a)
     typical = gaps[len(gaps) // 2] if gaps else None
@@ -228,9 +242,10 @@ def examine(
     for f in files if has_state else []:
         if f.partition_id >= 0 and f.version is not None:
             groups[(f.operator_id, f.store_name, f.partition_id)].append(f)
+    most = max([info.partitions_at(b) or 0 for b in committed], default=0)  # before an offline repartition
     for op in info.operators if has_state else []:
         for st in op.folders:
-            for p in range(st.num_partitions):
+            for p in range(max(st.num_partitions, most)):
                 groups.setdefault((op.operator_id, st.store_name, p), [])
     broken: dict[int, list[str]] = defaultdict(list)
     loadable_by_batch = {b: True for b in committed}
@@ -239,6 +254,8 @@ def examine(
         deltas = {f.version for f in fs if f.kind in DELTAS and f.version is not None}
         ok_versions = []
         for b in committed:
+            if part >= (info.partitions_at(b) or part + 1):
+                continue  # not a partition of that batch (an offline repartition changed their count)
             if loadable(b + 1, snaps, deltas, snapshot_per_version):
                 ok_versions.append(b + 1)
             else:

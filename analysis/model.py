@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from analysis.errors import BatchOutOfRange, NoState, UnknownOperator, UnknownStore
@@ -29,6 +30,19 @@ class Batch:
     watermark_ms: int
     timestamp_ms: int
     next_watermark_ms: int | None = None  # from commits/<batch>, when the commit says it
+    shuffle_partitions: int | None = None  # spark.sql.shuffle.partitions in offsets/<batch>: its state partitions
+
+
+@dataclass(frozen=True)
+class Repartition:
+    """An offline state repartition (Spark 4.2+, ``StreamingCheckpointManager.repartition``): a batch of
+    its own whose offsets differ from the previous batch's in ``spark.sql.shuffle.partitions`` only;
+    its state version is written as full snapshots without change logs, and changes no row."""
+
+    batch_id: int
+    before: int
+    after: int
+    committed: bool
 
 
 @dataclass(frozen=True)
@@ -126,6 +140,33 @@ class CheckpointInfo:
     @property
     def uncommitted(self) -> list[int]:
         return [b.batch_id for b in self.batches if not b.committed]
+
+    @cached_property
+    def repartitions(self) -> list[Repartition]:
+        """Spark's ``isRepartitionBatch``: a batch whose shuffle partitions differ from the previous batch's."""
+        return [
+            Repartition(b.batch_id, a.shuffle_partitions, b.shuffle_partitions, b.committed)
+            for a, b in zip(self.batches, self.batches[1:], strict=False)
+            if a.shuffle_partitions and b.shuffle_partitions and a.shuffle_partitions != b.shuffle_partitions
+        ]
+
+    def partitions_at(self, batch: int) -> int | None:
+        """The state partitions of a batch when an offline repartition changed them over time (the
+        batch's shuffle partitions); None: the stores' own partition count holds for every batch."""
+        if not self.repartitions:
+            return None
+        return next((b.shuffle_partitions for b in self.batches if b.batch_id == batch), None)
+
+    def feed_segments(self, start: int, end: int) -> list[tuple[int, int]]:
+        """``start``..``end`` without its repartition batches: a change feed over each piece. A
+        repartition batch has no change log (Spark's reader fails across it) and changes no row."""
+        cuts = sorted(r.batch_id for r in self.repartitions if start <= r.batch_id <= end)
+        out, lo = [], start
+        for cut in cuts:
+            if lo <= cut - 1:
+                out.append((lo, cut - 1))
+            lo = cut + 1
+        return out + ([(lo, end)] if lo <= end else [])
 
     def operator(self, operator_id: int) -> OperatorInfo | None:
         return next((o for o in self.operators if o.operator_id == operator_id), None)

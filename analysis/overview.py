@@ -20,8 +20,12 @@ def overview_dict(info: CheckpointInfo) -> dict[str, Any]:
                 "committed": b.committed,
                 "watermark_ms": b.watermark_ms,
                 "timestamp_ms": b.timestamp_ms,
+                "partitions": b.shuffle_partitions,
             }
             for b in info.batches
+        ],
+        "repartitions": [
+            {"batch_id": r.batch_id, "from": r.before, "to": r.after, "committed": r.committed} for r in info.repartitions
         ],
         "operators": [
             {
@@ -48,8 +52,19 @@ def batches_table(info: CheckpointInfo, tz: str = "UTC") -> pa.Table:
             "watermark": pa.array([_ts(b.watermark_ms) for b in info.batches], ts_type),
             "watermark_ms": pa.array([b.watermark_ms for b in info.batches], pa.int64()),
             "timestamp": pa.array([_ts(b.timestamp_ms) for b in info.batches], ts_type),
+            "partitions": pa.array([b.shuffle_partitions for b in info.batches], pa.int64()),
         }
     )
+
+
+def repartition_lines(info: CheckpointInfo) -> list[str]:
+    """One sentence per offline state repartition (Spark 4.2+)."""
+    return [
+        f"Batch {r.batch_id} repartitioned the state offline from {r.before} to {r.after} partitions"
+        + ("" if r.committed else " and did not finish: rerun the repartition with the same count before restarting the query")
+        + "."
+        for r in info.repartitions
+    ]
 
 
 def conf_table(info: CheckpointInfo) -> pa.Table:

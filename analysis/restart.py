@@ -32,14 +32,19 @@ class PartitionCost:
 def restart_cost(info: CheckpointInfo, files: list[StateFile]) -> list[PartitionCost]:
     """Per store partition, what loading the last committed batch's state version reads; most replayed first."""
     committed = info.committed_batches
-    return load_cost(files, committed[-1].batch_id + 1) if committed else []
+    if not committed:
+        return []
+    last = committed[-1].batch_id
+    return load_cost(files, last + 1, info.partitions_at(last))
 
 
-def load_cost(files: list[StateFile], version: int) -> list[PartitionCost]:
-    """Per store partition, the files loading state ``version`` reads; most replayed first."""
+def load_cost(files: list[StateFile], version: int, partitions: int | None = None) -> list[PartitionCost]:
+    """Per store partition, the files loading state ``version`` reads; most replayed first.
+    ``partitions``: the version's partition count after an offline repartition (older partitions are not loaded)."""
     groups: dict[tuple[int, str, int], list[StateFile]] = defaultdict(list)
     for f in files:
-        if f.partition_id >= 0 and f.version is not None and f.version <= version:
+        in_use = partitions is None or f.partition_id < partitions
+        if f.partition_id >= 0 and in_use and f.version is not None and f.version <= version:
             groups[(f.operator_id, f.store_name, f.partition_id)].append(f)
     out = []
     for (op, store, part), fs in groups.items():

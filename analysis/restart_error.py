@@ -9,7 +9,9 @@ how, and the ways out. Error classes as Spark 4.x raises them:
   type: a count changed into a sum of the same type passes unnoticed);
 * ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``: the operators in the metadata and in
   the new plan;
-* ``CANNOT_LOAD_STATE_STORE.*``: the state file that could not be read.
+* ``CANNOT_LOAD_STATE_STORE.*``: the state file that could not be read;
+* ``STREAMING_UNFINISHED_REPARTITION_DETECTED`` / ``STATE_REPARTITION_INVALID_CHECKPOINT.*``: an offline
+  state repartition (Spark 4.2+) that did not finish.
 """
 
 from __future__ import annotations
@@ -141,6 +143,23 @@ def explain(raw: str, info: CheckpointInfo, keys: dict[int, list[dict[str, Any]]
             [
                 "Restore the file from a backup of the checkpoint (the doctor above lists every file each batch needs).",
                 "Without it the state of that partition cannot be rebuilt: " + fresh,
+            ],
+        )
+    if cls and (cls == "STREAMING_UNFINISHED_REPARTITION_DETECTED" or cls.startswith("STATE_REPARTITION_INVALID_CHECKPOINT")):
+        last = info.repartitions[-1] if info.repartitions else None
+        return RestartExplanation(
+            cls,
+            "An offline state repartition did not finish",
+            None,
+            [
+                f"batch {last.batch_id} repartitions the state from {last.before} to {last.after} partitions"
+                + (" and has no commit" if not last.committed else "")
+            ]
+            if last
+            else [],
+            [
+                "Run the repartition again with the same partition count and let it finish, then start the query.",
+                "To repartition to another count, first finish the one that was started.",
             ],
         )
     if cls:

@@ -75,10 +75,10 @@ def spark_at_batches(info: Any, src: Any, batches: list[int]) -> Any:
 
 
 def spark_feed(info: Any, src: Any, start: int, end: int) -> Any:
-    from spark_io.state_reader import state_frame, to_arrow
+    """Spark's change feed: one read per piece around offline repartition batches (Spark fails across one)."""
+    from spark_io.state_reader import change_frame, to_arrow
 
-    opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(end)}
-    return to_arrow(state_frame(info.path, src, opts), src.describe())
+    return to_arrow(change_frame(info, src, start, end), src.describe())
 
 
 def spark_reads(name: str) -> list[dict[str, Any]]:

@@ -51,6 +51,18 @@ def _drop_newest_delta(checkpoint: Path) -> None:
         crc.unlink()
 
 
+def _repartition_unfinished(checkpoint: Path) -> None:
+    """Repartition the state offline from 2 to 3 partitions (Spark 4.2+), then take away the commit the
+    repartition wrote last: what a repartition that died before committing leaves."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    spark._streamingCheckpointManager.repartition(str(checkpoint), 3)  # type: ignore[union-attr]
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+
+
 BASE_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stateStore.providerClass": g.HDFS}
 
 # case -> (first query, restarted query, what is done to the checkpoint in between, conf of the restart)
@@ -60,7 +72,10 @@ CASES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Pat
     "operator_added": (_count, _dedup_then_count, None, {}),
     "delta_missing": (_count, _count, _drop_newest_delta, {}),
     "provider_changed": (_count, _count, None, {"spark.sql.streaming.stateStore.providerClass": g.ROCKSDB}),
+    "repartition_unfinished": (_count, _count, _repartition_unfinished, {}),
 }
+# cases whose query runs on another provider from the first run (Spark repartitions RocksDB state only)
+FIRST_CONF = {"repartition_unfinished": {"spark.sql.streaming.stateStore.providerClass": g.ROCKSDB}}
 
 
 def _run(spark: Any, build: Callable[[Any], Any], inputs: Path, checkpoint: Path) -> str | None:
@@ -93,11 +108,11 @@ def _conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
 
 
 def restart(spark: Any, case: str, checkpoint: Path) -> str:
-    """Run the case's first query for three batches on a new ``checkpoint`` (HDFS provider, two
-    partitions), change it, restart it on a fourth input file: Spark's error ("" if it succeeds)."""
+    """Run the case's first query for three batches on a new ``checkpoint`` (HDFS provider unless
+    ``FIRST_CONF`` says otherwise, two partitions), change it, restart it on a fourth input file: Spark's error ("" if it succeeds)."""
     first, second, damage, conf = CASES[case]
     batches = g.event_batches(4, 6, 3)
-    with tempfile.TemporaryDirectory() as tmp, _conf(spark, BASE_CONF):
+    with tempfile.TemporaryDirectory() as tmp, _conf(spark, {**BASE_CONF, **FIRST_CONF.get(case, {})}):
         inputs = Path(tmp) / "in"
         inputs.mkdir()
         for i, batch in enumerate(batches):

@@ -23,6 +23,7 @@ import re
 import stat
 import time
 import urllib.parse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -413,7 +414,9 @@ def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
         if committed:
             crel = f"commits/{batch_id}"
             next_wm = _int_field(_log_entry(files, commits[batch_id]), "nextBatchWatermarkMs", crel, None)
-        batches.append(Batch(batch_id, committed, watermark or 0, timestamp or 0, next_wm))
+        shuffle = conf.get("spark.sql.shuffle.partitions", "")
+        parts = int(shuffle) if shuffle.isdigit() and int(shuffle) > 0 else None
+        batches.append(Batch(batch_id, committed, watermark or 0, timestamp or 0, next_wm, parts))
     return batches, conf
 
 
@@ -580,7 +583,7 @@ def read_checkpoint(path: str) -> CheckpointInfo:
     commits = files.numbered("commits")
     offsets = files.numbered("offsets")
     _FORMAT_VERSIONS[files.location] = checkpoint_format_version(files, conf)
-    return CheckpointInfo(
+    info = CheckpointInfo(
         files.location,
         read_query_id(files),
         batches,
@@ -589,6 +592,19 @@ def read_checkpoint(path: str) -> CheckpointInfo:
         checkpoint_format_version=_FORMAT_VERSIONS[files.location],
         commits_without_offsets=sorted(set(commits) - set(offsets)),
     )
+    return _repartitioned(info)
+
+
+def _repartitioned(info: CheckpointInfo) -> CheckpointInfo:
+    """After an offline repartition the operator metadata (v1) still records the old partition
+    count: the stores get the count of the last repartition that committed."""
+    done = [r for r in info.repartitions if r.committed]
+    if not done:
+        return info
+    n = done[-1].after
+    for op in info.operators:
+        op.stores = [replace(s, num_partitions=n) for s in op.stores]
+    return info
 
 
 FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"

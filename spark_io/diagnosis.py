@@ -22,7 +22,7 @@ from analysis.state_access import ArrowState, KeyQuery, StateAccess, near_seen
 from spark_io import engine
 from spark_io.arrivals import arrivals_for
 from spark_io.checkpoint import read_checkpoint
-from spark_io.state_reader import has_change_feed, read_changes, read_state, state_frame, to_arrow
+from spark_io.state_reader import change_frame, has_change_feed, read_changes, read_state, state_frame, to_arrow
 
 KEY_COLUMN_ROWS = 10_000  # rows a join side's key columns are checked on, through Spark
 
@@ -132,10 +132,11 @@ class SparkState:
         typed = dict(query.typed)
         values = [k if spark_type == "string" else typed.get(k) for k in query.keys]
         store = next((s for s in operator_of(self.info, source.operator_id).stores if s.store_name == source.store_name), None)
-        if store is None or not store.num_partitions or any(v is None for v in values):
+        n = self.info.partitions_at(batch) or (store.num_partitions if store else 0)
+        if not n or any(v is None for v in values):
             return None
         hashed = full.sparkSession.range(1).select(
-            *[F.pmod(F.hash(F.lit(v).cast(spark_type)), F.lit(store.num_partitions)).alias(f"p{i}") for i, v in enumerate(values)]
+            *[F.pmod(F.hash(F.lit(v).cast(spark_type)), F.lit(n)).alias(f"p{i}") for i, v in enumerate(values)]
         )
         partitions = sorted(set(to_arrow(hashed, "the keys' partitions").to_pylist()[0].values()))
         frames = []
@@ -165,8 +166,7 @@ class SparkState:
 
     def _feed(self, source: StateSource, start: int, end: int) -> tuple[Any, str]:
         what = f"the change feed of {source.describe()} for batches {start}–{end}"
-        opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(end)}
-        return self._frame(source, opts, what), what
+        return change_frame(self.info, source, start, end, what), what
 
     def changes(self, source: StateSource, start: int, end: int, query: KeyQuery) -> list[dict[str, Any]]:
         df, what = self._feed(source, start, end)

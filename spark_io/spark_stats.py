@@ -11,7 +11,7 @@ import numpy as np
 
 from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
 from spark_io import session
-from spark_io.state_reader import state_frame, to_arrow
+from spark_io.state_reader import change_frame, state_frame, to_arrow
 
 
 @dataclass
@@ -85,9 +85,8 @@ class SparkStats:
     def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         from pyspark.sql import functions as F
 
-        opts = {"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(end)}
         what = f"the change feed of {src.describe()}"
-        feed = state_frame(self.info.path, src, opts, what)
+        feed = change_frame(self.info, src, start, end, what)
         slim = feed.select(
             "batch_id",
             (F.col("change_type") == "delete").alias("d"),

@@ -98,6 +98,7 @@ HEALTH_SAMPLES = SAMPLE_NAMES + [
         "join_state_format_1",
         "agg_state_format_1",
         "composite_keys",
+        "repartitioned",
     )
     or n.startswith("3.4.4/")
 ]

@@ -59,6 +59,17 @@ def test_a_missing_delta_is_named_and_the_doctor_agrees(explain) -> None:  # typ
     assert "state_files_missing" in [p.code for p in report.problems]
 
 
+def test_an_unfinished_repartition_is_named_and_the_doctor_agrees(explain) -> None:  # type: ignore[no-untyped-def]
+    """A real offline repartition (2 -> 3 partitions) whose commit is gone: Spark refuses the restart."""
+    e, checkpoint = explain("repartition_unfinished")
+    assert e.error_class == "STREAMING_UNFINISHED_REPARTITION_DETECTED"
+    assert e.changes == ["batch 3 repartitions the state from 2 to 3 partitions and has no commit"]
+    assert any("same partition count" in w for w in e.ways_out)
+    problems = {p.code: p for p in doctor(str(checkpoint)).problems}
+    assert problems["unfinished_repartition"].severity == "error"
+    assert problems["unfinished_repartition"].details == {"batches": [3], "from": 2, "to": 3}
+
+
 def test_a_changed_provider_does_not_fail_the_restart_spark_keeps_the_recorded_one(spark: Any, tmp_path: Path) -> None:
     """Spark restores the provider from offsets/: the restart with RocksDB set ran on HDFS files."""
     checkpoint = tmp_path / "provider_changed"

@@ -10,7 +10,7 @@ import streamlit as st
 
 from analysis import charts
 from analysis.health import human_bytes
-from analysis.overview import batches_table, conf_table, operators_table, summary
+from analysis.overview import batches_table, conf_table, operators_table, repartition_lines, summary
 from analysis.progress import batch_rows, late_drops, operator_mismatch
 from spark_io.checkpoint import explain_restart_error
 from views.common import (
@@ -58,6 +58,8 @@ if info is not None:
         st.warning(
             f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."
         )
+    for line in repartition_lines(info):
+        st.info(line + " Reads of earlier batches use their own partition count; change feeds skip that batch.")
 
     st.subheader("Watermark timeline")
     if any(b.watermark_ms for b in info.batches):

@@ -84,15 +84,15 @@ class NativeState(ArrowState):
         field = next((f for f in self.reader.key_fields(source) if f["name"] == query.key_field), None)
         return tuple(query.keys) if field is not None and simple_type(field["type"]) == "string" else ()
 
-    def _partitions(self, source: StateSource, query: KeyQuery) -> list[int] | None:
-        """The partitions that can hold the keys, or None (the key is not one typed field)."""
+    def _partitions(self, source: StateSource, query: KeyQuery, batch: int) -> list[int] | None:
+        """The partitions that can hold the keys at ``batch``, or None (the key is not one typed field)."""
         fields = [f for f in self.reader.key_fields(source) if f["name"] not in JOIN_ROW_FIELDS]
         if len(fields) != 1 or fields[0]["name"] != query.key_field:
             return None
         type_name = simple_type(fields[0]["type"])
         typed = dict(query.typed)
         values = [k if type_name == "string" else typed.get(k) for k in query.keys]
-        n = self.reader.partitions(source)
+        n = self.reader.partitions(source, batch)
         if not n or any(v is None for v in values):
             return None
         parts = [partition_of(v, type_name, n) for v in values]
@@ -140,7 +140,7 @@ class NativeState(ArrowState):
                 same_type = frozenset(f.name for f in schema.field("value").type if f.type in key_types)
                 if not same_type:  # no value column can equal a key field: nothing to decode
                     return {}
-                for p in range(self.reader.partitions(source) or 0):
+                for p in range(self.reader.partitions(source, batch)):
                     table = self.reader.state(source, batch, [p], value_fields=same_type)
                     if table.num_rows:
                         return columns_equal_to_key(table)
@@ -151,7 +151,7 @@ class NativeState(ArrowState):
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
         def native() -> list[dict[str, Any]]:
-            parts = None if (source, batch) in self.state else self._partitions(source, query)
+            parts = None if (source, batch) in self.state else self._partitions(source, query, batch)
             if parts is None:
                 return super(NativeState, self).rows(source, batch, query)
             texts = self._texts(source, query)
@@ -163,7 +163,9 @@ class NativeState(ArrowState):
 
     def changes(self, source: StateSource, start: int, end: int, query: KeyQuery) -> list[dict[str, Any]]:
         def native() -> list[dict[str, Any]]:
-            parts = None if source in self.feeds else self._partitions(source, query)
+            # one partition count over the range: else the whole feed (an offline repartition moved the keys)
+            moved = any(start <= r.batch_id <= end for r in self.info.repartitions)
+            parts = None if source in self.feeds or moved else self._partitions(source, query, end)
             if parts is None:
                 return super(NativeState, self).changes(source, start, end, query)
             texts = self._texts(source, query)

@@ -98,7 +98,7 @@ class NativeReader:
         op = source.operator_id
         return self._read(
             source,
-            partitions,
+            range(self.partitions(source, batch)) if partitions is None else partitions,
             lambda store, p, values: self._state_records(op, store, p, batch + 1, texts, values),
             False,
             keys_only,
@@ -117,16 +117,21 @@ class NativeReader:
     ) -> pa.Table:
         """The change feed of a store or state variable over batches ``start``..``end``;
         ``deleted_keys_only``: only the changes of keys deleted in that range (eviction delays);
-        ``keys_only``: a store's changes without their values (growth counts keys)."""
+        ``keys_only``: a store's changes without their values (growth counts keys). An offline
+        repartition batch in the range has no change log and changes no row: the feed skips it."""
         if not source.has_change_feed:
             raise NativeUnsupported(f"{source.describe()} has no change feed")
         op = source.operator_id
+        pieces = []
+        for lo, hi in self.info.feed_segments(start, end) or [(start, start - 1)]:
 
-        def records(store: str, p: int, values: bool) -> Records:  # changelogs hold values either way
-            rec = containing(self._change_records(op, store, p, start + 1, end + 1), texts)
-            return of_deleted_keys(rec) if deleted_keys_only else rec
+            def records(store: str, p: int, values: bool, lo: int = lo, hi: int = hi) -> Records:
+                rec = containing(self._change_records(op, store, p, lo + 1, hi + 1), texts)  # changelogs hold values
+                return of_deleted_keys(rec) if deleted_keys_only else rec
 
-        return self._read(source, partitions, records, True, keys_only)
+            parts = range(self.partitions(source, hi)) if partitions is None else partitions
+            pieces.append(self._read(source, parts, records, True, keys_only))
+        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
     def warm(self, source: StateSource, batch: int) -> None:
         """Read the RocksDB files the source's state at ``batch`` is made from, in every
@@ -135,12 +140,14 @@ class NativeReader:
             return  # HDFS files are read in one pass each: nothing worth keeping
         op = operator_of(self.info, source.operator_id)
         for store in self._view(op, source).stores:
-            for p in range(self.partitions(source)):
+            for p in range(self.partitions(source, batch)):
                 self._rocks(op.operator_id, store, p).warm(batch + 1)
 
-    def partitions(self, source: StateSource) -> int:
+    def partitions(self, source: StateSource, batch: int | None = None) -> int:
+        """The store's partitions at ``batch`` (they change with an offline repartition), else now."""
         op = operator_of(self.info, source.operator_id)
-        return max((s.num_partitions for s in op.stores), default=0)
+        now = max((s.num_partitions for s in op.stores), default=0)
+        return (self.info.partitions_at(batch) if batch is not None else None) or now
 
     def key_fields(self, source: StateSource) -> list[dict[str, Any]]:
         """The fields of the ``key`` column (Spark's JSON schema) this source gives, repeated names
@@ -159,7 +166,7 @@ class NativeReader:
     def _read(
         self,
         source: StateSource,
-        partitions: Iterable[int] | None,
+        partitions: Iterable[int],
         records: Callable[[str, int, bool], Any],
         changes: bool,
         keys_only: bool = False,
@@ -171,7 +178,7 @@ class NativeReader:
             view.keys_only, view.value_only = keys_only, value_fields
         # list values (format 4 joins) are read even for keys: a key has a row per value
         read_values = not view.keys_only or bool(isinstance(view, _Plain) and view.fam.event_time_key)
-        parts = sorted(set(partitions)) if partitions is not None else list(range(self.partitions(source)))
+        parts = sorted(set(partitions))
         try:
             schema = view.schema(changes)
         except Undecodable as e:
