@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.health import min_batches_to_retain, retention_finding
+from analysis.health import human_bytes, min_batches_to_retain, retention_finding
 from analysis.model import CheckpointInfo, StateFile
 from analysis.restart import PartitionCost, Setting, restart_cost, restart_settings
 
@@ -308,6 +308,23 @@ def examine(
                 "files: overview, history searches and growth start at the oldest retained batch.",
                 "Nothing to repair. A key that left state before then shows as never in state.",
                 {"first_retained": committed[0]},
+            )
+        )
+    now = info.partitions_at(committed[-1]) if committed else None
+    left = [f for f in files if has_state and now is not None and f.partition_id >= now]
+    if left:
+        r = info.repartitions[-1]
+        parts = sorted({f.partition_id for f in left})
+        problems.append(
+            Problem(
+                "partitions_left_by_repartition",
+                "info",
+                f"{len(parts)} state partition folder(s) unused since the repartition at batch {r.batch_id}",
+                f"Batch {r.batch_id} repartitioned the state from {r.before} to {r.after} partitions: partition(s) "
+                f"{', '.join(map(str, parts))} keep {len(left)} file(s), {human_bytes(sum(f.size for f in left))}, that "
+                "only batches before it read. Spark does not load them again, so its maintenance does not clean them up.",
+                f"Nothing to repair. Keep them to read batches before {r.batch_id}; otherwise they may be archived.",
+                {"partitions": parts, "files": len(left), "bytes": sum(f.size for f in left)},
             )
         )
     retention = retention_finding(info.batches, info.conf)

@@ -103,6 +103,10 @@ def test_the_change_feed_skips_the_repartition_batch_on_both_engines(name: str, 
 
 def test_the_doctor_checks_each_batch_with_its_partitions(name: str) -> None:
     report = doctor(str(golden.HERE / name))
-    assert report.problems == [] or all(p.severity == "info" for p in report.problems)
+    assert [(p.code, p.severity) for p in report.problems] == [("partitions_left_by_repartition", "info")]
+    left = report.problems[0].details
+    assert left["partitions"] == [3] and left["files"] == sum(
+        1 for f in (golden.HERE / name / "state" / "0" / "3").rglob("*") if f.is_file() and not f.name.startswith(".")
+    )
     assert report.loadable_batches == [b.batch_id for b in read_checkpoint(str(golden.HERE / name)).committed_batches]
     assert sorted(c.partition for c in report.restart_cost) == [0, 1, 2]  # partition 3 is no longer loaded
