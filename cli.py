@@ -238,7 +238,7 @@ def _print_fate(fate: Any) -> None:
 
 
 def cmd_progress(args: argparse.Namespace) -> None:
-    from analysis.progress import batch_rows, late_drops, operator_mismatch
+    from analysis.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
     from spark_io.checkpoint import read_checkpoint, read_source_offsets
 
     info = read_checkpoint(args.checkpoint)
@@ -250,6 +250,7 @@ def cmd_progress(args: argparse.Namespace) -> None:
     rows = batch_rows(info, read_source_offsets(args.checkpoint), log)
     mismatch = operator_mismatch(log, info) if log else None
     notes = (log.notes if log else []) + ([f"Operators could not be matched: {mismatch}."] if mismatch else [])
+    lags = snapshot_lags(log) if log else []
     if args.json:
         _dump(
             {
@@ -257,6 +258,7 @@ def cmd_progress(args: argparse.Namespace) -> None:
                 "progress": {"location": log.location, "format": log.format, "files": log.files} if log else None,
                 "notes": notes,
                 "batches": rows,
+                "snapshot_lag": [x.to_dict() for x in lags],
             }
         )
         return
@@ -284,6 +286,16 @@ def cmd_progress(args: argparse.Namespace) -> None:
             f"\noperator {d.operator_id} ({d.operator_name}) dropped {d.total:,} late row(s): "
             + ", ".join(f"batch {b}: {n}" for b, n in d.by_batch.items())
         )
+    if lags:
+        print(
+            f"\nsnapshot lag at batch {lags[0].batch_id} (Spark's SnapshotLastUploaded metrics, the instances it reports; "
+            "a restart replays this many versions):"
+        )
+        lag_rows = [
+            [x.operator_id, x.store, x.partition, "none yet" if x.last_snapshot is None else x.last_snapshot, x.behind]
+            for x in lags
+        ]
+        print(_table(["operator", "store", "partition", "last snapshot version", "versions behind"], lag_rows))
     for n in notes:
         print(f"\nnote: {n}")
 
@@ -350,7 +362,6 @@ def cmd_growth(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-
     from analysis import charts
     from analysis.errors import InvalidInput
     from analysis.export import FIGURE_FORMATS, figure_bytes, to_csv_bytes
@@ -381,7 +392,6 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-
     from analysis.errors import InvalidInput
     from analysis.report import checkup_report
     from spark_io.health import checkup

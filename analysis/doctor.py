@@ -314,17 +314,17 @@ def examine(
     left = [f for f in files if has_state and now is not None and f.partition_id >= now]
     if left:
         r = info.repartitions[-1]
-        parts = sorted({f.partition_id for f in left})
+        unused = sorted({f.partition_id for f in left})
         problems.append(
             Problem(
                 "partitions_left_by_repartition",
                 "info",
-                f"{len(parts)} state partition folder(s) unused since the repartition at batch {r.batch_id}",
+                f"{len(unused)} state partition folder(s) unused since the repartition at batch {r.batch_id}",
                 f"Batch {r.batch_id} repartitioned the state from {r.before} to {r.after} partitions: partition(s) "
-                f"{', '.join(map(str, parts))} keep {len(left)} file(s), {human_bytes(sum(f.size for f in left))}, that "
+                f"{', '.join(map(str, unused))} keep {len(left)} file(s), {human_bytes(sum(f.size for f in left))}, that "
                 "only batches before it read. Spark does not load them again, so its maintenance does not clean them up.",
                 f"Nothing to repair. Keep them to read batches before {r.batch_id}; otherwise they may be archived.",
-                {"partitions": parts, "files": len(left), "bytes": sum(f.size for f in left)},
+                {"partitions": unused, "files": len(left), "bytes": sum(f.size for f in left)},
             )
         )
     retention = retention_finding(info.batches, info.conf)

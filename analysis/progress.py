@@ -434,6 +434,51 @@ def late_drops(log: ProgressLog) -> list[LateDrops]:
     return [per_op[k] for k in sorted(per_op)]
 
 
+_SNAPSHOT_UPLOADED = re.compile(r"^SnapshotLastUploaded\.partition_(\d+)_(.+)$")
+
+
+@dataclass(frozen=True)
+class SnapshotLag:
+    """One state store instance as Spark 4.0+ reports it in a batch's progress
+    (``SnapshotLastUploaded.partition_<p>_<store>``: the last snapshot version it uploaded, -1 none yet;
+    Spark reports the few most lagging instances per operator,
+    ``spark.sql.streaming.stateStore.numStateStoreInstanceMetricsToReport``)."""
+
+    batch_id: int
+    operator_id: int
+    partition: int
+    store: str
+    last_snapshot: int | None  # None: no snapshot uploaded yet
+    behind: int  # versions a load of this batch's state replays after that snapshot (all, without one)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "operator_id": self.operator_id,
+            "partition": self.partition,
+            "store": self.store,
+            "last_snapshot_version": self.last_snapshot,
+            "versions_behind": self.behind,
+        }
+
+
+def snapshot_lags(log: ProgressLog) -> list[SnapshotLag]:
+    """The snapshot lag Spark reported in the newest batch that reports it, most behind first."""
+    for b in reversed(log.batches):
+        version = b.batch_id + 1
+        out = []
+        for o in b.operators:
+            for name, value in o.custom_metrics.items():
+                m = _SNAPSHOT_UPLOADED.match(name)
+                v = _int(value)
+                if m and v is not None:
+                    last = v if v >= 0 else None
+                    out.append(SnapshotLag(b.batch_id, o.operator_id, int(m.group(1)), m.group(2), last, version - (last or 0)))
+        if out:
+            return sorted(out, key=lambda x: (-x.behind, x.operator_id, x.store, x.partition))
+    return []
+
+
 def watermark_lag_ms(log: ProgressLog) -> int | None:
     """How far the watermark trails the newest event time: the effective watermark delay.
 

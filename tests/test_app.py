@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from analysis.progress import snapshot_lags
 from spark_io.checkpoint import read_checkpoint
+from spark_io.progress import read_progress
 from support import ROOT, SAMPLES, sample, scenario
 
 APP = str(ROOT / "app.py")
@@ -90,6 +92,11 @@ def test_overview_with_an_event_log_shows_late_rows_rates_and_durations() -> Non
     assert "**Late rows dropped by the watermark**" in titles
     assert "**Input per batch \\(from the query\\'s progress\\)**" in titles and "**Batch duration by phase**" in titles
     assert not at.warning and not at.error
+    info = read_checkpoint(str(ROOT / "sample_checkpoints" / "windowed_agg"))
+    lags = snapshot_lags(read_progress(str(ROOT / "sample_checkpoints" / "event_logs" / "windowed_agg"), info))
+    assert any(c.value.startswith(f"Snapshot lag at batch {lags[0].batch_id}") for c in at.caption)
+    shown = next(d.value for d in at.dataframe if "versions_behind" in d.value.columns)
+    assert shown.to_dict("records") == [x.to_dict() for x in lags]
 
 
 def test_overview_event_log_of_another_query_is_one_error() -> None:

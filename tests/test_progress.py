@@ -402,3 +402,29 @@ def test_the_event_log_tells_how_the_querys_last_run_ended() -> None:
     for name in ("dedup", "windowed_agg"):
         run = read_progress(str(SAMPLES / "event_logs" / name), read_checkpoint(sample(name))).run
         assert run is not None and not run.running and run.exception is None, name
+
+
+@pytest.mark.parametrize("name", ["dedup_window_chain", "dedup", "windowed_agg"])
+def test_snapshot_lag_is_what_spark_reported_and_its_snapshots_exist(name: str) -> None:
+    """Spark's own SnapshotLastUploaded metrics of the newest batch: every snapshot it names is a file
+    of the checkpoint, and the files hold one at least as new (Spark uploads snapshots after the batch)."""
+    from analysis.progress import snapshot_lags
+    from spark_io.checkpoint import doctor
+
+    info = read_checkpoint(sample(name))
+    lags = snapshot_lags(read_progress(str(EVENT_LOGS / name), info))
+    assert lags and lags[0].batch_id == info.committed_batches[-1].batch_id
+    newest = {(c.operator_id, c.partition): c.snapshot_version for c in doctor(info.path).restart_cost}
+    for x in lags:
+        assert x.behind == x.batch_id + 1 - (x.last_snapshot or 0)
+        if x.last_snapshot is not None:
+            part = Path(info.path) / "state" / str(x.operator_id) / str(x.partition)
+            assert [p.name for p in part.glob(f"{x.last_snapshot}.*") if p.suffix in (".zip", ".snapshot")], x
+            assert (newest[(x.operator_id, x.partition)] or 0) >= x.last_snapshot
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "progress", info.path, "--event-log", str(EVENT_LOGS / name), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert json.loads(out.stdout)["snapshot_lag"] == [x.to_dict() for x in lags]

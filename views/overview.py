@@ -11,7 +11,7 @@ import streamlit as st
 from analysis import charts
 from analysis.health import human_bytes
 from analysis.overview import batches_table, conf_table, operators_table, repartition_lines, summary
-from analysis.progress import batch_rows, late_drops, operator_mismatch
+from analysis.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
 from spark_io.checkpoint import explain_restart_error
 from views.common import (
     chart,
@@ -124,6 +124,13 @@ if info is not None:
                 with tab:
                     chart(fig, key=f"ov-{name}")
                     chart_downloads(name, fig, table, f"dl-ov-{name}")
+            lags = snapshot_lags(log)
+            if lags:
+                st.caption(
+                    f"Snapshot lag at batch {lags[0].batch_id}, as Spark reported it (SnapshotLastUploaded: the store "
+                    "instances it reports, most behind first). A restart loads the last snapshot and replays the versions behind it."
+                )
+                st.dataframe([x.to_dict() for x in lags], hide_index=True, width="stretch", height=grid_height(len(lags), 240))
     with guard():
         rows = batch_rows(info, sources_cached(info.path), log)
         read = [
