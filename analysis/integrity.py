@@ -103,7 +103,7 @@ def integrity_problems(report: SidecarReport) -> list[Problem]:
             Problem(
                 "checksum_unreadable",
                 "warning",
-                f"{len(report.unreadable)} file(s) with a checksum sidecar could not be read to verify it",
+                f"{len(report.unreadable)} file(s) or folder(s) with checksum sidecars could not be read to verify them",
                 f"{f}: {why}.",
                 "Check the checkpoint's permissions; their integrity is unknown.",
                 {"files": [f"{f}: {w}" for f, w in report.unreadable[:20]]},

@@ -34,9 +34,16 @@ def test_overview_json_contract_without_a_jvm() -> None:
     info = read_checkpoint(sample("join_hdfs"))
     assert data["query_id"] == info.query_id
     assert data["batches"] == [
-        {"batch_id": b.batch_id, "committed": True, "watermark_ms": b.watermark_ms, "timestamp_ms": b.timestamp_ms}
+        {
+            "batch_id": b.batch_id,
+            "committed": True,
+            "watermark_ms": b.watermark_ms,
+            "timestamp_ms": b.timestamp_ms,
+            "partitions": 4,  # each batch's spark.sql.shuffle.partitions: the stores' partitions
+        }
         for b in info.batches
     ]
+    assert data["repartitions"] == []
     assert data["operators"] == [
         {
             "operator_id": 0,
