@@ -44,8 +44,9 @@ def test_overview_defaults_to_a_bundled_sample() -> None:
     assert m["Batches"] == "17" and m["Last committed"] == "16" and m["Stateful operators"] == "1"
     assert m["Query id"] == info.query_id[:8]  # type: ignore[index]
     assert m["Watermark (UTC)"] == "00:13:45"
-    assert len(at.dataframe) == 5  # batches, what each source read, restart cost and settings, configuration
-    cost, settings = at.dataframe[2].value, at.dataframe[3].value
+    # batches, snapshot lag (from the event log), what each source read, restart cost and settings, configuration
+    assert len(at.dataframe) == 6 and "versions_behind" in at.dataframe[1].value.columns
+    cost, settings = at.dataframe[3].value, at.dataframe[4].value
     assert len(cost) == 4 * 4  # the join's four stores, 4 partitions each: what a restart loads
     shuffle = settings[settings["setting"] == "spark.sql.shuffle.partitions"]
     assert shuffle[["value", "may change"]].values.tolist() == [[info.conf["spark.sql.shuffle.partitions"], "no"]]
@@ -58,7 +59,7 @@ def test_overview_defaults_to_a_bundled_sample() -> None:
     # the bundled sample's own event log is picked with it: rates, durations and late rows
     assert at.session_state["event_log"].endswith("event_logs/join_hdfs")
     assert m["Batches with progress"] == "17 / 17" and m["Late rows dropped"] == "14"
-    reads = at.dataframe[1].value
+    reads = at.dataframe[2].value
     assert len(reads) == 17 * 2 and reads["read"].iloc[0] == "10 rows from 1 file(s): part-00000.json"
     assert reads["source"].tolist()[:2] == ["orders (file)", "payments (file)"]  # named by what they read
 
