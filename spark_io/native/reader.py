@@ -98,7 +98,7 @@ class NativeReader:
         op = source.operator_id
         return self._read(
             source,
-            range(self.partitions(source, batch)) if partitions is None else partitions,
+            self._partitions_of(source, batch, partitions),
             lambda store, p, values: self._state_records(op, store, p, batch + 1, texts, values),
             False,
             keys_only,
@@ -129,7 +129,7 @@ class NativeReader:
                 rec = containing(self._change_records(op, store, p, lo + 1, hi + 1), texts)  # changelogs hold values
                 return of_deleted_keys(rec) if deleted_keys_only else rec
 
-            parts = range(self.partitions(source, hi)) if partitions is None else partitions
+            parts = self._partitions_of(source, hi, partitions)
             pieces.append(self._read(source, parts, records, True, keys_only))
         return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
@@ -148,6 +148,12 @@ class NativeReader:
         op = operator_of(self.info, source.operator_id)
         now = max((s.num_partitions for s in op.stores), default=0)
         return (self.info.partitions_at(batch) if batch is not None else None) or now
+
+    def _partitions_of(self, source: StateSource, batch: int, wanted: Iterable[int] | None) -> list[int]:
+        """The partitions a read at ``batch`` decodes: all of that batch's, or those of ``wanted`` it has
+        (Spark's ``partition_id`` filter finds no row in a partition a batch does not have)."""
+        n = self.partitions(source, batch)
+        return list(range(n)) if wanted is None else [p for p in wanted if 0 <= p < n]
 
     def key_fields(self, source: StateSource) -> list[dict[str, Any]]:
         """The fields of the ``key`` column (Spark's JSON schema) this source gives, repeated names
