@@ -86,17 +86,22 @@ def test_the_change_feed_skips_the_repartition_batch_on_both_engines(name: str, 
     last = info.committed_batches[-1].batch_id
     assert info.feed_segments(0, last) == [(0, r - 1), (r + 1, last)]
     before = engine.current()
-    feeds = {}
+    feeds, old = {}, {}
     try:
         for which in ("native", "spark"):
             engine.configure(which)
             table, start, end = engine.read_changes(info.path, STORE, info=info)
             assert (start, end, engine.engine_of(table)) == (0, last, which)
             feeds[which] = sorted(golden.row_text(x) for x in table.to_pylist())
+            # partition 3 exists only before the repartition: its rows, none after
+            table, _, _ = engine.read_changes(info.path, STORE, info=info, row_filter=state_reader.RowFilter(partitions=(3,)))
+            old[which] = sorted(golden.row_text(x) for x in table.to_pylist())
     finally:
         engine.configure(before)
     assert feeds["native"] == feeds["spark"] and feeds["native"]
     assert r not in {json.loads(x)["batch_id"] for x in feeds["native"]}
+    assert old["native"] == old["spark"] and old["native"]
+    assert {json.loads(x)["batch_id"] for x in old["native"]} <= set(range(r))
     with pytest.raises(BatchOutOfRange, match="offline state repartitions"):
         state_reader.read_changes(info.path, STORE, r, r, info=info)
 
