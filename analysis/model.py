@@ -150,12 +150,15 @@ class CheckpointInfo:
             if a.shuffle_partitions and b.shuffle_partitions and a.shuffle_partitions != b.shuffle_partitions
         ]
 
+    @cached_property
+    def _partitions_by_batch(self) -> dict[int, int | None]:
+        """Each batch's shuffle partitions, when an offline repartition changed them (else empty)."""
+        return {b.batch_id: b.shuffle_partitions for b in self.batches} if self.repartitions else {}
+
     def partitions_at(self, batch: int) -> int | None:
         """The state partitions of a batch when an offline repartition changed them over time (the
         batch's shuffle partitions); None: the stores' own partition count holds for every batch."""
-        if not self.repartitions:
-            return None
-        return next((b.shuffle_partitions for b in self.batches if b.batch_id == batch), None)
+        return self._partitions_by_batch.get(batch)
 
     def feed_segments(self, start: int, end: int) -> list[tuple[int, int]]:
         """``start``..``end`` without its repartition batches: a change feed over each piece. A
