@@ -89,7 +89,7 @@ _PROGRESS_SOURCES = "an event log file, a spark.eventLog.dir folder or a progres
 _ERROR_SOURCES = "the failed run's error text or its event log"
 
 
-def _read_local(path: str, wanted: str = _PROGRESS_SOURCES) -> list[tuple[str, list[tuple[str, bytes]]]]:
+def _read_local(path: str, wanted: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
     root = Path(local_path(path)).absolute()
     if not root.exists():
         raise ProgressNotFound(f"{path} does not exist: give {wanted}.")
@@ -152,18 +152,34 @@ def _records(label: str, text: str, query_id: str, notes: list[str]) -> Iterator
         )
 
 
+def _groups(raw: str, wanted: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
+    """(label, files' names and bytes) of every log under a path, local or through Spark."""
+    check_allowed(raw)
+    return _read_local(raw, wanted) if is_local(raw) else _read_spark(raw)
+
+
+def _decoded(
+    path: str, groups: list[tuple[str, list[tuple[str, bytes]]]], notes: list[str], refusal: str
+) -> Iterator[tuple[str, str, str, str]]:
+    """(label, name, text, codec) of each file in reading order; reading stops, with ``refusal``, once
+    more than ``MAX_BYTES`` are decoded."""
+    total = 0
+    for label, parts in groups:
+        for name, data in parts:
+            text, codec = decode(data, name, notes)
+            total += len(text)
+            if total > MAX_BYTES:
+                raise ProgressReadError(f"{path} holds more than {MAX_BYTES // 1024**3} GB{refusal}")
+            yield label, name, text, codec
+
+
 def read_error_source(path: str) -> str:
     """The text of a failed run's error: a text file (``query.exception()``, a driver log) or its
     event log in any form ``read_progress`` takes (file, ``eventlog_v2_*`` folder, compressed)."""
-    raw = path.strip()
-    check_allowed(raw)
-    groups = _read_local(raw, _ERROR_SOURCES) if is_local(raw) else _read_spark(raw)
-    notes: list[str] = []
-    texts = [decode(data, name, notes)[0] for _, parts in groups for name, data in parts]
+    groups = _groups(path.strip(), _ERROR_SOURCES)
+    texts = [text for _, _, text, _ in _decoded(path, groups, [], ": point to the one failed run's log.")]
     if not texts:
         raise ProgressNotFound(f"{path} is an empty folder: give {_ERROR_SOURCES}.")
-    if sum(map(len, texts)) > MAX_BYTES:
-        raise ProgressReadError(f"{path} holds more than {MAX_BYTES // 1024**3} GB: point to the one failed run's log.")
     return "\n".join(texts)
 
 
@@ -174,8 +190,7 @@ def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:
         raise InvalidInput(
             "No event log path given: enter a Spark event log, a spark.eventLog.dir folder or a progress JSON-lines file."
         )
-    check_allowed(raw)
-    groups = _read_local(raw) if is_local(raw) else _read_spark(raw)
+    groups = _groups(raw, _PROGRESS_SOURCES)
     if not groups:
         raise ProgressNotFound(f"{path} is an empty folder: no event log or progress file in it.")
     qid = info.query_id or ""
@@ -183,19 +198,11 @@ def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:
     records: list[dict[str, Any]] = []
     files: list[str] = []
     event_log = False
-    total = 0
-    for label, parts in groups:
-        for name, data in parts:
-            text, codec = decode(data, name, notes)
-            total += len(text)
-            if total > MAX_BYTES:
-                raise ProgressReadError(
-                    f"{path} holds more than {MAX_BYTES // 1024**3} GB of event logs: point to the one application's log."
-                )
-            found = list(_records(name, text, qid, notes)) if qid else []
-            if any((progress_of(r) or {}).get("id") == qid for r in found):
-                shown = os.path.join(label, name) if label != name else name
-                files.append(shown if codec == "none" else f"{shown} ({codec})")
-            event_log = event_log or '"Event":' in text[:2000]
-            records += found
+    for label, name, text, codec in _decoded(path, groups, notes, " of event logs: point to the one application's log."):
+        found = list(_records(name, text, qid, notes)) if qid else []
+        if any((progress_of(r) or {}).get("id") == qid for r in found):
+            shown = os.path.join(label, name) if label != name else name
+            files.append(shown if codec == "none" else f"{shown} ({codec})")
+        event_log = event_log or '"Event":' in text[:2000]
+        records += found
     return collect(records, info.query_id, path, "event log" if event_log else "json lines", files, notes)
