@@ -15,6 +15,7 @@ from views.common import (
     EVENT_LOG_KEY,
     TIMEZONES,
     TZ_KEY,
+    asking,
     checkpoint_input_key,
     current_path,
     default_checkpoint,
@@ -102,6 +103,7 @@ nav = st.navigation(
     {
         "Checkpoint": [
             st.Page("views/overview.py", title="Overview", icon=":material/timeline:", default=True),
+            st.Page("views/checkpoints.py", title="Checkpoints", icon=":material/folder_open:"),
             st.Page("views/operators.py", title="Operators and stores", icon=":material/account_tree:"),
         ],
         "State": [
@@ -114,7 +116,8 @@ nav = st.navigation(
         ],
     }
 )
-nav.run()
+with asking():
+    nav.run()
 
 if st.session_state.get("live"):
 

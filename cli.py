@@ -20,11 +20,13 @@ Exit codes: 0 on success, 2 on bad input or a failed read, with one line on stde
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import decimal
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
@@ -113,6 +115,58 @@ def cmd_overview(args: argparse.Namespace) -> None:
     for op in data["operators"]:
         stores = ", ".join(f"{s['store_name']} ({s['num_partitions']} partitions)" for s in op["stores"])
         print(f"operator {op['operator_id']}  {op['operator_name']}: {stores}")
+
+
+def _ago(ms: int | None) -> str:
+    """A duration in the largest unit that keeps it readable: 45 s, 12 min, 5 h, 327 d."""
+    if ms is None:
+        return ""
+    s = ms / 1000
+    for unit, size, upto in (("s", 1, 120), ("min", 60, 120 * 60), ("h", 3600, 48 * 3600)):
+        if abs(s) < upto:
+            return f"{s / size:.0f} {unit}"
+    return f"{s / 86400:.0f} d"
+
+
+def cmd_ls(args: argparse.Namespace) -> None:
+    from analysis.health import human_bytes
+    from spark_io.fleet import list_checkpoints
+
+    rows = list_checkpoints(args.prefix)
+    key = {
+        "path": lambda r: r.path,
+        "problems": lambda r: (r.error is None, {"error": 0, "warning": 1, "info": 2}.get(r.worst_severity or "", 3), r.path),
+        "bytes": lambda r: -r.state_bytes,
+        "lag": lambda r: -(r.watermark_lag_ms or 0),
+        "behind": lambda r: -r.uncommitted,
+    }[args.sort]
+    rows.sort(key=key)
+    if args.json:
+        _dump({"prefix": args.prefix, "checkpoints": [r.to_dict() for r in rows]})
+        return
+    if not rows:
+        print(f"No checkpoint (a folder with offsets/ and commits/) under {args.prefix}.")
+        return
+    out = []
+    for r in rows:
+        if r.error:
+            out.append([r.path, "", "", "", "", "", "", f"cannot be read: {r.error}"])
+            continue
+        worst = f"{r.worst_severity}: {r.worst}" if r.worst else "ok"
+        out.append([
+            r.path,
+            r.last_committed if r.last_committed is not None else "",
+            _fmt_ms(r.committed_at_ms) if r.committed_at_ms else "",
+            r.uncommitted,
+            _ago(r.watermark_lag_ms),
+            ", ".join(r.operators),
+            human_bytes(r.state_bytes),
+            "; ".join([worst, *r.findings]),
+        ])  # fmt: skip
+    print(
+        _table(["checkpoint", "last batch", "committed at (UTC)", "behind", "watermark lag", "operators", "state", "doctor"], out)
+    )
+    print(f"\n{len(rows)} checkpoint(s) under {args.prefix}")
 
 
 def cmd_sql(args: argparse.Namespace) -> None:
@@ -535,7 +589,7 @@ def cmd_app(args: argparse.Namespace) -> None:
     os.execve(command[0], command, env)  # the server is this process: a signal to it stops the app
 
 
-NO_SPARK = ("overview", "doctor", "serve", "app")  # commands that never need a Spark engine in this process
+NO_SPARK = ("overview", "doctor", "ls", "serve", "app")  # commands that never need a Spark engine in this process
 
 
 def version() -> str:
@@ -580,6 +634,15 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("checkpoint")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.set_defaults(func=cmd_overview)
+
+    ls = sub.add_parser(
+        "ls",
+        help="every checkpoint under a folder or bucket prefix, one row each: batches, watermark lag, state, doctor (no JVM)",
+    )
+    ls.add_argument("prefix", help="a local folder or a URI prefix (s3://bucket/streaming/, abfss://..., gs://...)")
+    ls.add_argument("--sort", choices=("problems", "path", "bytes", "lag", "behind"), default="problems")
+    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.set_defaults(func=cmd_ls)
 
     v = sub.add_parser("serve", help="start a local Spark Connect server once; later commands use it (warm)")
     v.add_argument("--stop", action="store_true", help="stop the served engine")
@@ -731,6 +794,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@contextlib.contextmanager
+def _download_progress(args: argparse.Namespace) -> Iterator[None]:
+    """Downloads from object storage that take over a second: one line on stderr, rewritten in place
+    (an interactive terminal only, and not with --json), cleared when the command ends."""
+    if getattr(args, "json", False) or not sys.stderr.isatty():
+        yield
+        return
+    from analysis.health import human_bytes
+    from spark_io.storage import progress
+
+    shown = []
+
+    def line(done: int, total: int, files: int) -> None:
+        shown.append(1)
+        sys.stderr.write(
+            f"\rstatelens: downloading state files: {human_bytes(done)} of {human_bytes(total)} ({files} files)\033[K"
+        )
+        sys.stderr.flush()
+
+    try:
+        with progress.reporting(line):
+            yield
+    finally:
+        if shown:
+            sys.stderr.write("\r\033[K")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -756,7 +846,10 @@ def main(argv: list[str] | None = None) -> int:
             served = serve.running()  # a warm engine started by `cli.py serve`
             if served:
                 session.configure(remote=served, served=True)
-        args.func(args)
+        from spark_io.storage import question
+
+        with _download_progress(args), question():
+            args.func(args)
     except StateLensError as e:
         print(f"statelens: {e.title}: {e.message}".replace("\n", " "), file=sys.stderr)
         return 2

@@ -50,6 +50,13 @@ class CheckpointUnreadable(StateLensError):
         return err
 
 
+class StorageError(StateLensError):
+    """Object storage refused or failed a read: credentials, a missing bucket, a server that does
+    not answer. The message names the URI and what to set."""
+
+    title = "Storage cannot be read"
+
+
 class NoState(StateLensError):
     title = "No state in this checkpoint"
 

@@ -8,4 +8,8 @@ if [ ! -x /usr/bin/chromium ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+if [ ! -x .tools/node_modules/.bin/azurite-blob ]; then
+    echo "Installing Azurite (Microsoft's Azure Storage emulator) for the storage tests..."
+    npm install --silent --no-audit --no-fund --prefix .tools azurite@3.37.0 >/dev/null
+fi
 exec .venv/bin/python -m pytest "$@"

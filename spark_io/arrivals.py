@@ -11,15 +11,15 @@ from __future__ import annotations
 from analysis.lateness import Arrival, ArrivalSearch, holds_time
 from analysis.model import CheckpointInfo, default_operator, operator_of
 from analysis.progress import ProgressLog, lateness
-from spark_io.checkpoint import is_local
+from spark_io.engine_choice import reads_natively
 
 
 def arrivals_for(
     info: CheckpointInfo, keys: list[str], operator_id: int | None, event_time_ms: int | None, progress: ProgressLog | None
 ) -> ArrivalSearch | None:
     """The search, where it can tell which batch dropped a late record: an event time is given and
-    the progress shows the operator dropping rows once that time was late (a local checkpoint)."""
-    if event_time_ms is None or progress is None or not is_local(info.path):
+    the progress shows the operator dropping rows once that time was late (a checkpoint this process reads)."""
+    if event_time_ms is None or progress is None or not reads_natively(info.path):
         return None
     op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
     if not lateness(event_time_ms, info, op.operator_id, progress).drops:

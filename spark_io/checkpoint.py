@@ -1,4 +1,4 @@
-"""Checkpoint log reader in plain Python: no JVM, local folders only.
+"""Checkpoint log reader in plain Python: no JVM, local folders and object stores (``spark_io.storage``).
 
 A Structured Streaming checkpoint folder holds::
 
@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from analysis.doctor import DoctorReport, RunState, examine, unreadable_report
 from analysis.errors import (
@@ -33,16 +33,20 @@ from analysis.errors import (
     CheckpointUnreadable,
     CorruptCheckpoint,
     NotACheckpoint,
-    NotAllowed,
     StateLensError,
 )
 from analysis.integrity import integrity_problems
 from analysis.model import DEFAULT_STORE, JOIN_STORES, JOIN_V4_ROWS, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
 from analysis.restart_error import RestartExplanation, explain
 from analysis.sources import SourceBatch, batch_sources, offset_lines, parse_offset
+from spark_io.engine_choice import reads_natively
 from spark_io.integrity import verify_sidecars
+from spark_io.storage import Entry, LocalStorage, Storage, open_storage
+from spark_io.storage.locations import check_allowed, is_local, local_path
 
 _DIGITS = re.compile(r"^\d+$")
+T = TypeVar("T")
+R = TypeVar("R")
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
 
 
@@ -60,6 +64,14 @@ class Files:
     def read(self, rel: str) -> bytes:
         raise NotImplementedError
 
+    def read_many(self, rels: list[str]) -> dict[str, bytes]:
+        """Several files (fetched in parallel where that saves time)."""
+        return dict(zip(rels, self.map(self.read, rels), strict=True))
+
+    def map(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+        """``fn`` over ``items``, in parallel where the files are remote."""
+        return [fn(i) for i in items]
+
     def is_file(self, rel: str) -> bool:
         raise NotImplementedError
 
@@ -75,76 +87,64 @@ class Files:
         raise NotImplementedError
 
 
-class LocalFiles(Files):
-    """A local checkpoint folder. A folder or file that exists but cannot be read raises
+class StorageFiles(Files):
+    """A checkpoint this process reads itself: a local folder or an object store (``spark_io.storage``).
+    Each folder is listed once per instance (one question): the log folders are listed anew by the
+    next question, while a query runs. A folder or file that exists but cannot be read raises
     ``CheckpointUnreadable`` (never taken for a missing one), except in ``walk`` with
     ``unreadable``, which lists such folders and goes on (the doctor reports them)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.location = str(root)
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.location = storage.uri
+        self._listed: dict[str, dict[str, Entry]] = {}
 
-    def _kind(self, rel: str) -> str | None:
-        """Whether ``rel`` is a "dir" or a "file"; None when nothing is there."""
-        try:
-            st = os.stat(self.root / rel)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as e:
-            raise CheckpointUnreadable.of(rel, e) from e
-        return "dir" if stat.S_ISDIR(st.st_mode) else "file"
+    def _list(self, folder: str) -> dict[str, Entry]:
+        if folder not in self._listed:
+            try:
+                self._listed[folder] = {e.name: e for e in self.storage.listdir(folder)}
+            except OSError as e:
+                raise CheckpointUnreadable.of(folder, e) from e
+        return self._listed[folder]
 
-    def _scan(self, folder: str) -> list[os.DirEntry[str]]:
-        if self._kind(folder) != "dir":
-            return []
-        try:
-            with os.scandir(self.root / folder) as it:
-                return list(it)
-        except OSError as e:
-            raise CheckpointUnreadable.of(folder, e) from e
+    def entry(self, rel: str) -> Entry | None:
+        folder, _, name = rel.rpartition("/")
+        return self._list(folder).get(name)
 
     def numbered(self, folder: str) -> dict[int, str]:
-        return {int(e.name): f"{folder}/{e.name}" for e in self._scan(folder) if _DIGITS.match(e.name) and e.is_file()}
+        return {int(n): f"{folder}/{n}" for n, e in self._list(folder).items() if _DIGITS.match(n) and not e.is_dir}
 
     def read(self, rel: str) -> bytes:
         try:
-            return (self.root / rel).read_bytes()
+            return self.storage.read(rel, self.entry(rel))
         except PermissionError as e:
             raise CheckpointUnreadable.of(rel, e) from e
         except OSError as e:
-            raise CorruptCheckpoint(f"{rel} cannot be read ({e.strerror}).") from e
+            raise CorruptCheckpoint(f"{rel} cannot be read ({e.strerror or e}).") from e
+
+    def read_many(self, rels: list[str]) -> dict[str, bytes]:
+        for folder in {rel.rpartition("/")[0] for rel in rels}:
+            self._list(folder)  # listed once, before the reads run in parallel
+        return dict(zip(rels, self.storage.map(self.read, rels), strict=False))
 
     def is_file(self, rel: str) -> bool:
-        return self._kind(rel) == "file"
+        e = self.entry(rel)
+        return e is not None and not e.is_dir
 
     def subdirs(self, folder: str) -> list[str]:
-        return sorted(e.name for e in self._scan(folder) if e.is_dir())
+        return sorted(n for n, e in self._list(folder).items() if e.is_dir)
 
     def has_versioned_files(self, folder: str) -> bool:
-        return any(e.is_file() and _VERSIONED.match(e.name) for e in self._scan(folder))
+        return any(not e.is_dir and _VERSIONED.match(n) for n, e in self._list(folder).items())
 
     def walk(self, folder: str, unreadable: list[str] | None = None) -> list[tuple[str, int]]:
-        def failed(e: OSError) -> None:
-            rel = str(Path(e.filename).relative_to(self.root)) if e.filename else folder
-            if unreadable is None:
-                raise CheckpointUnreadable.of(rel, e) from e
-            unreadable.append(rel)
-
-        out: list[tuple[str, int]] = []
-        if self._kind(folder) != "dir":
-            return out
-        for dirpath, dirnames, filenames in os.walk(self.root / folder, onerror=failed):
-            dirnames.sort()
-            rel_dir = Path(dirpath).relative_to(self.root)
-            for name in sorted(filenames):
-                if name.startswith(".") and name.endswith(".crc"):
-                    continue
-                try:
-                    size = os.stat(os.path.join(dirpath, name)).st_size
-                except OSError:
-                    continue  # vanished while listing (a running query's cleanup)
-                out.append((str(rel_dir / name), size))
-        return out
+        try:
+            found = self.storage.walk(folder, unreadable)
+        except OSError as e:
+            root = getattr(self.storage, "root", None)
+            rel = str(Path(e.filename).relative_to(root)) if e.filename and root else folder
+            raise CheckpointUnreadable.of(rel, e) from e
+        return [(e.path, e.size) for e in found if not (e.name.startswith(".") and e.name.endswith(".crc"))]
 
 
 class SparkFiles(Files):
@@ -240,65 +240,21 @@ class SparkFiles(Files):
         return sorted((rel, size) for rel, size in self._sizes.items() if rel.startswith(f"{folder}/"))
 
 
-def is_local(path: str) -> bool:
-    """A plain path or a file:// URI is a local folder, unless STATELENS_LOGS_VIA_SPARK is set
-    (which sends file:// URIs through the Spark reader, as for remote storage)."""
-    scheme = urllib.parse.urlparse(path.strip()).scheme
-    if scheme == "file":
-        return not os.environ.get("STATELENS_LOGS_VIA_SPARK")
-    return scheme == "" or len(scheme) == 1  # a Windows drive letter is not a scheme
-
-
-def local_path(path: str) -> str:
-    """A local path or ``file:`` URI as a plain path, with ~ expanded: ``file:///data/x``,
-    Spark's one-slash ``file:/data/x``, ``file://localhost/data/x``, percent-encoded
-    ``file:///data/my%20checkpoint`` -> ``/data/my checkpoint``."""
-    raw = path.strip()
-    if raw.lower().startswith("file:"):
-        parsed = urllib.parse.urlparse(raw)
-        return urllib.parse.unquote(parsed.path) if parsed.netloc in ("", "localhost") else raw
-    return os.path.expanduser(raw)
-
-
-def allowed_roots() -> list[str]:
-    """STATELENS_ALLOWED_ROOTS: folders or URI prefixes, separated by commas or newlines."""
-    raw = os.environ.get("STATELENS_ALLOWED_ROOTS", "")
-    return [r.strip() for r in re.split(r"[,\n]", raw) if r.strip()]
-
-
-def check_allowed(path: str) -> None:
-    """Refuse a checkpoint outside the allowed roots (when they are set), before touching it.
-
-    Local paths are compared after resolving symlinks and ``..``; URIs by prefix, and a URI
-    with a ``..`` segment is refused outright."""
-    roots = allowed_roots()
-    if not roots:
-        return
-    raw = path.strip()
-    if is_local(raw):
-        real = os.path.realpath(local_path(raw))
-        ok = any(
-            real == r or real.startswith(r.rstrip(os.sep) + os.sep)
-            for r in (os.path.realpath(local_path(x)) for x in roots if is_local(x))
-        )
-    else:
-        parsed = urllib.parse.urlparse(raw)
-        ok = ".." not in parsed.path.split("/") and any(
-            raw.rstrip("/") == r.rstrip("/") or raw.startswith(r.rstrip("/") + "/") for r in roots if not is_local(r)
-        )
-    if not ok:
-        raise NotAllowed(
-            f"{path} is outside the folders this State Lens may open ({', '.join(roots)}). "
-            "Ask whoever runs it to add the checkpoint's folder to STATELENS_ALLOWED_ROOTS."
-        )
-
-
 def open_files(path: str) -> Files:
-    """The checkpoint's files: a local folder directly, any other URI through Spark."""
+    """The checkpoint's files: a local folder or an object store read by this process, any other
+    URI (or any when Spark was chosen) through Spark."""
     if is_local(path):
-        return LocalFiles(resolve_checkpoint(path))  # checks the allowed roots first
+        return StorageFiles(LocalStorage(resolve_checkpoint(path)))  # checks the allowed roots first
     check_allowed(path)
-    files = SparkFiles(path.strip())
+    files: Files
+    if reads_natively(path):
+        files = StorageFiles(open_storage(path, check=False))
+        if not files.subdirs("") and not files.is_file("metadata"):
+            raise CheckpointNotFound(
+                f"{path} does not exist or is empty: check the URI (it should be the query's checkpointLocation)."
+            )
+    else:
+        files = SparkFiles(path.strip())
     if not files.numbered("offsets") and not files.is_file("metadata"):
         raise NotACheckpoint(
             f"{path} is not a Structured Streaming checkpoint (no metadata file and no offsets/ folder): "
@@ -310,17 +266,18 @@ def open_files(path: str) -> Files:
 # --------------------------------------------------------------------------- helpers
 
 
-def _read_text(files: Files, rel: str) -> str:
-    data = files.read(rel)
+def _read_text(files: Files, rel: str, read: dict[str, bytes] | None = None) -> str:
+    """A log file's text (``read``: files read already)."""
+    data = read[rel] if read and rel in read else files.read(rel)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CorruptCheckpoint(f"{rel} is not a text file (binary content): the file is damaged.") from e
 
 
-def _log_entry(files: Files, rel: str) -> dict[str, Any]:
+def _log_entry(files: Files, rel: str, read: dict[str, bytes] | None = None) -> dict[str, Any]:
     """Parse a metadata log file: a version line ``vN`` then a JSON object."""
-    lines = _read_text(files, rel).split("\n")
+    lines = _read_text(files, rel, read).split("\n")
     if not lines or not re.fullmatch(r"v\d+", lines[0].strip()):
         raise CorruptCheckpoint(f"{rel} does not start with a version line like 'v1': the file is truncated or damaged.")
     if len(lines) < 2 or not lines[1].strip():
@@ -347,6 +304,16 @@ def _int_field(entry: dict[str, Any], key: str, rel: str, default: int | None = 
     if not 0 <= v <= MAX_MS:
         raise CorruptCheckpoint(f"{rel}: '{key}' is {v}, not a time in milliseconds: the file is damaged.")
     return v
+
+
+def fingerprint(path: str) -> tuple[int, int]:
+    """Changes when the checkpoint starts or commits a batch: the key for cached reads (a local
+    folder's times, a listing of offsets/ and commits/ on object storage; (0, 0) for a checkpoint
+    read through Spark, whose reads are kept until the app restarts)."""
+    if not reads_natively(path):
+        return (0, 0)
+    storage = open_storage(path)
+    return storage.stamp("offsets"), storage.stamp("commits")
 
 
 def resolve_checkpoint(path: str) -> Path:
@@ -400,9 +367,10 @@ def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
     conf: dict[str, str] = {}
     if not offsets and commits:
         raise CorruptCheckpoint("commits/ has files but offsets/ has none: the checkpoint is damaged.")
+    texts = files.read_many([*offsets.values(), *(commits[b] for b in offsets if b in commits)])
     for batch_id in sorted(offsets):
         rel = f"offsets/{batch_id}"
-        entry = _log_entry(files, offsets[batch_id])
+        entry = _log_entry(files, offsets[batch_id], texts)
         watermark = _int_field(entry, "batchWatermarkMs", rel)
         timestamp = _int_field(entry, "batchTimestampMs", rel)
         raw_conf = entry.get("conf", {})
@@ -413,7 +381,7 @@ def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
         committed = batch_id in commits
         if committed:
             crel = f"commits/{batch_id}"
-            next_wm = _int_field(_log_entry(files, commits[batch_id]), "nextBatchWatermarkMs", crel, None)
+            next_wm = _int_field(_log_entry(files, commits[batch_id], texts), "nextBatchWatermarkMs", crel, None)
         shuffle = conf.get("spark.sql.shuffle.partitions", "")
         parts = int(shuffle) if shuffle.isdigit() and int(shuffle) > 0 else None
         batches.append(Batch(batch_id, committed, watermark or 0, timestamp or 0, next_wm, parts))
@@ -615,8 +583,8 @@ def reader_conf(path: str) -> dict[str, str]:
     """SQL confs a State Data Source read of this checkpoint needs: its checkpoint format version
     (Spark's reader looks for v1 file names otherwise and fails on v2 checkpoints)."""
     if is_local(path):
-        root = Path(local_path(path))
-        version = checkpoint_format_version(LocalFiles(root)) if (root / "commits").is_dir() else 1
+        files = StorageFiles(LocalStorage(local_path(path)))
+        version = checkpoint_format_version(files) if files.subdirs("") else 1
     else:
         version = _FORMAT_VERSIONS.get(path.strip().rstrip("/"), 1)
     return {FORMAT_VERSION_CONF: str(version)}
@@ -648,7 +616,7 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
     files = list_state_files(info.path, unreadable)
     report = examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
     files_of = open_files(info.path)
-    if isinstance(files_of, LocalFiles):  # remote storage: each file would be a read through Spark
+    if isinstance(files_of, StorageFiles):  # through Spark each file would be a job
         sidecars = verify_sidecars(files_of, unreadable)
         report.checksums_verified = sidecars.checked
         report.problems += integrity_problems(sidecars)
@@ -736,8 +704,15 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
     files = open_files(path)
     offsets: dict[int, list[Any]] = {}
     index: dict[str, int] = {}  # source id (its sources/<id> folder) -> its place in the query's sources
-    for batch_id, rel in sorted(files.numbered("offsets").items()):
-        pairs = offset_lines(_read_text(files, rel).split("\n"))
+    numbered = files.numbered("offsets")
+    sources = [
+        rel
+        for rel, _size in files.walk("sources")
+        if len(rel.split("/")) == 3 and re.fullmatch(r"\d+(\.compact)?", rel.split("/")[2])
+    ]
+    read = files.read_many([*numbered.values(), *sources])
+    for batch_id, rel in sorted(numbered.items()):
+        pairs = offset_lines(_read_text(files, rel, read).split("\n"))
         for sid, _ in pairs:
             index.setdefault(sid, int(sid) if _DIGITS.match(sid) else len(index))
         row: list[Any] = [None] * (max((index[sid] for sid, _ in pairs), default=-1) + 1)
@@ -746,14 +721,12 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
         offsets[batch_id] = row
     entries: dict[int, list[dict[str, Any]]] = {}
     initial: dict[int, Any] = {}
-    for rel, _size in files.walk("sources"):
+    for rel in sources:
         parts = rel.split("/")
-        if len(parts) != 3 or not re.fullmatch(r"\d+(\.compact)?", parts[2]):
-            continue
         if parts[1] not in index and not _DIGITS.match(parts[1]):
             continue
         source = index[parts[1]] if parts[1] in index else int(parts[1])
-        lines = [x for x in _read_text(files, rel).split("\n")[1:] if x.strip()]
+        lines = [x for x in _read_text(files, rel, read).split("\n")[1:] if x.strip()]
         parsed = [parse_offset(x) for x in lines]
         file_entries = [p for p in parsed if isinstance(p, dict) and "path" in p]
         if file_entries:

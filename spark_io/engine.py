@@ -1,8 +1,8 @@
 """Which reader answers a state read: ``native`` (Spark's state files decoded in-process, no JVM)
 or ``spark`` (the State Data Source).
 
-``auto`` (the default; ``STATELENS_ENGINE``, ``--engine``, the app's sidebar) reads a local
-checkpoint natively unless Spark was pointed somewhere on purpose (``--master``, ``--remote``,
+``auto`` (the default; ``STATELENS_ENGINE``, ``--engine``, the app's sidebar) reads a local,
+S3, ADLS or GCS checkpoint natively unless Spark was pointed somewhere on purpose (``--master``, ``--remote``,
 ``SPARK_REMOTE``), and hands the read to Spark when the native reader says it cannot decode
 something (``NativeUnsupported``: another codec, Avro rows, a type it does not read). ``native``
 never falls back: what it cannot read is the answer. ``spark`` always asks Spark.
@@ -12,7 +12,6 @@ Every table read here carries which engine answered (``engine_of``) and, after a
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -20,46 +19,28 @@ from typing import TYPE_CHECKING, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.errors import InvalidInput, NativeUnsupported
+from analysis.errors import NativeUnsupported
 from analysis.model import CheckpointInfo, StateSource, resolve_batch, validate_source
 from analysis.state_access import key_text
 from spark_io import state_reader
-from spark_io.checkpoint import is_local, read_checkpoint
+from spark_io.checkpoint import read_checkpoint
+from spark_io.engine_choice import (  # noqa: F401  (the choice is made there; callers ask engine.current() ...)
+    ENGINES,
+    NATIVE,
+    SPARK,
+    configure,
+    current,
+    reads_natively,
+    spark_chosen_on_purpose,
+)
 from spark_io.state_reader import RowFilter
 
 if TYPE_CHECKING:
     from spark_io.native.reader import NativeReader
 
-ENGINES = ("auto", "native", "spark")
-NATIVE, SPARK = "native", "spark"
 _META_ENGINE = b"statelens.engine"
 _META_WHY = b"statelens.fallback"
-_state = {"engine": os.environ.get("STATELENS_ENGINE", "auto").strip().lower() or "auto"}
-_lock = threading.Lock()
 T = TypeVar("T")
-
-
-def configure(engine: str) -> None:
-    engine = engine.strip().lower()
-    if engine not in ENGINES:
-        raise InvalidInput(f"The engine must be one of {', '.join(ENGINES)}, not '{engine}'.")
-    with _lock:
-        _state["engine"] = engine
-
-
-def current() -> str:
-    engine = _state["engine"]
-    if engine not in ENGINES:
-        raise InvalidInput(f"STATELENS_ENGINE must be one of {', '.join(ENGINES)}, not '{engine}'.")
-    return engine
-
-
-def spark_chosen_on_purpose() -> bool:
-    """A cluster or a Connect server was named: reads go where the user pointed them."""
-    from spark_io import session
-
-    t = session.target()
-    return bool((t.remote and not t.served) or (t.master and t.master.split("[")[0] != "local"))
 
 
 def wants_native(info: CheckpointInfo) -> bool:
@@ -68,10 +49,13 @@ def wants_native(info: CheckpointInfo) -> bool:
     if engine == SPARK:
         return False
     if engine == NATIVE:
-        if not is_local(info.path):
-            raise NativeUnsupported(f"{info.path} is not a local folder: use --engine auto or spark for remote storage")
+        if not reads_natively(info.path):
+            raise NativeUnsupported(
+                f"{info.path} is on storage only Spark reads (State Lens reads local folders, s3://, abfss:// and "
+                "gs:// itself): use --engine auto or spark"
+            )
         return True
-    return is_local(info.path) and not spark_chosen_on_purpose()
+    return reads_natively(info.path) and not spark_chosen_on_purpose()
 
 
 def native_reader(info: CheckpointInfo) -> NativeReader:

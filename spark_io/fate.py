@@ -22,7 +22,8 @@ from analysis.progress import ProgressLog
 from analysis.query_plan import operator_watermarks
 from analysis.state_access import StateAccess
 from spark_io.arrivals import arrivals_for
-from spark_io.checkpoint import is_local, read_checkpoint
+from spark_io.checkpoint import read_checkpoint
+from spark_io.engine_choice import reads_natively
 from spark_io.inputs import search_inputs, search_sink, sink_folder
 
 
@@ -66,9 +67,9 @@ def why_missing_whole(
     plan, tz = walk.plan, walk.tz
     columns = search_columns(walk, key_field)
     why_not = None
-    if not is_local(info.path):
+    if not reads_natively(info.path):
         search = InputSearch()
-        why_not = "The input of a remote checkpoint is not searched yet: the answer comes from the state."
+        why_not = "The input of a checkpoint read through Spark is not searched: the answer comes from the state."
     else:
 
         def format_of(source: str) -> str | None:  # the plan's Scan says how the files are read

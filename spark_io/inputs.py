@@ -19,21 +19,24 @@ each batch wrote.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import re
-import urllib.parse
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from analysis.errors import StateLensError
 from analysis.inputs import InputRecord, InputSearch
 from analysis.model import CheckpointInfo
 from analysis.near_miss import digits, near_miss_reason, normalize
-from spark_io.checkpoint import check_allowed, read_source_offsets
+from spark_io.checkpoint import read_source_offsets
+from spark_io.engine_choice import reads_natively
+from spark_io.storage import Entry, open_storage
+from spark_io.storage.locations import check_allowed, is_local, local_path
 
 MAX_FILE_BYTES = 512 * 1024**2  # a larger input file is named, not read
 FORMATS = {
@@ -61,10 +64,36 @@ class ListedFile:
 
 
 def _local(uri: str) -> str | None:
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        return None
-    return urllib.parse.unquote(parsed.path) if parsed.scheme else uri
+    """Where a logged file is read from: a local path, or its URI on object storage this process
+    reads (S3, ADLS, GCS); None: storage only Spark reads (hdfs:// ...)."""
+    if is_local(uri):
+        return local_path(uri)
+    return uri.strip() if reads_natively(uri) else None
+
+
+class _Listings:
+    """Each folder of input or sink files listed once (not a request per file)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, dict[str, Entry]] = {}
+
+    def entry(self, loc: str) -> Entry | None:
+        folder, _, name = loc.rstrip("/").rpartition("/")
+        if folder not in self._seen:
+            try:
+                self._seen[folder] = {e.name: e for e in open_storage(folder or "/", check=False).listdir("")}
+            except (OSError, StateLensError):
+                self._seen[folder] = {}
+        e = self._seen[folder].get(name)
+        return e if e is not None and not e.is_dir else None
+
+
+def _read(loc: str) -> bytes:
+    return open_storage(loc, check=False).read("")
+
+
+def _join(*parts: str) -> str:
+    return "/".join([parts[0].rstrip("/"), *(p.strip("/") for p in parts[1:] if p.strip("/"))])
 
 
 def _format(path: str, hint: str | None) -> str | None:
@@ -78,9 +107,17 @@ def _format(path: str, hint: str | None) -> str | None:
 
 
 def _folder(paths: list[str]) -> str:
-    """The folder a source's files have in common."""
-    common = os.path.commonpath([os.path.dirname(p) for p in paths]) if paths else ""
-    return common
+    """The folder a source's files have in common (local paths or URIs alike)."""
+    if not paths:
+        return ""
+    split = [p.rsplit("/", 1)[0].split("/") for p in paths]
+    common = split[0]
+    for parts in split[1:]:
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    return "/".join(common)
 
 
 def listed_files(
@@ -108,16 +145,18 @@ def listed_files(
                 if note not in notes:
                     notes.append(note)
     out: list[ListedFile] = []
+    listings = _Listings()
     for i, entries in sorted(per_source.items()):
         local = [p for _, u in entries if (p := _local(u)) is not None]
         folder = _folder(local)
         for batch, uri in entries:
             path: str | None = _local(uri)
             why: str | None = None
+            size = 0
             if path is None:
-                why = "not on a local disk"
+                why = "on storage only Spark reads"
             else:
-                path = _moved(path, folder, input_root)
+                path, size = _moved(path, folder, input_root, listings)
                 if path is None:
                     why = "no longer there" + ("" if input_root else " (if the input moved, give where it is now: --input-root)")
             fmt = _format(uri, format_of(names.get(i, "")) if format_of else None)
@@ -126,7 +165,7 @@ def listed_files(
             if why is None and path is not None:
                 try:
                     check_allowed(path)
-                    if os.path.getsize(path) > MAX_FILE_BYTES:
+                    if size > MAX_FILE_BYTES:
                         why = f"larger than {MAX_FILE_BYTES // 1024**2} MB"
                 except StateLensError:
                     why = "outside the allowed roots"
@@ -134,17 +173,21 @@ def listed_files(
     return out, notes, names
 
 
-def _moved(path: str, folder: str, root: str | None) -> str | None:
-    if os.path.isfile(path):
-        return path
+def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, int]:
+    """(where the file is now, its size): where it was logged, else under ``root`` (see ``listed_files``)."""
+    found = listings.entry(path)
+    if found is not None:
+        return path, found.size
     if not root:
-        return None
-    rel = os.path.relpath(path, folder) if folder else os.path.basename(path)
-    base = os.path.basename(folder) if folder else ""
-    for candidate in (os.path.join(root, base, rel), os.path.join(root, rel)):
-        if os.path.isfile(candidate):
-            return candidate
-    return None
+        return None, 0
+    rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
+    base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
+    root = local_path(root) if is_local(root) else root
+    for candidate in (_join(root, base, rel), _join(root, rel)):
+        found = listings.entry(candidate)
+        if found is not None:
+            return candidate, found.size
+    return None, 0
 
 
 # --------------------------------------------------------------------------- the search
@@ -193,11 +236,12 @@ def _has_column(files: list[ListedFile], column: str) -> bool:
             if f.format == "parquet":
                 import pyarrow.parquet as pq
 
-                return column in pq.read_schema(f.path).names
+                with _local_copies([f.path]) as local:
+                    return column in pq.read_schema(local[f.path]).names
             if f.format == "text":
                 return column == "value"
-            with open(f.path, "rb") as fh:
-                head = [fh.readline(1 << 20).decode("utf-8", "replace").strip() for _ in range(100)]
+            lines = _read(f.path).split(b"\n", 100)[:100]
+            head = [line.decode("utf-8", "replace").strip() for line in lines]
             head = [line for line in head if line]
             if not head:
                 continue
@@ -254,8 +298,8 @@ def _lines_with(data: bytes, needle: bytes) -> list[tuple[int, bytes]]:
 def _text_file(f: ListedFile, keys: list[str], columns: list[str]) -> list[InputRecord]:
     assert f.path is not None
     try:
-        data = Path(f.path).read_bytes()
-    except OSError:
+        data = _read(f.path)
+    except (OSError, StateLensError):
         return []
     header: list[str] | None = None
     if f.format == "csv":
@@ -302,7 +346,30 @@ def _duck() -> Any:
 
 def _parquet(files: list[ListedFile], keys: list[str], columns: list[str], near: bool) -> list[InputRecord]:
     """Records of the keys (or, ``near``, of look-alikes) in Parquet files, read by DuckDB."""
-    by_path = {f.path: f for f in files if f.path}
+    with _local_copies([f.path for f in files if f.path]) as local:
+        by_path = {local[f.path]: f for f in files if f.path}
+        return _parquet_local(by_path, keys, columns, near)
+
+
+@contextlib.contextmanager
+def _local_copies(locs: list[str]) -> Iterator[dict[str, str]]:
+    """Local paths of the files (DuckDB and pyarrow's Parquet readers open paths): a local file is
+    itself, a remote one is copied to a temporary folder removed afterwards."""
+    remote = [loc for loc in locs if not is_local(loc)]
+    if not remote:
+        yield {loc: loc for loc in locs}
+        return
+    with tempfile.TemporaryDirectory(prefix="statelens-inputs-") as tmp:
+        out = {loc: loc for loc in locs if is_local(loc)}
+        for i, loc in enumerate(remote):
+            dest = os.path.join(tmp, f"{i}-{loc.rsplit('/', 1)[-1]}")
+            with open(dest, "wb") as f:
+                f.write(_read(loc))
+            out[loc] = dest
+        yield out
+
+
+def _parquet_local(by_path: dict[str, ListedFile], keys: list[str], columns: list[str], near: bool) -> list[InputRecord]:
     con = _duck()
     try:
         schema = con.execute("DESCRIBE SELECT * FROM read_parquet(?, union_by_name = true)", [list(by_path)]).fetchall()
@@ -377,8 +444,8 @@ def _near(files: list[ListedFile], keys: list[str], columns: list[str]) -> list[
         for f in text:
             assert f.path is not None
             try:
-                data = Path(f.path).read_bytes()
-            except OSError:
+                data = _read(f.path)
+            except (OSError, StateLensError):
                 continue
             folded = re.sub(rb"[^0-9a-z\n]", b"", data.lower())  # the lines keep their numbers
             header = next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8", "replace")])) if f.format == "csv" else None
@@ -426,18 +493,26 @@ def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[
     """The rows of each key in the files a file sink wrote, each with the batch that wrote it
     (``_spark_metadata/<batch>``; a ``<n>.compact`` log's own files are the ones no kept log names).
     Returns (key -> rows, why the sink could not be searched)."""
-    meta = Path(folder) / "_spark_metadata"
-    if not meta.is_dir():
-        return {}, f"the sink folder {folder} has no _spark_metadata log (give where it is now: --sink)"
     try:
         check_allowed(folder)
     except StateLensError:
         return {}, f"the sink folder {folder} is outside the allowed roots"
-    logs = sorted(
-        (p for p in meta.iterdir() if re.fullmatch(r"\d+(\.compact)?", p.name)), key=lambda p: int(p.name.split(".")[0])
-    )
+    if not is_local(folder) and not reads_natively(folder):
+        return {}, f"the sink folder {folder} is on storage only Spark reads"
+    storage = open_storage(folder, check=False)
+    try:
+        listed = {e.name: e for e in storage.listdir("")}
+        logs = sorted(
+            (e for e in storage.listdir("_spark_metadata") if re.fullmatch(r"\d+(\.compact)?", e.name)),
+            key=lambda e: int(e.name.split(".")[0]),
+        )
+        texts = storage.read_many([e.path for e in logs], {e.path: e for e in logs})
+    except (OSError, StateLensError) as e:
+        return {}, f"the sink folder {folder} cannot be read ({getattr(e, 'message', None) or e})"
+    if "_spark_metadata" not in listed:
+        return {}, f"the sink folder {folder} has no _spark_metadata log (give where it is now: --sink)"
     owner: dict[str, tuple[int | None, tuple[int, int]]] = {}
-    kept = {int(p.name) for p in logs if p.name.isdigit()}
+    kept = {int(e.name) for e in logs if e.name.isdigit()}
     last_compact = -1
     for log in logs:
         batch = int(log.name.split(".")[0])
@@ -445,7 +520,7 @@ def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[
         # a compacted log lists every file so far: the ones no earlier log named are this batch's,
         # or, where some batches since the previous compaction lost their own logs, one of those
         lost = [b for b in range(last_compact + 1, batch) if b not in kept] if compact else []
-        for line in log.read_text().splitlines()[1:]:
+        for line in texts[log.path].decode("utf-8", "replace").splitlines()[1:]:
             try:
                 entry = json.loads(line)
             except json.JSONDecodeError:
@@ -458,10 +533,10 @@ def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[
             last_compact = batch
     files = []
     for name, (written_in, _) in owner.items():
-        path = Path(folder) / name
+        path = _join(local_path(folder) if is_local(folder) else folder, name)
         fmt = _format(name, None)
-        if path.is_file() and fmt:
-            files.append(ListedFile(-1, "sink", written_in, str(path), str(path), fmt))
+        if name in listed and not listed[name].is_dir and fmt:
+            files.append(ListedFile(-1, "sink", written_in, path, path, fmt))
     found = _exact([f for f in files if f.format != "parquet"], keys, columns)
     parquet = [f for f in files if f.format == "parquet"]
     if parquet:

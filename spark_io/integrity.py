@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import StateLensError
 from analysis.integrity import SidecarReport, hadoop_sidecar_problem, spark_sidecar_problem
@@ -28,6 +28,7 @@ def verify_sidecars(files: Files, known_unreadable: list[str]) -> SidecarReport:
         folder, _, name = rel.rpartition("/")
         if name.endswith(".crc") and not name.startswith(".") and _STATE_FILE.match(name[:-4]):
             spark_folders.add(folder)
+    checks: list[tuple[str, list[tuple[str, Any]]]] = []
     for rel in sorted(listing):
         folder, _, name = rel.rpartition("/")
         is_sidecar = name.endswith(".crc")  # Spark's sidecar: itself guarded by Hadoop's on a local file system
@@ -39,16 +40,23 @@ def verify_sidecars(files: Files, known_unreadable: list[str]) -> SidecarReport:
             present.append((hadoop, hadoop_sidecar_problem))
         if folder in spark_folders and _STATE_FILE.match(name) and spark not in listing:
             report.missing.append(rel)
-        if not present:
-            continue
+        if present:
+            checks.append((rel, present))
+
+    def verify(item: tuple[str, list[tuple[str, Any]]]) -> tuple[str, str | None, str | None]:
+        rel, present = item
         try:
             data = files.read(rel)
             problems = [check(data, files.read(s)) for s, check in present]
         except (OSError, StateLensError) as e:
-            report.unreadable.append((rel, getattr(e, "message", None) or str(e)))
+            return rel, None, getattr(e, "message", None) or str(e)
+        return rel, next((p for p in problems if p), None), None
+
+    for rel, why, unreadable in files.map(verify, checks):  # in parallel on remote storage
+        if unreadable is not None:
+            report.unreadable.append((rel, unreadable))
             continue
         report.checked += 1
-        why = next((p for p in problems if p), None)
         if why:
             report.damaged.append((rel, why))
     return report

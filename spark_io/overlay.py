@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from spark_io import session
-from spark_io.checkpoint import is_local, local_path
+from spark_io.storage.locations import is_local, local_path
 
 _LOCK = threading.Lock()
 _CACHE: dict[str, tuple[tuple[tuple[str, float], ...], str]] = {}

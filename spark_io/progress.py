@@ -1,6 +1,6 @@
 """Read StreamingQueryProgress from Spark event logs or JSON-lines files, for one checkpoint.
 
-Accepted paths (local, ``file://``, or any URI Spark can read: s3a://, abfss://, hdfs:// ...):
+Accepted paths (local, ``file://``, S3, ADLS and GCS read natively, or any URI Spark can read: hdfs:// ...):
 
 * an event log file: ``local-1700000000000``, ``app-...``, plain or compressed as Spark writes it
   (``spark.eventLog.compress``): zstd frames, lz4-java's ``LZ4Block`` stream or snappy-java's
@@ -21,16 +21,17 @@ import os
 import re
 import urllib.parse
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from analysis.errors import InvalidInput, ProgressNotFound, ProgressReadError
+from analysis.errors import InvalidInput, ProgressNotFound, ProgressReadError, StateLensError
 from analysis.model import CheckpointInfo
 from analysis.progress import ProgressLog, collect, progress_of
-from spark_io.checkpoint import check_allowed, is_local, local_path
 from spark_io.codecs import Cut, codec_of, decompress
+from spark_io.engine_choice import reads_natively
+from spark_io.storage import Entry, Storage, open_storage
+from spark_io.storage.locations import check_allowed
 
 _ROLLING_EVENTS = re.compile(r"^events_(\d+)_")
 MAX_BYTES = 2 * 1024**3  # a decoded event log larger than this is refused (say so) rather than read
@@ -67,21 +68,24 @@ def _events_order(name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _candidates_local(root: Path) -> list[tuple[str, list[Path]]]:
-    """(label, files in reading order): one entry per event log or progress file under ``root``."""
-    if root.is_file():
-        return [(root.name, [root])]
-    if root.name.startswith("eventlog_v2_"):
-        events = sorted((p for p in root.iterdir() if p.name.startswith("events_")), key=lambda p: _events_order(p.name))
-        return [(root.name, events)]
-    out: list[tuple[str, list[Path]]] = []
-    for p in sorted(root.iterdir()):
-        if p.name.startswith("."):
+def _candidates(storage: Storage, top: Entry) -> list[tuple[str, list[Entry]]]:
+    """(label, files in reading order): one entry per event log or progress file at ``storage``
+    (one listing per folder)."""
+    name = storage.uri.rstrip("/").rsplit("/", 1)[-1]
+    if not top.is_dir:
+        return [(name, [top])]
+    if name.startswith("eventlog_v2_"):
+        events = [e for e in storage.listdir("") if not e.is_dir and e.name.startswith("events_")]
+        return [(name, sorted(events, key=lambda e: _events_order(e.name)))]
+    out: list[tuple[str, list[Entry]]] = []
+    for e in storage.listdir(""):
+        if e.name.startswith("."):
             continue
-        if p.is_dir() and p.name.startswith("eventlog_v2_"):
-            out += _candidates_local(p)
-        elif p.is_file():
-            out.append((p.name, [p]))
+        if e.is_dir and e.name.startswith("eventlog_v2_"):
+            events = [x for x in storage.listdir(e.path) if not x.is_dir and x.name.startswith("events_")]
+            out.append((e.name, sorted(events, key=lambda x: _events_order(x.name))))
+        elif not e.is_dir:
+            out.append((e.name, [e]))
     return out
 
 
@@ -89,14 +93,17 @@ _PROGRESS_SOURCES = "an event log file, a spark.eventLog.dir folder or a progres
 _ERROR_SOURCES = "the failed run's error text or its event log"
 
 
-def _read_local(path: str, wanted: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
-    root = Path(local_path(path)).absolute()
-    if not root.exists():
-        raise ProgressNotFound(f"{path} does not exist: give {wanted}.")
+def _read_native(path: str, wanted: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
+    storage = open_storage(path, check=False)
     try:
-        return [(label, [(p.name, p.read_bytes()) for p in files]) for label, files in _candidates_local(root)]
+        top = storage.info("")
+        if top is None:
+            raise ProgressNotFound(f"{path} does not exist: give {wanted}.")
+        groups = _candidates(storage, top)
+        read = storage.read_many([e.path for _, files in groups for e in files], {e.path: e for _, fs in groups for e in fs})
     except OSError as e:
-        raise ProgressReadError(f"{path} cannot be read ({e.strerror}).") from e
+        raise ProgressReadError(f"{path} cannot be read ({e.strerror or e}).") from e
+    return [(label, [(e.name or label, read[e.path]) for e in files]) for label, files in groups]
 
 
 def _read_spark(uri: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
@@ -155,7 +162,7 @@ def _records(label: str, text: str, query_id: str, notes: list[str]) -> Iterator
 def _groups(raw: str, wanted: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
     """(label, files' names and bytes) of every log under a path, local or through Spark."""
     check_allowed(raw)
-    return _read_local(raw, wanted) if is_local(raw) else _read_spark(raw)
+    return _read_native(raw, wanted) if reads_natively(raw) else _read_spark(raw)
 
 
 def _decoded(
@@ -171,6 +178,22 @@ def _decoded(
             if total > MAX_BYTES:
                 raise ProgressReadError(f"{path} holds more than {MAX_BYTES // 1024**3} GB{refusal}")
             yield label, name, text, codec
+
+
+def log_fingerprint(path: str | None) -> tuple[int, int]:
+    """Changes when an event log grows (a running application): (newest modification time, total
+    size) of the file, or of the files directly in the folder and its eventlog_v2_* folders."""
+    if not path or not reads_natively(path):
+        return (0, 0)
+    try:
+        storage = open_storage(path)
+        top = storage.info("")
+        if top is None:
+            return (0, 0)
+        entries = [e for _, files in _candidates(storage, top) for e in files]
+    except (OSError, StateLensError):
+        return (0, 0)
+    return max((e.mtime_ns for e in entries), default=0), sum(e.size for e in entries)
 
 
 def read_error_source(path: str) -> str:

@@ -246,11 +246,12 @@ def test_a_version_is_made_from_every_changelog_when_they_are_kept_or_small() ->
     all kept, or their files are at most twice the snapshot's SST files; from a snapshot it keeps,
     first. Both ways read the same rows as Spark (``test_native_equality``)."""
     from spark_io.native.stores import KeptFiles, PartitionFiles, RocksPartition
+    from spark_io.storage import LocalStorage
 
-    part = PartitionFiles.list(Path(sample("join_rocksdb")), "state/0/0/left-keyWithIndexToValue")
+    part = PartitionFiles.of(LocalStorage(sample("join_rocksdb")), "state/0/0/left-keyWithIndexToValue")
     version = max(part.files["zip"])
     rp = RocksPartition(part, {}, False, KeptFiles())
-    logs = sum((part.folder / part.files["changelog"][v][""]).stat().st_size for v in range(1, version + 1))
+    logs = sum(Path(part.local_file(part.files["changelog"][v][""])).stat().st_size for v in range(1, version + 1))
     ssts = rp._sst_bytes(part.files["zip"][version][""])
     assert (rp._replay(version) is not None) == (logs <= 2 * ssts)
     rp.changes(1, version)  # every changelog read: kept
@@ -285,9 +286,10 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
 
 def test_the_kept_files_keep_to_their_budget_and_read_the_same(tmp_path: Path) -> None:
     from spark_io.native.stores import KeptFiles, PartitionFiles
+    from spark_io.storage import LocalStorage
 
-    root = Path(sample("join_rocksdb"))
-    parts = [PartitionFiles.list(root, f"state/0/{p}/left-keyWithIndexToValue") for p in range(2)]
+    root = LocalStorage(sample("join_rocksdb"))
+    parts = [PartitionFiles.of(root, f"state/0/{p}/left-keyWithIndexToValue") for p in range(2)]
     big, small = KeptFiles(), KeptFiles(budget=1)
     for part in parts:
         for version in sorted(part.files["zip"]):

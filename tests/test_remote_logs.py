@@ -9,8 +9,9 @@ import re
 import pytest
 
 from analysis.errors import CheckpointNotFound, NotACheckpoint
-from spark_io.checkpoint import SparkFiles, is_local, list_state_files, open_files, read_checkpoint
+from spark_io.checkpoint import SparkFiles, list_state_files, open_files, read_checkpoint
 from spark_io.diagnosis import why_missing
+from spark_io.storage.locations import is_local
 from support import SAMPLE_NAMES, sample
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -56,15 +57,16 @@ def test_bad_uris(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: i
 
 
 def test_storage_without_its_connector_names_the_cause_and_the_fix() -> None:
-    """s3a:// without hadoop-aws: Spark's real cause (a missing filesystem class) and what to
-    add, in one line; never py4j's 'An error occurred while calling o47.load'."""
+    """s3a:// through Spark (--engine spark) without hadoop-aws: Spark's real cause (a missing
+    filesystem class) and what to add, in one line; never py4j's 'An error occurred while calling
+    o47.load'. (With the default engine State Lens reads S3 itself: test_object_storage.py.)"""
     import subprocess
     import sys
 
     from support import ROOT
 
     p = subprocess.run(
-        [sys.executable, str(ROOT / "cli.py"), "sql", "s3a://bucket/checkpoints/orders", "SELECT 1"],
+        [sys.executable, str(ROOT / "cli.py"), "sql", "s3a://bucket/checkpoints/orders", "SELECT 1", "--engine", "spark"],
         capture_output=True,
         text=True,
         timeout=300,

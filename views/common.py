@@ -26,16 +26,18 @@ from analysis import diagnose
 from analysis.doctor import DoctorReport
 from analysis.errors import SparkUnavailable, StateLensError
 from analysis.export import figure_bytes, to_csv_bytes
-from analysis.health import SkewReport
+from analysis.health import SkewReport, human_bytes
 from analysis.model import CheckpointInfo, StateSource
 from analysis.progress import ProgressLog
 from analysis.sources import SourceBatch
 from analysis.state_access import StateAccess
 from analysis.unmatched import UnmatchedReport
-from spark_io import checkpoint, diagnosis, engine, health, jobs, session, unmatched
+from spark_io import checkpoint, diagnosis, engine, health, jobs, session, storage, unmatched
 from spark_io.arrivals import arrivals_for
+from spark_io.progress import log_fingerprint as _log_fingerprint
 from spark_io.progress import read_progress
 from spark_io.state_reader import RowFilter
+from spark_io.storage.locations import is_local
 from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +62,18 @@ def sample_checkpoints() -> dict[str, str]:
     if not SAMPLES_DIR.is_dir():
         return {}
     return {p.name: str(p) for p in sorted(SAMPLES_DIR.iterdir()) if (p / "offsets").is_dir()}
+
+
+def samples_folder() -> str:
+    return str(SAMPLES_DIR) if SAMPLES_DIR.is_dir() else ""
+
+
+@st.cache_data(show_spinner="Listing checkpoints…", ttl=30, max_entries=16)
+def checkpoints_under(prefix: str) -> list[Any]:
+    """Every checkpoint under a folder or prefix (``spark_io.fleet``), kept 30 s."""
+    from spark_io.fleet import list_checkpoints
+
+    return list_checkpoints(prefix)
 
 
 def sample_event_log(checkpoint_path: str) -> str:
@@ -114,19 +128,28 @@ def guard() -> Iterator[None]:
         st.error(f"**Unexpected error.** {type(e).__name__}: {str(e)[:300]}. The app keeps running; please report this.")
 
 
+@contextlib.contextmanager
+def asking() -> Iterator[None]:
+    """One run of a page is one question: each remote folder is listed once in it, and downloads from
+    object storage that take over a second show a bar above the page (removed when they are done)."""
+    bar = st.empty()
+
+    def show(done: int, total: int, files: int) -> None:
+        text = (
+            f"Downloading state files: {human_bytes(done)} of {human_bytes(total)} ({files:,} files; kept for the next question)"
+        )
+        bar.progress(min(done / total, 1.0) if total else 0.0, text=text)
+
+    try:
+        with storage.question(), storage.progress.reporting(show):
+            yield
+    finally:
+        bar.empty()
+
+
 def fingerprint(path: str) -> tuple[int, int]:
-    """Changes when the checkpoint commits a new batch: the key for cached reads.
-    (Remote URIs are not stat-ed: their reads are cached until the app restarts.)"""
-    if not checkpoint.is_local(path):
-        return (0, 0)
-    root = Path(checkpoint.local_path(path))
-    out = []
-    for d in ("offsets", "commits"):
-        try:
-            out.append(os.stat(root / d).st_mtime_ns)
-        except OSError:
-            out.append(0)
-    return out[0], out[1]
+    """Changes when the checkpoint commits a new batch: the key for cached reads."""
+    return checkpoint.fingerprint(path)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -141,7 +164,7 @@ def checkpoint_info() -> CheckpointInfo | None:
         st.info("Choose a checkpoint in the sidebar: type its path or pick a bundled sample.")
         return None
     with guard():
-        if checkpoint.is_local(path):
+        if is_local(path):
             checkpoint.resolve_checkpoint(path)  # fail fast, and never cache a bad path
         return _info(path, fingerprint(path))
     return None
@@ -379,17 +402,8 @@ def checkup_cached(path: str, event_log: str | None = None) -> health.Checkup:
 
 
 def log_fingerprint(event_log: str | None) -> tuple[int, int]:
-    """Changes when an event log grows (a running application): (newest mtime, total size) of
-    the file or the files directly in the folder and its eventlog_v2_* folders."""
-    if not event_log or not checkpoint.is_local(event_log):
-        return (0, 0)
-    root = Path(checkpoint.local_path(event_log))
-    try:
-        paths = [root] if root.is_file() else [p for d in (root, *root.glob("eventlog_v2_*")) for p in d.iterdir()]
-        stats = [p.stat() for p in paths if p.is_file()]
-    except OSError:
-        return (0, 0)
-    return max((s.st_mtime_ns for s in stats), default=0), sum(s.st_size for s in stats)
+    """Changes when an event log grows (a running application)."""
+    return _log_fingerprint(event_log)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,12 +37,13 @@ from analysis.model import (
     is_tws,
     operator_of,
 )
-from spark_io.checkpoint import is_local, local_path, parse_schema_file
+from spark_io.checkpoint import parse_schema_file
 from spark_io.native import avro_rows, kernels
 from spark_io.native.records import Records, containing, fold_merges, latest, of_deleted_keys
 from spark_io.native.schema import Family, read_v3
 from spark_io.native.stores import KeptFiles, PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
 from spark_io.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
+from spark_io.storage import Entry, is_native, open_storage
 
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
 
@@ -56,13 +56,15 @@ class _Piece:
 
 
 class NativeReader:
-    """State of one local checkpoint, read from its files (``info`` from ``read_checkpoint``)."""
+    """State of one checkpoint, local or on object storage, read from its files (``info`` from
+    ``read_checkpoint``). On remote storage each partition is read in a thread of its own (the
+    requests wait on the network) and state files come from the local cache once fetched."""
 
     def __init__(self, info: CheckpointInfo) -> None:
-        if not is_local(info.path):
-            raise NativeUnsupported(f"{info.path} is not a local folder (remote storage is read through Spark)")
+        if not is_native(info.path):
+            raise NativeUnsupported(f"{info.path} is on storage only Spark reads (hdfs:// and the like)")
         self.info = info
-        self.root = Path(local_path(info.path))
+        self.storage = open_storage(info.path, check=False)
         provider = info.provider
         if provider not in ("HDFSBackedStateStoreProvider", "RocksDBStateStoreProvider"):
             raise NativeUnsupported(f"the state store provider {provider}")
@@ -74,10 +76,12 @@ class NativeReader:
         # row checksums (Spark 4.1+): every value carries the CRC32C of its key and value, verified and stripped on read
         self.row_checksums = info.conf.get("spark.sql.streaming.stateStore.rowChecksum.enabled", "false").lower() == "true"
         self._lock = threading.Lock()
+        self._ids_lock = threading.Lock()
         self._families: dict[tuple[int, str], dict[str, Family]] = {}
         self._rocks_cache: dict[tuple[int, str, int], RocksPartition] = {}
         self._kept = KeptFiles()
         self._commit_ids: dict[int, dict[int, list[list[str]]]] = {}  # operator -> batch -> partition -> ids
+        self._listed: dict[str, PartitionFiles] = {}  # partition folders, listed once
 
     # ---------------------------------------------------------------- public
 
@@ -202,7 +206,7 @@ class NativeReader:
                     f"state/{op.operator_id}/{p}/."
                 ) from e
 
-        return _concat([piece(p) for p in parts], schema)
+        return _concat(self.storage.map(piece, parts), schema)
 
     def _view(self, op: OperatorInfo, source: StateSource) -> _View:
         try:
@@ -252,22 +256,18 @@ class NativeReader:
         key = (op.operator_id, store)
         if key in self._families:
             return self._families[key]
-        folder = self.root / "state" / str(op.operator_id) / "_stateSchema" / store
-        v3 = (
-            sorted(
-                folder.iterdir(),
-                key=lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else -1, p.stat().st_mtime),
-            )
-            if folder.is_dir()
-            else []
-        )
-        v3 = [p for p in v3 if p.is_file() and not p.name.endswith(".crc")]
+        folder = f"state/{op.operator_id}/_stateSchema/{store}"
+
+        def order(e: Entry) -> tuple[int, int]:
+            head = e.name.split("_")[0]
+            return (int(head) if head.isdigit() else -1, e.mtime_ns)
+
+        v3 = sorted((e for e in self._list(folder) if not e.is_dir and not e.name.endswith(".crc")), key=order)
         if v3:
-            rel = str(v3[-1].relative_to(self.root))
-            fams = {f.name: f for f in read_v3(v3[-1].read_bytes(), rel)}
+            fams = {f.name: f for f in read_v3(self._bytes(v3[-1].path, v3[-1]), v3[-1].path)}
             if self.avro:  # every schema a family has had, by id: a row names the one it was written with
-                for path in v3:
-                    for old in read_v3(path.read_bytes(), str(path.relative_to(self.root))):
+                for e in v3:
+                    for old in read_v3(self._bytes(e.path, e), e.path):
                         if old.name in fams:
                             fams[old.name].key_writers[old.key_schema_id] = old.key
                             fams[old.name].value_writers[old.value_schema_id] = old.value
@@ -275,14 +275,13 @@ class NativeReader:
                     fam.avro = True
         else:
             sub = "" if store == DEFAULT_STORE else f"{store}/"
-            path = self.root / "state" / str(op.operator_id) / "0" / f"{sub}_metadata" / "schema"
-            if not path.is_file():
+            rel = f"state/{op.operator_id}/0/{sub}_metadata/schema"
+            found = {e.name: e for e in self._list(rel.rsplit("/", 1)[0])}.get("schema")
+            if found is None or found.is_dir:
                 raise NativeUnsupported(f"no state schema file for operator {op.operator_id} store {store}")
-            structs = [o for o in parse_schema_file(path.read_bytes()) if o.get("type") == "struct"]
+            structs = [o for o in parse_schema_file(self._bytes(rel, found)) if o.get("type") == "struct"]
             if len(structs) < 2:
-                raise StateReadError(
-                    f"{path.relative_to(self.root)} does not hold a key and a value schema: the file is damaged."
-                )
+                raise StateReadError(f"{rel} does not hold a key and a value schema: the file is damaged.")
             fams = {store: Family(store, structs[0].get("fields", []), structs[1].get("fields", []))}
         self._families[key] = fams
         return fams
@@ -298,28 +297,54 @@ class NativeReader:
 
     # ---------------------------------------------------------------- files
 
+    def _list(self, rel: str) -> list[Entry]:
+        try:
+            return self.storage.listdir(rel)
+        except OSError as e:
+            raise StateReadError(f"The state folder {rel} cannot be read ({e.strerror or e}).") from e
+
+    def _bytes(self, rel: str, entry: Entry) -> bytes:
+        try:
+            return self.storage.read(rel, entry)
+        except OSError as e:
+            raise StateReadError(f"{rel} cannot be read ({e.strerror or e}).") from e
+
     def _files(self, op_id: int, store: str, partition: int) -> PartitionFiles:
+        """The partition's files, from one listing of its folder (the batches this reader answers
+        for are fixed: their files are there or not, once). Listed outside the lock: partitions are
+        read in parallel."""
         rel = f"state/{op_id}/{partition}" + ("" if store == DEFAULT_STORE else f"/{store}")
-        return PartitionFiles.list(self.root, rel)
+        with self._lock:
+            if rel in self._listed:
+                return self._listed[rel]
+        listed = PartitionFiles.of(self.storage, rel)
+        with self._lock:
+            return self._listed.setdefault(rel, listed)
+
+    def _ids_of(self, op_id: int) -> dict[int, list[list[str]]]:
+        """Checkpoint format v2: the operator's state file ids per batch, from the commit log (read once)."""
+        with self._ids_lock:
+            if op_id not in self._commit_ids:
+                committed = [b.batch_id for b in self.info.committed_batches]
+                self._commit_ids[op_id] = commit_ids(self.storage, committed, op_id)
+            return self._commit_ids[op_id]
 
     def _rocks(self, op_id: int, store: str, partition: int) -> RocksPartition:
         key = (op_id, store, partition)
         with self._lock:
-            if key not in self._rocks_cache:
-                part = self._files(op_id, store, partition)
-                v2 = self.info.checkpoint_format_version == 2
-                ids: dict[int, str] = {}
-                if v2:
-                    if op_id not in self._commit_ids:
-                        committed = [b.batch_id for b in self.info.committed_batches]
-                        self._commit_ids[op_id] = commit_ids(self.root, committed, op_id)
-                    for b, per_part in self._commit_ids[op_id].items():
-                        candidates = per_part[partition] if partition < len(per_part) else []
-                        found = [u for u in candidates if part.name("changelog", b + 1, u) or part.name("zip", b + 1, u)]
-                        if found:
-                            ids[b + 1] = found[0]
-                self._rocks_cache[key] = RocksPartition(part, ids, v2, self._kept)
-            return self._rocks_cache[key]
+            if key in self._rocks_cache:
+                return self._rocks_cache[key]
+        part = self._files(op_id, store, partition)
+        v2 = self.info.checkpoint_format_version == 2
+        ids: dict[int, str] = {}
+        if v2:
+            for b, per_part in self._ids_of(op_id).items():
+                candidates = per_part[partition] if partition < len(per_part) else []
+                found = [u for u in candidates if part.name("changelog", b + 1, u) or part.name("zip", b + 1, u)]
+                if found:
+                    ids[b + 1] = found[0]
+        with self._lock:
+            return self._rocks_cache.setdefault(key, RocksPartition(part, ids, v2, self._kept))
 
     def _state_records(
         self, op_id: int, store: str, partition: int, version: int, texts: tuple[str, ...] = (), values: bool = True

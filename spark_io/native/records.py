@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -61,12 +60,8 @@ def _lz4_checksum(block: bytes | pa.Buffer) -> int:
     return int(xxhash.xxh32_intdigest(memoryview(block), LZ4_SEED))
 
 
-def read_file(path: Path, rel: str) -> bytes:
+def decompressed(data: bytes, rel: str) -> bytes:
     """A state file's decompressed bytes; a damaged stream names the file and the byte."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise StateReadError(f"The state file {rel} cannot be read ({e.strerror}).") from e
     try:
         raw, codec = decompress(data, _lz4_checksum)
     except Cut as cut:

@@ -26,40 +26,87 @@ import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from analysis.errors import NativeUnsupported, StateReadError
 from spark_io.native import kernels
-from spark_io.native.records import Chain, Records, changelog_header, from_pairs, read_file, scan_file
+from spark_io.native.records import Chain, Records, changelog_header, decompressed, from_pairs, scan_file
+from spark_io.storage import Entry, Storage
 
+ZIP_WHOLE_BYTES = 4 << 20  # a RocksDB snapshot zip up to this size is fetched whole and cached
 _NAME = re.compile(r"^(\d+)(?:_([0-9a-fA-F-]+))?\.(delta|snapshot|changelog|zip)$")
 
 
 @dataclass(frozen=True)
 class PartitionFiles:
-    """The versioned files of one store partition: kind -> version -> {unique id or "": name}."""
+    """The versioned files of one store partition: kind -> version -> {unique id or "": name}, from
+    one listing of its folder (sizes and modification times included)."""
 
-    folder: Path
+    storage: Storage
     rel: str  # the folder relative to the checkpoint, for messages
     files: dict[str, dict[int, dict[str, str]]]
+    entries: dict[str, Entry]
+    listed: dict[str, dict[str, Entry]] = field(default_factory=dict)  # other folders (SSTs/), listed once
 
     @staticmethod
-    def list(root: Path, rel: str) -> PartitionFiles:
-        folder = root / rel
+    def of(storage: Storage, rel: str) -> PartitionFiles:
         files: dict[str, dict[int, dict[str, str]]] = {"delta": {}, "snapshot": {}, "changelog": {}, "zip": {}}
         try:
-            with os.scandir(folder) as it:
-                names = [e.name for e in it if e.is_file()]
-        except FileNotFoundError:
-            names = []
+            entries = {e.name: e for e in storage.listdir(rel) if not e.is_dir}
         except OSError as e:
-            raise StateReadError(f"The state folder {rel} cannot be read ({e.strerror}).") from e
-        for name in names:
+            raise StateReadError(f"The state folder {rel} cannot be read ({e.strerror or e}).") from e
+        for name in entries:
             m = _NAME.match(name)
             if m:
                 files[m.group(3)].setdefault(int(m.group(1)), {})[m.group(2) or ""] = name
-        return PartitionFiles(folder, rel, files)
+        return PartitionFiles(storage, rel, files, entries)
+
+    def size(self, name: str) -> int:
+        return self.entries[name].size
+
+    def raw(self, name: str) -> bytes:
+        """A file's bytes as stored (kept in the local cache on remote storage)."""
+        try:
+            return self.storage.read(f"{self.rel}/{name}", self.entries.get(name))
+        except OSError as e:
+            raise StateReadError(f"The state file {self.rel}/{name} cannot be read ({e.strerror or e}).") from e
+
+    def local_file(self, name: str) -> str:
+        """A local path of one of the folder's files (on remote storage: its copy in the cache)."""
+        try:
+            return self.storage.local_file(f"{self.rel}/{name}", self.entries.get(name))
+        except OSError as e:
+            raise StateReadError(f"The state file {self.rel}/{name} cannot be read ({e.strerror or e}).") from e
+
+    def sst_files(self, names: list[str], of: str) -> list[str]:
+        """Local paths of RocksDB SST files named by the snapshot ``of``: in the partition's ``SSTs/``
+        (or its parent's, for a store folder), each folder listed once; fetched in parallel."""
+        found: dict[str, tuple[str, Entry]] = {}
+        for folder in (f"{self.rel}/SSTs", f"{self.rel.rsplit('/', 1)[0]}/SSTs"):
+            if any(n not in found for n in names):
+                listed = self._listing(folder)
+                found.update({n: (folder, listed[n]) for n in names if n not in found and n in listed})
+        for n in names:
+            if n not in found:
+                raise StateReadError(f"The SST file SSTs/{n} of {of} is missing.")
+
+        def fetch(n: str) -> str:
+            folder, entry = found[n]
+            try:
+                return self.storage.local_file(f"{folder}/{n}", entry)
+            except OSError as e:
+                raise StateReadError(f"The SST file {folder}/{n} of {of} cannot be read ({e.strerror or e}).") from e
+
+        return self.storage.map(fetch, names)
+
+    def _listing(self, folder: str) -> dict[str, Entry]:
+        with _LISTED_LOCK:
+            if folder not in self.listed:
+                try:
+                    self.listed[folder] = {e.name: e for e in self.storage.listdir(folder) if not e.is_dir}
+                except OSError as e:
+                    raise StateReadError(f"The state folder {folder} cannot be read ({e.strerror or e}).") from e
+            return self.listed[folder]
 
     def name(self, kind: str, version: int, uid: str = "") -> str | None:
         return self.files[kind].get(version, {}).get(uid)
@@ -75,7 +122,18 @@ class PartitionFiles:
         return name
 
     def read(self, name: str) -> bytes:
-        return read_file(self.folder / name, f"{self.rel}/{name}")
+        return decompressed(self.raw(name), f"{self.rel}/{name}")
+
+    def zip_metadata(self, name: str) -> dict[str, Any]:
+        """The ``metadata`` member of a RocksDB snapshot zip. A zip holds RocksDB's small files (its
+        SSTs are apart), so it is fetched whole, once, into the cache (one request); a large one, on
+        remote storage, only in the ranges that hold the metadata (its directory at the end, then
+        the member)."""
+        entry = self.entries.get(name)
+        small = entry is not None and entry.size <= ZIP_WHOLE_BYTES
+        f = open(self.local_file(name), "rb") if small else self.storage.open(f"{self.rel}/{name}", entry)  # noqa: SIM115
+        with f, zipfile.ZipFile(f) as z:
+            return cast(dict[str, Any], json.loads(z.read("metadata").decode("utf-8").partition("\n")[2]))
 
 
 # --------------------------------------------------------------------------- HDFS
@@ -109,6 +167,7 @@ def _add_deltas(chain: Chain, part: PartitionFiles, start: int, end: int) -> Cha
 
 _SCRATCH: list[str] = []
 _SCRATCH_LOCK = threading.Lock()
+_LISTED_LOCK = threading.Lock()
 
 
 def _scratch() -> str:
@@ -125,7 +184,7 @@ def rocksdb_snapshot(part: PartitionFiles, name: str, version: int, values: bool
     keys only, the values empty). Its column family ids are read apart (``RocksPartition.families``)."""
     rel = f"{part.rel}/{name}"
     try:
-        with zipfile.ZipFile(part.folder / name) as z:
+        with zipfile.ZipFile(part.local_file(name)) as z:
             names = z.namelist()
             _, _, body = z.read("metadata").decode("utf-8").partition("\n")
             meta = json.loads(body)
@@ -136,13 +195,10 @@ def rocksdb_snapshot(part: PartitionFiles, name: str, version: int, values: bool
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
         raise StateReadError(f"The RocksDB snapshot {rel} is damaged ({e}).") from e
     try:
-        for sst in meta.get("sstFiles", []):
-            src = part.folder / "SSTs" / sst["dfsSstFileName"]
-            if not src.is_file():
-                src = part.folder.parent / "SSTs" / sst["dfsSstFileName"]
-            if not src.is_file():
-                raise StateReadError(f"The SST file SSTs/{sst['dfsSstFileName']} of {rel} is missing.")
-            os.symlink(src.resolve(), os.path.join(dest, sst["localFileName"]))
+        ssts = meta.get("sstFiles", [])
+        local = part.sst_files([sst["dfsSstFileName"] for sst in ssts], rel)
+        for sst, src in zip(ssts, local, strict=True):
+            os.symlink(os.path.realpath(src), os.path.join(dest, sst["localFileName"]))
         pairs = _rocksdb_pairs(dest, rel, values)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
@@ -189,11 +245,10 @@ class KeptFiles:
 
     @staticmethod
     def _ident(part: PartitionFiles, name: str) -> tuple[str, int, int] | None:
-        try:
-            st = (part.folder / name).stat()
-        except OSError:
+        entry = part.entries.get(name)
+        if entry is None:
             return None  # the read names the problem
-        return str(part.folder / name), st.st_size, st.st_mtime_ns
+        return part.storage.where(f"{part.rel}/{name}"), entry.size, entry.mtime_ns
 
     def _get(self, ident: tuple[str, int, int], kinds: tuple[str, ...]) -> Records | None:
         with self._lock:
@@ -264,8 +319,7 @@ class RocksPartition:
         for v in sorted(self.part.files["zip"], reverse=True):
             for name in self.part.files["zip"][v].values():
                 try:
-                    with zipfile.ZipFile(self.part.folder / name) as z:
-                        meta = json.loads(z.read("metadata").decode("utf-8").partition("\n")[2])
+                    meta = self.part.zip_metadata(name)
                 except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
                     problems.append(f"{self.part.rel}/{name} ({e})")  # an older snapshot records the same ids
                     continue
@@ -324,10 +378,8 @@ class RocksPartition:
             return files
         if not snap_name:
             return None  # the changelogs are the only way (read below)
-        try:  # the changelogs after the snapshot are read either way
-            instead = sum((self.part.folder / n).stat().st_size for _, n in files[:snap])
-        except OSError:
-            return None  # the usual read names the problem
+        # the changelogs after the snapshot are read either way
+        instead = sum(self.part.size(n) for _, n in files[:snap])
         return files if instead <= 2 * self._sst_bytes(snap_name) else None
 
     def _changelogs_since_start(self, version: int) -> list[tuple[int, str]] | None:
@@ -345,8 +397,7 @@ class RocksPartition:
 
     def _sst_bytes(self, zip_name: str) -> int:
         try:
-            with zipfile.ZipFile(self.part.folder / zip_name) as z:
-                meta = json.loads(z.read("metadata").decode("utf-8").partition("\n")[2])
+            meta = self.part.zip_metadata(zip_name)
             return sum(int(f.get("sizeBytes", 0)) for f in meta.get("sstFiles", []))
         except (OSError, KeyError, ValueError, zipfile.BadZipFile):
             return 0  # the snapshot's read names the problem
@@ -403,17 +454,20 @@ def _chain_of(pieces: list[Records]) -> Records:
     return chain.records()
 
 
-def commit_ids(root: Path, batches: list[int], operator_id: int) -> dict[int, list[list[str]]]:
+def commit_ids(storage: Storage, batches: list[int], operator_id: int) -> dict[int, list[list[str]]]:
     """Checkpoint format v2: for each batch, per partition the unique ids of the operator's stores'
     version ``batch + 1`` (``stateUniqueIds`` of ``commits/<batch>``)."""
-    out: dict[int, list[list[str]]] = {}
-    for b in batches:
+
+    def entry(b: int) -> dict[str, Any]:
         try:
-            text = (root / "commits" / str(b)).read_text("utf-8")
-            entry = json.loads(text.split("\n", 1)[1])
+            text = storage.read(f"commits/{b}").decode("utf-8")
+            return cast(dict[str, Any], json.loads(text.split("\n", 1)[1]))
         except (OSError, IndexError, ValueError) as e:
             raise StateReadError(f"commits/{b} cannot be read for its state file ids ({e}).") from e
-        ids = (entry.get("stateUniqueIds") or {}).get(str(operator_id))
+
+    out: dict[int, list[list[str]]] = {}
+    for b, e in zip(batches, storage.map(entry, batches), strict=True):
+        ids = (e.get("stateUniqueIds") or {}).get(str(operator_id))
         if ids is not None:
             out[b] = [[str(x) for x in (p or [])] for p in ids]
     return out

@@ -1,0 +1,34 @@
+"""The one way to checkpoint files, input files and event logs: a local folder, or S3, ADLS/Blob
+and GCS read natively (``cloud.py``), with a local cache of immutable state files (``cache.py``).
+Nothing outside this package opens a path of the user's."""
+
+from __future__ import annotations
+
+from analysis.errors import StorageError
+from spark_io.storage import progress
+from spark_io.storage.base import Entry, Storage, question
+from spark_io.storage.cloud import CloudStorage
+from spark_io.storage.local import LocalStorage
+from spark_io.storage.locations import check_allowed, cloud_of, is_local, local_path
+
+__all__ = ["CloudStorage", "Entry", "LocalStorage", "Storage", "is_native", "open_storage", "progress", "question"]
+
+
+def is_native(path: str) -> bool:
+    """Whether this process reads ``path`` itself (a local path, or a cloud URI)."""
+    return is_local(path) or cloud_of(path) is not None
+
+
+def open_storage(path: str, check: bool = True) -> Storage:
+    """The storage at ``path`` (no request is made); ``check``: refuse it first when it is outside
+    the allowed roots."""
+    if check:
+        check_allowed(path)
+    if is_local(path):
+        return LocalStorage(local_path(path), path.strip())
+    cloud = cloud_of(path)
+    if cloud is None:
+        raise StorageError(
+            f"{path}: State Lens reads local folders, s3://, abfss://, wasbs:// and gs:// itself; this one goes through Spark."
+        )
+    return CloudStorage(cloud, path)

@@ -1,0 +1,217 @@
+"""Object storage (S3, ADLS/Blob, GCS) through pyarrow's filesystems, one request per need.
+
+* A listing is one paged request per folder (``walk``: one for the whole tree, no folder
+  markers needed); a read given the entry from a listing is one GET, never a HEAD before it.
+* Immutable state files go through the local cache (``cache.py``): read once, kept.
+* ``open`` fetches only the ranges read (a RocksDB zip's metadata is at its end).
+* Nothing here writes: the filesystems are built without bucket creation and only read calls
+  are made.
+
+Each cloud (``s3.py``, ``azure.py``, ``gcs.py``) says how its URIs map to pyarrow paths, how its
+filesystem finds credentials, and what an error of its means for the user.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.parse
+from abc import ABC, abstractmethod
+from typing import Any, BinaryIO, cast
+
+import pyarrow.fs as pafs
+
+from analysis.errors import StorageError
+from spark_io.storage import progress
+from spark_io.storage.base import IMMUTABLE, Entry, Storage, join, remembered
+from spark_io.storage.cache import shared
+
+
+class Cloud(ABC):
+    """What differs between clouds."""
+
+    name: str
+    schemes: tuple[str, ...]
+
+    @abstractmethod
+    def split(self, uri: str) -> tuple[tuple[str, ...], str, str]:
+        """(filesystem key, pyarrow path of the URI, the URI's prefix up to that path's start)."""
+
+    @abstractmethod
+    def canonical(self, uri: str) -> str:
+        """One spelling of the location, to compare URIs (``s3a://b/x`` and ``s3://b/x`` are one place)."""
+
+    @abstractmethod
+    def filesystem(self, key: tuple[str, ...]) -> pafs.FileSystem:
+        """A read-only client for ``key`` (bucket region, account...), with this cloud's credentials."""
+
+    @abstractmethod
+    def explain(self, uri: str, text: str) -> str | None:
+        """What an error of this cloud means and what to set; None: not a storage problem (a missing file)."""
+
+    def parse(self, uri: str) -> urllib.parse.ParseResult:
+        parsed = urllib.parse.urlparse(uri.strip())
+        if not parsed.netloc:
+            raise StorageError(f"{uri} names no bucket: write it as {self.schemes[0]}://<bucket>/<path>.")
+        return parsed
+
+
+_FILESYSTEMS: dict[tuple[str, ...], pafs.FileSystem] = {}
+_FS_LOCK = threading.Lock()
+
+
+def filesystem_of(cloud: Cloud, key: tuple[str, ...]) -> pafs.FileSystem:
+    with _FS_LOCK:
+        if key not in _FILESYSTEMS:
+            _FILESYSTEMS[key] = cloud.filesystem(key)
+        return _FILESYSTEMS[key]
+
+
+def forget_filesystems() -> None:
+    """Build clients anew (credentials or endpoints in the environment changed)."""
+    with _FS_LOCK:
+        _FILESYSTEMS.clear()
+
+
+def _entry(info: pafs.FileInfo, base: str) -> Entry:
+    rel = info.path[len(base) :].lstrip("/") if info.path.startswith(base) else info.path
+    mtime = info.mtime_ns if info.mtime_ns is not None else 0
+    if info.type == pafs.FileType.Directory:
+        return Entry(rel, True, 0, mtime)
+    return Entry(rel, False, int(info.size or 0), int(mtime))
+
+
+class CloudStorage(Storage):
+    remote = True
+
+    def __init__(self, cloud: Cloud, uri: str) -> None:
+        self.cloud = cloud
+        self.uri = uri.strip().rstrip("/")
+        self.key, self.base, self.prefix = cloud.split(self.uri)
+        self.base = self.base.rstrip("/")
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        return filesystem_of(self.cloud, self.key)
+
+    def _path(self, rel: str) -> str:
+        return join(self.base, rel) if rel else self.base
+
+    def _failed(self, rel: str, e: OSError) -> Exception:
+        """A storage problem as one clear line; a missing file stays ``FileNotFoundError``."""
+        if isinstance(e, FileNotFoundError):
+            return e
+        text = str(e)
+        message = self.cloud.explain(self.where(rel), text)
+        if message is None:
+            return FileNotFoundError(2, text.splitlines()[0] if text else "not found", self.where(rel))
+        return StorageError(message)
+
+    def child(self, rel: str) -> CloudStorage:
+        return CloudStorage(self.cloud, self.where(rel)) if rel else self
+
+    def info(self, rel: str) -> Entry | None:
+        try:
+            info = self.fs.get_file_info(self._path(rel))
+        except OSError as e:
+            raise self._failed(rel, e) from e
+        if info.type == pafs.FileType.NotFound:
+            return None
+        return _entry(info, self.base)
+
+    def _select(self, rel: str, recursive: bool) -> list[Entry]:
+        selector = pafs.FileSelector(self._path(rel), recursive=recursive, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as e:
+            raise self._failed(rel, e) from e
+        return sorted((_entry(i, self.base) for i in infos), key=lambda x: x.path)
+
+    def listdir(self, rel: str) -> list[Entry]:
+        return remembered(f"list {self.where(rel)}", lambda: self._select(rel, False))
+
+    def walk(self, rel: str, unreadable: list[str] | None = None) -> list[Entry]:
+        return [e for e in remembered(f"walk {self.where(rel)}", lambda: self._select(rel, True)) if not e.is_dir]
+
+    def _entry_of(self, rel: str, entry: Entry | None) -> Entry:
+        if entry is not None:
+            return entry
+        found = self.info(rel)
+        if found is None or found.is_dir:
+            raise FileNotFoundError(2, "no such file", self.where(rel))
+        return found
+
+    def _download(self, rel: str, size: int | None) -> bytes:
+        if size:
+            progress.started(size)
+        try:
+            with self.fs.open_input_stream(self._path(rel), compression=None) as f:
+                data = cast(bytes, f.read())
+        except OSError as e:
+            raise self._failed(rel, e) from e
+        if size:
+            progress.fetched(len(data))
+        return data
+
+    def read(self, rel: str, entry: Entry | None = None) -> bytes:
+        if not IMMUTABLE.search(rel) or (entry is None and not _STATE.search(rel)):
+            return self._download(rel, entry.size if entry else None)
+        path = self._cached(rel, entry)
+        with open(path, "rb") as f:
+            return f.read()
+
+    def _cached(self, rel: str, entry: Entry | None) -> str:
+        e = self._entry_of(rel, entry)
+        cache = shared()
+        uri = self.where(rel)
+        hit = cache.get(uri, e.size, e.mtime_ns)
+        if hit is not None:
+            return str(hit)
+        return str(cache.put(uri, e.size, e.mtime_ns, self._download(rel, e.size)))
+
+    def open(self, rel: str, entry: Entry | None = None) -> BinaryIO:
+        if IMMUTABLE.search(rel):
+            e = self._entry_of(rel, entry)
+            hit = shared().get(self.where(rel), e.size, e.mtime_ns)
+            if hit is not None:
+                return open(hit, "rb")
+        try:
+            return cast(BinaryIO, _Ranged(self.fs.open_input_file(self._path(rel))))
+        except OSError as e:
+            raise self._failed(rel, e) from e
+
+    def local_file(self, rel: str, entry: Entry | None = None) -> str:
+        if not IMMUTABLE.search(rel):
+            raise StorageError(f"{self.where(rel)} may change while it is read: it is not copied to the local cache.")
+        return self._cached(rel, entry)
+
+
+_STATE = re.compile(r"\.(delta|snapshot|changelog|zip|sst)$")  # worth a request for their size and time when not listed
+
+
+class _Ranged:
+    """pyarrow's random-access file as the file object ``zipfile`` expects."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self._f.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._f.tell())
+
+    def read(self, n: int = -1) -> bytes:
+        return cast(bytes, self._f.read() if n is None or n < 0 else self._f.read(n))
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> _Ranged:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,87 @@
+"""Where a path points: a local folder, an object store this process reads itself, or a URI only
+Spark can read (``hdfs://`` ...); and whether State Lens may open it (``STATELENS_ALLOWED_ROOTS``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+
+from analysis.errors import NotAllowed
+from spark_io.storage.azure import Azure
+from spark_io.storage.cloud import Cloud
+from spark_io.storage.gcs import Gcs
+from spark_io.storage.s3 import S3
+
+CLOUDS: tuple[Cloud, ...] = (S3(), Azure(), Gcs())
+
+
+def scheme_of(path: str) -> str:
+    scheme = urllib.parse.urlparse(path.strip()).scheme.lower()
+    return "" if len(scheme) == 1 else scheme  # a Windows drive letter is not a scheme
+
+
+def is_local(path: str) -> bool:
+    """A plain path or a file:// URI is a local folder, unless STATELENS_LOGS_VIA_SPARK is set
+    (which sends file:// URIs through the Spark reader, as for remote storage)."""
+    scheme = scheme_of(path)
+    if scheme == "file":
+        return not os.environ.get("STATELENS_LOGS_VIA_SPARK")
+    return scheme == ""
+
+
+def cloud_of(path: str) -> Cloud | None:
+    """The object store a URI is on (s3://, s3a://, abfss://, wasbs://, gs:// ...), else None."""
+    scheme = scheme_of(path)
+    return next((c for c in CLOUDS if scheme in c.schemes), None)
+
+
+def local_path(path: str) -> str:
+    """A local path or ``file:`` URI as a plain path, with ~ expanded: ``file:///data/x``,
+    Spark's one-slash ``file:/data/x``, ``file://localhost/data/x``, percent-encoded
+    ``file:///data/my%20checkpoint`` -> ``/data/my checkpoint``."""
+    raw = path.strip()
+    if raw.lower().startswith("file:"):
+        parsed = urllib.parse.urlparse(raw)
+        return urllib.parse.unquote(parsed.path) if parsed.netloc in ("", "localhost") else raw
+    return os.path.expanduser(raw)
+
+
+def canonical(path: str) -> str:
+    """One spelling per place: a local path resolved (symlinks, ``..``), a cloud URI in its cloud's
+    form, any other URI without its trailing slash."""
+    raw = path.strip()
+    if is_local(raw):
+        return os.path.realpath(local_path(raw))
+    cloud = cloud_of(raw)
+    out = cloud.canonical(raw) if cloud else raw
+    return out.rstrip("/")
+
+
+def allowed_roots() -> list[str]:
+    """STATELENS_ALLOWED_ROOTS: folders or URI prefixes, separated by commas or newlines."""
+    raw = os.environ.get("STATELENS_ALLOWED_ROOTS", "")
+    return [r.strip() for r in re.split(r"[,\n]", raw) if r.strip()]
+
+
+def check_allowed(path: str) -> None:
+    """Refuse a location outside the allowed roots (when they are set), before any request.
+
+    Both sides are compared in canonical form (``canonical``): local paths after resolving
+    symlinks and ``..``, URIs in their cloud's spelling; a URI with a ``..`` segment is refused."""
+    roots = allowed_roots()
+    if not roots:
+        return
+    raw = path.strip()
+    local = is_local(raw)
+    if not local and ".." in urllib.parse.urlparse(raw).path.split("/"):
+        ok = False
+    else:
+        want = canonical(raw)
+        sep = os.sep if local else "/"
+        ok = any(want == r or want.startswith(r.rstrip(sep) + sep) for r in (canonical(x) for x in roots if is_local(x) == local))
+    if not ok:
+        raise NotAllowed(
+            f"{path} is outside the folders this State Lens may open ({', '.join(roots)}). "
+            "Ask whoever runs it to add the checkpoint's folder to STATELENS_ALLOWED_ROOTS."
+        )
