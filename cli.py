@@ -155,9 +155,9 @@ def cmd_ls(args: argparse.Namespace) -> None:
         worst = f"{r.worst_severity}: {r.worst}" if r.worst else "ok"
         out.append([
             r.path,
-            r.last_committed if r.last_committed is not None else "",
+            str(r.last_committed) if r.last_committed is not None else "",
             _fmt_ms(r.committed_at_ms) if r.committed_at_ms else "",
-            r.uncommitted,
+            str(r.uncommitted),
             _ago(r.watermark_lag_ms),
             ", ".join(r.operators),
             human_bytes(r.state_bytes),

@@ -156,7 +156,7 @@ def why_missing(
     plan = progress.joins.get(op.operator_id) if progress is not None and kind == wm.JOIN else None
     if plan is not None and join_type is None:
         join_type = plan.join_type  # the checkpoint does not record it; the event log's plan does
-    by_side = {name: access.key_columns(src, batch) for name, src in sources} if kind == wm.JOIN else {}
+    by_side = {name: access.key_columns(src, batch, tuple(keys)) for name, src in sources} if kind == wm.JOIN else {}
     for side, keys_of_side in (("left", plan.left_keys), ("right", plan.right_keys)) if plan else ():
         for i, column in enumerate(keys_of_side):  # a side without rows to read it from: the plan names it
             if column.isidentifier():

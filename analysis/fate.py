@@ -371,8 +371,10 @@ class FateWalk:
         source_names: dict[int, str],
         time_zone: str = "UTC",
         planned: Iterable[int] = (),
+        asked: tuple[str, ...] = (),
     ) -> None:
         self.access = access
+        self.asked = asked  # the keys asked about (a reader of part of a store reads their partition first)
         self.info = info
         self.plan = plan
         self.marks = marks
@@ -417,7 +419,7 @@ class FateWalk:
         for side in sides:
             src = self.source(op, side)
             fields = self.access.key_fields(src, self.last)
-            named = self.access.key_columns(src, self.last) if kind == JOIN else {}
+            named = self.access.key_columns(src, self.last, self.asked) if kind == JOIN else {}
             keys[side] = [Column(n, named.get(n, n)) for n, _ in fields]
         return OpView(op, kind, keys, dict.fromkeys(sides), join_type=self.join_type)
 

@@ -51,9 +51,10 @@ class StateAccess(Protocol):
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]: ...
 
-    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
+    def key_columns(self, source: StateSource, batch: int, keys: tuple[str, ...] = ()) -> dict[str, str]:
         """Key field -> the value column equal to it on every row read (a join's ``field0`` ->
-        ``order_id``; ``key_columns.columns_equal_to_key``)."""
+        ``order_id``; ``key_columns.columns_equal_to_key``). ``keys``: the keys asked about, whose
+        rows a reader that reads part of a store reads anyway (their partition first)."""
         ...
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
@@ -189,7 +190,7 @@ class ArrowState:
             return []
         return [f.name for f in schema.field("value").type]
 
-    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
+    def key_columns(self, source: StateSource, batch: int, keys: tuple[str, ...] = ()) -> dict[str, str]:
         return columns_equal_to_key(self._table(source, batch))
 
     def _text_column(self, table: pa.Table, key_field: str) -> Any:

@@ -93,7 +93,7 @@ class SparkState:
         t = df.schema["value"].dataType if "value" in df.columns else None
         return t.fieldNames() if isinstance(t, StructType) else []
 
-    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
+    def key_columns(self, source: StateSource, batch: int, keys: tuple[str, ...] = ()) -> dict[str, str]:
         """Checked on the first rows Spark returns (a full scan would cost the answer a pass)."""
         df = self._state(source, batch)
         if "value" not in df.columns:

@@ -27,7 +27,9 @@ from spark_io.engine_choice import reads_natively
 from spark_io.inputs import search_inputs, search_sink, sink_folder
 
 
-def _walk(info: CheckpointInfo, access: StateAccess, progress: ProgressLog | None, join_type: str | None) -> FateWalk:
+def _walk(
+    info: CheckpointInfo, access: StateAccess, progress: ProgressLog | None, join_type: str | None, keys: tuple[str, ...] = ()
+) -> FateWalk:
     plan = progress.query_plan() if progress is not None else None
     planned = progress.operator_watermarks() if progress is not None else {}
     marks, _ = operator_watermarks(
@@ -35,7 +37,7 @@ def _walk(info: CheckpointInfo, access: StateAccess, progress: ProgressLog | Non
     )
     tz = (progress.time_zone if progress else None) or "UTC"
     drops = progress.drops() if progress is not None else None
-    return FateWalk(access, info, plan, marks, drops, join_type, {}, tz, planned=planned)
+    return FateWalk(access, info, plan, marks, drops, join_type, {}, tz, planned=planned, asked=keys)
 
 
 def key_columns_of(info: CheckpointInfo, access: StateAccess, progress: ProgressLog | None) -> list[str]:
@@ -63,7 +65,7 @@ def why_missing_whole(
     if join_type is not None and join_type not in wm.JOIN_TYPES:
         raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
     require_state(info)
-    walk = _walk(info, access, progress, join_type)
+    walk = _walk(info, access, progress, join_type, tuple(keys))
     plan, tz = walk.plan, walk.tz
     columns = search_columns(walk, key_field)
     why_not = None

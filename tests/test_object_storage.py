@@ -140,6 +140,17 @@ def commands(cp: str, event_log: str | None, every: bool) -> list[list[str]]:
     return out
 
 
+def _report(cp: str, out: Path, where: dict[str, str]) -> str:
+    """The one-file health report's HTML, with chart element ids (random per write) and the
+    remote locations written as local ones."""
+    code, _, err = cli("report", cp, "--out", str(out))
+    assert code == 0, err
+    html = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "id", out.read_text())
+    for uri, path in where.items():
+        html = html.replace(uri, path)
+    return html
+
+
 def _same(local: tuple[int, str, str], remote: tuple[int, str, str], where: dict[str, str], label: str) -> None:
     """Equal answers, once each remote location is written as its local one."""
     code, out, err = remote
@@ -154,7 +165,7 @@ def _same(local: tuple[int, str, str], remote: tuple[int, str, str], where: dict
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_every_command_over_the_uri_answers_as_on_the_local_folder(
-    cloud: str, servers: dict[str, stores.Server], local_copies: dict[str, str]
+    cloud: str, servers: dict[str, stores.Server], local_copies: dict[str, str], tmp_path: Path
 ) -> None:
     server = servers[cloud]
     with using(server):
@@ -169,6 +180,9 @@ def test_every_command_over_the_uri_answers_as_on_the_local_folder(
             for local_args, remote_args in pairs:
                 where = {uri: local, **({remote_log: local_log} if remote_log and local_log else {})}
                 _same(cli(*local_args), cli(*remote_args), where, f"{cloud} {name} {local_args[0]}")
+            if every:
+                remote_html = _report(uri, tmp_path / f"{name}-remote.html", {uri: local})
+                assert remote_html == _report(local, tmp_path / f"{name}-local.html", {}), f"{cloud} {name} report"
         assert server.proxy.methods().keys() <= {"GET", "HEAD"}, server.proxy.methods()  # read-only
 
 
@@ -205,6 +219,36 @@ def test_a_second_question_downloads_no_state_file(servers: dict[str, stores.Ser
     assert len(_state_gets(first)) > 20 and _state_gets(second) == []
     assert len(second) < len(first) / 5, (len(first), len(second))
     assert any(p.name.startswith(("0", "1", "2")) for p in (tmp_path / "cache" / "files").iterdir())
+
+
+def test_a_key_lookup_lists_each_folder_once_and_fetches_only_the_keys_partition(
+    servers: dict[str, stores.Server],
+) -> None:
+    """why-missing of a key in state on an 8-partition join: the state files fetched are those of
+    the key's partition (Spark's hash of the key, as the native reader computes it), each folder
+    listed once."""
+    from analysis.model import sources_of
+    from spark_io.checkpoint import read_checkpoint
+    from spark_io.native.reader import NativeReader
+
+    server = servers["s3"]
+    uri = stores.uri_of("s3", "checkpoints/hot_key_join")
+    with using(server):
+        info = read_checkpoint(uri)
+        assert {s.num_partitions for s in info.operators[0].stores} == {8}
+        reader, batch = NativeReader(info), info.committed_batches[-1].batch_id
+        sides = [s for s in sources_of(info.operators[0]) if s.join_side]
+        left, right = ({k["field0"] for k in reader.state(s, batch).column("key").to_pylist()} for s in sides)
+        key = min((left & right) - {"hot"})  # on both sides: no near-miss search (that reads the other partitions)
+    with using(server), server.proxy.counting() as got:  # a fresh cache
+        code, out, err = cli("why-missing", uri, key, "--json")
+    local = json.loads(cli("why-missing", str(SAMPLES / "hot_key_join"), key, "--json")[1])
+    assert code == 0 and json.loads(out)["results"] == local["results"], err
+    assert local["results"][0]["evidence"]  # the key is in state: found in its partition
+    partitions = {m.group(1) for p in _state_gets(got) if (m := re.search(r"/state/\d+/(\d+)/", p))}
+    assert len(partitions) == 1 and len(_state_gets(got)) > 0, (key, [p for p in _state_gets(got) if "/0/0/" not in p])
+    listings = [p for m, p in got if m == "GET" and "list-type=2" in p]
+    assert listings and len(listings) == len(set(listings)), sorted(listings)
 
 
 def test_outside_the_allowed_roots_no_request_is_made(servers: dict[str, stores.Server]) -> None:

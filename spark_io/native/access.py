@@ -34,6 +34,13 @@ def simple_type(t: Any) -> str:
     return _SIMPLE.get(str(t), str(t))
 
 
+def _as_integer(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
 class NativeState(ArrowState):
     """StateAccess over the native reader; reads are kept (whole stores, or the keys' partitions)."""
 
@@ -98,6 +105,15 @@ class NativeState(ArrowState):
         parts = [partition_of(v, type_name, n) for v in values]
         return None if any(p is None for p in parts) else sorted({p for p in parts if p is not None})
 
+    def _known_first(self, source: StateSource, batch: int, keys: tuple[str, ...]) -> list[int]:
+        """The store's partitions: those of ``keys`` (when the key is one field) and those already
+        read for a key first."""
+        fields = [f["name"] for f in self.reader.key_fields(source) if f["name"] not in JOIN_ROW_FIELDS]
+        typed = tuple((k, v) for k in keys if (v := _as_integer(k)) is not None)
+        asked = (self._partitions(source, KeyQuery(fields[0], keys, typed), batch) or []) if keys and len(fields) == 1 else []
+        known = asked + sorted({p for k in self._parts if k[:2] == (source, batch) for p in k[2]} - set(asked))
+        return known + [p for p in range(self.reader.partitions(source, batch)) if p not in known]
+
     def _partial(self, k: Any, read: Any) -> pa.Table:
         if k not in self._parts:
             self._parts[k] = read()
@@ -124,9 +140,10 @@ class NativeState(ArrowState):
 
         return self._or_spark(native, lambda s: s.value_fields(source, batch))  # type: ignore[no-any-return]
 
-    def key_columns(self, source: StateSource, batch: int) -> dict[str, str]:
-        """Checked on the whole store when it is read, else on its first partition holding rows
-        (a lookup reads only the key's partition: the whole store would cost the answer seconds)."""
+    def key_columns(self, source: StateSource, batch: int, keys: tuple[str, ...] = ()) -> dict[str, str]:
+        """Checked on the whole store when it is read, else on its first partition holding rows, the
+        key's own first (a lookup reads only the key's partition: the whole store would cost the
+        answer seconds, and on object storage a download)."""
         k = ("key columns", source, batch)
         if k not in self.derived:
 
@@ -140,7 +157,7 @@ class NativeState(ArrowState):
                 same_type = frozenset(f.name for f in schema.field("value").type if f.type in key_types)
                 if not same_type:  # no value column can equal a key field: nothing to decode
                     return {}
-                for p in range(self.reader.partitions(source, batch)):
+                for p in self._known_first(source, batch, keys):
                     table = self.reader.state(source, batch, [p], value_fields=same_type)
                     if table.num_rows:
                         return columns_equal_to_key(table)

@@ -140,6 +140,12 @@ class Azure(Cloud):
         if code == "ServerBusy" or status in ("429", "503"):
             return f"{uri}: Azure is throttling requests ({detail}): try again in a minute."
         low = text.lower()
-        if "connect" in low or "timeout" in low or "timed out" in low or "curl" in low or "resolve" in low:
-            return f"{uri}: Azure storage did not answer ({first[:200]}): check the network and the account's endpoint (AZURE_STORAGE_CONNECTION_STRING's BlobEndpoint for an emulator)."
+        if any(w in low for w in ("connect", "timeout", "timed out", "curl", "resolve", "sending request", "receiving")):
+            return f"{uri}: Azure storage did not answer ({_transport(first)}): check the network and the account's endpoint (AZURE_STORAGE_CONNECTION_STRING's BlobEndpoint for an emulator)."
         return f"{uri} could not be read from Azure storage ({detail})."
+
+
+def _transport(first: str) -> str:
+    """The transport's own words from an error line (after the request it was making)."""
+    m = re.search(r"Azure Error: \[[^\]]*\] (.*)", first)
+    return (m.group(1) if m else first)[:200].rstrip(". ")

@@ -145,6 +145,15 @@ def remembered(key: str, compute: Callable[[], R]) -> R:
         return cast(R, memo.setdefault(key, value))
 
 
+def recalled(key: str) -> Any:
+    """What ``remembered`` holds for ``key`` in this question (None: nothing yet)."""
+    memo = _QUESTION.get()
+    if memo is None:
+        return None
+    with _QUESTION_LOCK:
+        return memo.get(key)
+
+
 def parallel(fn: Callable[[T], R], items: list[T]) -> list[R]:
     """At most 8 at a time (a bounded pool: a cloud store throttles a flood). Nested calls run
     inline so a worker never waits on the pool it holds a slot of."""

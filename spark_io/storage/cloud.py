@@ -1,7 +1,8 @@
 """Object storage (S3, ADLS/Blob, GCS) through pyarrow's filesystems, one request per need.
 
 * A listing is one paged request per folder (``walk``: one for the whole tree, no folder
-  markers needed); a read given the entry from a listing is one GET, never a HEAD before it.
+  markers needed; on GCS a folder's listing holds everything below it and answers its
+  subfolders). A read given the entry from a listing is one GET.
 * Immutable state files go through the local cache (``cache.py``): read once, kept.
 * ``open`` fetches only the ranges read (a RocksDB zip's metadata is at its end).
 * Nothing here writes: the filesystems are built without bucket creation and only read calls
@@ -23,7 +24,7 @@ import pyarrow.fs as pafs
 
 from analysis.errors import StorageError
 from spark_io.storage import progress
-from spark_io.storage.base import IMMUTABLE, Entry, Storage, join, remembered
+from spark_io.storage.base import IMMUTABLE, Entry, Storage, join, recalled, remembered
 from spark_io.storage.cache import shared
 
 
@@ -32,6 +33,9 @@ class Cloud(ABC):
 
     name: str
     schemes: tuple[str, ...]
+    # False where pyarrow's one-level listing shows only folders that have a marker object (GCS):
+    # folders are then listed with everything below them, and subfolders answered from that
+    lists_folders: bool = True
 
     @abstractmethod
     def split(self, uri: str) -> tuple[tuple[str, ...], str, str]:
@@ -128,10 +132,26 @@ class CloudStorage(Storage):
         return sorted((_entry(i, self.base) for i in infos), key=lambda x: x.path)
 
     def listdir(self, rel: str) -> list[Entry]:
-        return remembered(f"list {self.where(rel)}", lambda: self._select(rel, False))
+        if self.cloud.lists_folders:
+            return remembered(f"list {self.where(rel)}", lambda: self._select(rel, False))
+        return _children(self._below(rel), rel)
 
     def walk(self, rel: str, unreadable: list[str] | None = None) -> list[Entry]:
-        return [e for e in remembered(f"walk {self.where(rel)}", lambda: self._select(rel, True)) if not e.is_dir]
+        return [e for e in self._below(rel) if not e.is_dir]
+
+    def _below(self, rel: str) -> list[Entry]:
+        """Everything below ``rel``: one paged listing per question, or the part of an enclosing
+        folder's listing already made."""
+        parts = rel.split("/") if rel else []
+        for depth in range(len(parts), -1, -1):
+            outer = "/".join(parts[:depth])
+            known = recalled(f"walk {self.where(outer)}")
+            if known is not None:
+                if outer == rel:
+                    return cast(list[Entry], known)
+                head = rel + "/"
+                return [e for e in known if e.path.startswith(head)]
+        return remembered(f"walk {self.where(rel)}", lambda: self._select(rel, True))
 
     def _entry_of(self, rel: str, entry: Entry | None) -> Entry:
         if entry is not None:
@@ -184,6 +204,22 @@ class CloudStorage(Storage):
         if not IMMUTABLE.search(rel):
             raise StorageError(f"{self.where(rel)} may change while it is read: it is not copied to the local cache.")
         return self._cached(rel, entry)
+
+
+def _children(below: list[Entry], rel: str) -> list[Entry]:
+    """The entries directly in ``rel``, from everything below it (folders from the paths of files)."""
+    head = rel + "/" if rel else ""
+    found: dict[str, Entry] = {}
+    for e in below:
+        rest = e.path[len(head) :]
+        if not rest:
+            continue
+        name, sep, _ = rest.partition("/")
+        if sep or e.is_dir:
+            found.setdefault(name, Entry(head + name, True, 0, 0))
+        else:
+            found[name] = e
+    return sorted(found.values(), key=lambda x: x.path)
 
 
 _STATE = re.compile(r"\.(delta|snapshot|changelog|zip|sst)$")  # worth a request for their size and time when not listed

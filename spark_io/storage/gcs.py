@@ -23,6 +23,7 @@ _SET = "set GOOGLE_APPLICATION_CREDENTIALS to a key file or run gcloud auth appl
 class Gcs(Cloud):
     name = "GCS"
     schemes = ("gs",)
+    lists_folders = False  # pyarrow's GCS listing reads the objects of a page, not its folder prefixes
 
     def split(self, uri: str) -> tuple[tuple[str, ...], str, str]:
         p = self.parse(uri)
