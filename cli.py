@@ -87,7 +87,7 @@ def _engine_summary(engines: Any) -> str | None:
 
 def cmd_overview(args: argparse.Namespace) -> None:
     from analysis.overview import overview_dict, repartition_lines
-    from spark_io.checkpoint import read_checkpoint
+    from spark_io.logs.checkpoint import read_checkpoint
 
     info = read_checkpoint(args.checkpoint)
     data = overview_dict(info)
@@ -130,7 +130,7 @@ def _ago(ms: int | None) -> str:
 
 def cmd_ls(args: argparse.Namespace) -> None:
     from analysis.health import human_bytes
-    from spark_io.fleet import list_checkpoints
+    from spark_io.gather.fleet import list_checkpoints
 
     rows = list_checkpoints(args.prefix)
     key = {
@@ -172,9 +172,9 @@ def cmd_ls(args: argparse.Namespace) -> None:
 def cmd_sql(args: argparse.Namespace) -> None:
     import os
 
-    from spark_io.session import scratch_dir
-    from spark_io.state_reader import RowFilter
-    from spark_io.workspace import Workspace
+    from spark_io.gather.workspace import Workspace
+    from spark_io.readers.state_reader import RowFilter
+    from spark_io.runtime.session import scratch_dir
 
     row_filter = RowFilter(partitions=tuple(args.partitions)) if args.partitions else None
     spill_dir = os.path.join(scratch_dir(), "spill") if args.spill else None
@@ -203,7 +203,7 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
     import textwrap
 
     from analysis.progress import parse_event_time
-    from spark_io.diagnosis import why_missing
+    from spark_io.gather.diagnosis import why_missing
 
     event_time = parse_event_time(args.event_time) if args.event_time is not None else None
     report = why_missing(
@@ -293,12 +293,12 @@ def _print_fate(fate: Any) -> None:
 
 def cmd_progress(args: argparse.Namespace) -> None:
     from analysis.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
-    from spark_io.checkpoint import read_checkpoint, read_source_offsets
+    from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
 
     info = read_checkpoint(args.checkpoint)
     log = None
     if args.event_log:
-        from spark_io.progress import read_progress
+        from spark_io.logs.progress import read_progress
 
         log = read_progress(args.event_log, info)
     rows = batch_rows(info, read_source_offsets(args.checkpoint), log)
@@ -355,7 +355,7 @@ def cmd_progress(args: argparse.Namespace) -> None:
 
 
 def cmd_skew(args: argparse.Namespace) -> None:
-    from spark_io.health import skew
+    from spark_io.gather.health import skew
 
     r = skew(args.checkpoint, args.operator, args.store, args.batch)
     if args.json:
@@ -375,7 +375,7 @@ def cmd_skew(args: argparse.Namespace) -> None:
 
 
 def cmd_unmatched(args: argparse.Namespace) -> None:
-    from spark_io.unmatched import unmatched
+    from spark_io.gather.unmatched import unmatched
 
     report = unmatched(args.checkpoint, args.operator, args.batch, args.since, join_type=args.join_type, event_log=args.event_log)
     if args.json:
@@ -401,7 +401,7 @@ def _print_findings(findings: list) -> None:  # type: ignore[type-arg]
 
 
 def cmd_growth(args: argparse.Namespace) -> None:
-    from spark_io.health import growth
+    from spark_io.gather.health import growth
 
     g = growth(args.checkpoint, args.operator, args.store)
     if args.json:
@@ -419,7 +419,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     from analysis import charts
     from analysis.errors import InvalidInput
     from analysis.export import FIGURE_FORMATS, figure_bytes, to_csv_bytes
-    from spark_io.checkpoint import read_checkpoint
+    from spark_io.logs.checkpoint import read_checkpoint
 
     out = Path(args.out)
     fmt = out.suffix.lower().lstrip(".")
@@ -431,12 +431,12 @@ def cmd_export(args: argparse.Namespace) -> None:
     if args.chart == "watermark":
         table, fig = charts.watermark_table(info.batches), charts.watermark_figure(info.batches)
     elif args.chart == "skew":
-        from spark_io.health import skew
+        from spark_io.gather.health import skew
 
         r = skew(args.checkpoint, args.operator, args.store, args.batch, info=info)
         table, fig = charts.skew_table(r), charts.skew_figure(r)
     else:
-        from spark_io.health import growth
+        from spark_io.gather.health import growth
 
         g = growth(args.checkpoint, args.operator, args.store, info=info)
         table, fig = charts.growth_table(g.stores), charts.growth_figure(g.stores)
@@ -448,7 +448,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from analysis.errors import InvalidInput
     from analysis.report import checkup_report
-    from spark_io.health import checkup
+    from spark_io.gather.health import checkup
 
     out = Path(args.out)
     if out.suffix.lower() not in (".html", ".htm"):
@@ -470,19 +470,19 @@ def _int_list(text: str) -> list[int]:
 
 
 def cmd_doctor(args: argparse.Namespace) -> None:
-    from spark_io.checkpoint import doctor
+    from spark_io.logs.checkpoint import doctor
 
     run = None
     if args.event_log:
-        from spark_io.checkpoint import read_checkpoint
-        from spark_io.progress import read_progress
+        from spark_io.logs.checkpoint import read_checkpoint
+        from spark_io.logs.progress import read_progress
 
         run = read_progress(args.event_log, read_checkpoint(args.checkpoint)).run
     explained = None
     if args.error:
         from analysis.doctor import RunState
-        from spark_io.checkpoint import explain_restart_error
-        from spark_io.progress import read_error_source
+        from spark_io.logs.checkpoint import explain_restart_error
+        from spark_io.logs.progress import read_error_source
 
         try:
             error = read_error_source(args.error)
@@ -539,7 +539,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from spark_io import serve
+    from spark_io.runtime import serve
 
     if args.stop:
         print("stopped the served Spark engine" if serve.stop() else "no served Spark engine was running")
@@ -607,7 +607,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from spark_io.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+    from spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 
     p = _Parser(prog=_invoked_as(), description="State Lens: inspect Structured Streaming state.")
     p.add_argument("--version", action="version", version=f"State Lens {version()}")
@@ -828,7 +828,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.streamlit_options = extra
     try:
-        from spark_io import engine
+        from spark_io.readers import engine
 
         if args.engine:
             engine.configure(args.engine)
@@ -837,11 +837,11 @@ def main(argv: list[str] | None = None) -> int:
 
             raise InvalidInput("Give either --master or --remote, not both.")
         if args.master or args.remote:
-            from spark_io import session
+            from spark_io.runtime import session
 
             session.configure(master=args.master, remote=args.remote)
         elif args.command not in NO_SPARK and not os.environ.get("SPARK_REMOTE"):
-            from spark_io import serve, session
+            from spark_io.runtime import serve, session
 
             served = serve.running()  # a warm engine started by `cli.py serve`
             if served:

@@ -1,6 +1,6 @@
 """A key's fate through the whole query: each of its input records, operator by operator, to the output.
 
-Pure: state is asked through ``StateAccess``; the records come from ``spark_io.inputs`` (the files
+Pure: state is asked through ``StateAccess``; the records come from ``spark_io.gather.inputs`` (the files
 each batch read, searched for the key). Each record is followed in plan order, from its source up
 to the sink (Spark numbers stateful operators from the sink: the last is 0):
 

@@ -1,4 +1,4 @@
-"""A key's records in the query's input: what ``spark_io.inputs`` finds in the files each batch read.
+"""A key's records in the query's input: what ``spark_io.gather.inputs`` finds in the files each batch read.
 
 Pure: the record, the search's result (what was searched, what could not be and why), an input
 value read as Spark reads an event time, and the plan's filters evaluated on a record where they

@@ -1,5 +1,5 @@
 """Checksum sidecars of a checkpoint's files, verified: pure checks on bytes (the reading is
-``spark_io.integrity``'s).
+``spark_io.logs.integrity``'s).
 
 Two kinds sit beside a file ``X``:
 

@@ -33,7 +33,7 @@ class Arrival:
 
 @dataclass
 class ArrivalSearch:
-    """Per key, where its record arrived (``spark_io.arrivals``), and what could not be searched."""
+    """Per key, where its record arrived (``spark_io.gather.arrivals``), and what could not be searched."""
 
     found: dict[str, list[Arrival]]  # the key's record with the event time
     seen: dict[str, list[Arrival]] = field(default_factory=dict)  # any record of the key, whatever its time

@@ -1,7 +1,7 @@
 """The checkpoint model every layer shares: batches, operators, stores, state files, and which state
 to read (``StateSource``), with the pure checks on them. No Spark, DuckDB or Streamlit here.
 
-Filled by ``spark_io.checkpoint`` (the log reader) and used by the readers in ``spark_io``, the
+Filled by ``spark_io.logs.checkpoint`` (the log reader) and used by the readers in ``spark_io``, the
 diagnoses in ``analysis`` and the pages and CLI on top.
 """
 

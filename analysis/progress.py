@@ -3,7 +3,7 @@
 The checkpoint says what state exists; progress says what happened on the way: input rows and
 rates, durations, and per stateful operator the rows updated, removed and **dropped by the
 watermark**. Spark writes progress to listeners, to ``query.lastProgress`` and, as
-``QueryProgressEvent`` records, to its event logs. ``spark_io.progress`` reads those files into
+``QueryProgressEvent`` records, to its event logs. ``spark_io.logs.progress`` reads those files into
 records; this module (pure) turns records into per-batch facts and the findings drawn from them.
 
 Progress does not carry operator ids: ``stateOperators`` lists the plan's stateful operators top

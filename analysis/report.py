@@ -84,7 +84,7 @@ def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any], pro
 def checkup_report(
     info: Any, skews: list[Any], stores: list[Any], findings: list[Finding], progress: Any = None, doctor: Any = None
 ) -> str:
-    """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.health;
+    """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.gather.health;
     ``progress`` the query's ProgressLog when an event log was given; ``doctor`` its DoctorReport)."""
     from analysis.health import counted_stores_text, rows_in_state
 

@@ -2,7 +2,7 @@
 
 ``StateAccess`` is all ``analysis.diagnose`` asks of a reader: the key fields of a store, its
 rows at a batch for some keys (or partitions), its change feed over a batch range, near-miss
-keys and whether a change feed exists. ``spark_io.diagnosis.SparkState`` implements it with
+keys and whether a change feed exists. ``spark_io.readers.spark_state.SparkState`` implements it with
 Spark's State Data Source (filters run in Spark); ``ArrowState`` implements it over Arrow
 tables in memory, for tests without a JVM and for state already loaded.
 

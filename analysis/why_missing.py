@@ -1,6 +1,6 @@
 """'Why is key X missing': one verdict per key, with evidence, a timeline and the SQL behind it.
 
-Pure functions. ``spark_io.diagnosis`` reads, for each key, the rows that hold it in every
+Pure functions. ``spark_io.gather.diagnosis`` reads, for each key, the rows that hold it in every
 relevant store at the chosen batch, its change-feed history, and near-miss keys; this
 module turns them into a ``KeyDiagnosis``. Verdicts by operator:
 

@@ -54,8 +54,8 @@ def main() -> None:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     cp = str(join_1m())
     spark_session()
-    from spark_io import engine
-    from spark_io.checkpoint import read_checkpoint
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers import engine
     from views import common
 
     info = read_checkpoint(cp)

@@ -90,8 +90,8 @@ def _tws(events: Any) -> Any:
 
 def main() -> int:
     from analysis.model import StateSource
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.native.reader import NativeReader
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers.native.reader import NativeReader
 
     pairs = [
         (

@@ -121,9 +121,9 @@ def main() -> None:
     # 4. a key lookup with its history: the key's partition against every partition
     from analysis.model import StateSource
     from analysis.state_access import KeyQuery
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.native.access import NativeState
-    from spark_io.native.reader import NativeReader
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers.native.access import NativeState
+    from spark_io.readers.native.reader import NativeReader
 
     info = read_checkpoint(join)
     src = StateSource(0, store_name=store)
@@ -183,8 +183,8 @@ def main() -> None:
         sys.path.insert(0, {str(ROOT)!r})
         import pyarrow as pa
         from analysis.model import StateSource
-        from spark_io.checkpoint import read_checkpoint
-        from spark_io.native.reader import NativeReader
+        from spark_io.logs.checkpoint import read_checkpoint
+        from spark_io.readers.native.reader import NativeReader
         small = read_checkpoint({str(ROOT / "sample_checkpoints" / "windowed_agg")!r})
         NativeReader(small).state(StateSource(0, store_name="default"), 3)  # load the compiled kernels
         info = read_checkpoint({agg!r})

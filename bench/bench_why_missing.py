@@ -33,8 +33,8 @@ def main() -> None:
     cp = str(join_1m())
     spark = spark_session()
     from analysis import diagnose
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.diagnosis import SparkState
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers.spark_state import SparkState
 
     info = read_checkpoint(cp)
     batch = info.last_committed

@@ -38,7 +38,7 @@ def chart_renderer() -> Any:
 
 @pytest.fixture(scope="session")
 def spark() -> Any:
-    from spark_io import session
+    from spark_io.runtime import session
 
     return session.get_spark()
 

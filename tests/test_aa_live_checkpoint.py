@@ -14,9 +14,9 @@ import pytest
 
 from analysis.errors import StateLensError
 from analysis.model import StateSource
-from spark_io.checkpoint import read_checkpoint
-from spark_io.diagnosis import why_missing
-from spark_io.state_reader import read_state
+from spark_io.gather.diagnosis import why_missing
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers.state_reader import read_state
 
 
 @pytest.mark.usefixtures("spark")
@@ -78,7 +78,7 @@ def test_a_batch_in_flight_reads_as_running_not_failed(spark, tmp_path: Path) ->
     as a query that stopped."""
     import threading
 
-    from spark_io.checkpoint import doctor
+    from spark_io.logs.checkpoint import doctor
 
     cp = tmp_path / "in_flight"
     started = threading.Event()

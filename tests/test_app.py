@@ -10,8 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis.progress import snapshot_lags
-from spark_io.checkpoint import read_checkpoint
-from spark_io.progress import read_progress
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.logs.progress import read_progress
 from support import ROOT, SAMPLES, sample, scenario
 
 APP = str(ROOT / "app.py")
@@ -336,7 +336,7 @@ def test_why_missing_link_carries_batch_key_field_and_join_type() -> None:
 
 
 def test_why_missing_page_finds_the_keys_that_never_matched() -> None:
-    from spark_io.unmatched import unmatched
+    from spark_io.gather.unmatched import unmatched
 
     at = open_app(sample("join_hdfs"), "views/why_missing.py")
     at.selectbox(key="wm_op").set_value(0).run()
@@ -389,7 +389,7 @@ def test_health_page_on_a_healthy_sample() -> None:
 
 
 def test_spark_setting_rejects_an_unreachable_connect_server() -> None:
-    from spark_io import session
+    from spark_io.runtime import session
 
     at = open_app()
     at.radio(key="spark_kind").set_value("Spark Connect").run()

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from analysis import why_missing as wm
-from spark_io.checkpoint import read_source_offsets
-from spark_io.diagnosis import why_missing
+from spark_io.gather.diagnosis import why_missing
+from spark_io.logs.checkpoint import read_source_offsets
 
 
 def _ms(hhmm: str) -> int:

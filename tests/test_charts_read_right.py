@@ -20,9 +20,9 @@ from streamlit.testing.v1 import AppTest
 from analysis import charts
 from analysis.export import figure_bytes
 from analysis.report import checkup_figures
-from spark_io import health as spark_health
-from spark_io.checkpoint import read_checkpoint
-from spark_io.progress import read_progress
+from spark_io.gather import health as spark_health
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.logs.progress import read_progress
 from support import ROOT, SAMPLES, sample
 
 PLOTLY_DEFAULT_PLOT_BG = (229, 236, 246)  # #E5ECF6, the plot area of Plotly's default template
@@ -136,7 +136,7 @@ def test_skew_with_too_little_state_says_so() -> None:
 def test_a_join_keys_timeline_draws_each_side_with_its_own_marker() -> None:
     """ord-6 entered, matched and left both sides of the join: each side's points are told apart in
     the drawing (marker) and the legend, not by hover alone."""
-    from spark_io.diagnosis import why_missing
+    from spark_io.gather.diagnosis import why_missing
 
     [d] = why_missing(sample("join_hdfs"), ["ord-6"], operator_id=0).results
     fig = charts.key_timeline_figure(d, {b.batch_id: b.watermark_ms for b in read_checkpoint(sample("join_hdfs")).batches})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
-from spark_io.checkpoint import list_state_files, read_checkpoint, read_schema_file
+from spark_io.logs.checkpoint import list_state_files, read_checkpoint, read_schema_file
 from support import SAMPLE_NAMES, ms, sample, scenario
 
 
@@ -211,10 +211,10 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
     ``index`` counter is not part of its key)."""
     import pyarrow as pa
 
+    from analysis.diagnose import lookup_sources
     from analysis.overview import operators_table
-    from spark_io.checkpoint import read_key_fields
-    from spark_io.diagnosis import lookup_sources
-    from spark_io.state_reader import read_state
+    from spark_io.logs.checkpoint import read_key_fields
+    from spark_io.readers.state_reader import read_state
 
     def ours(fields: list[dict]) -> list[tuple[str, list[str]]]:  # type: ignore[type-arg]
         if fields and fields[0]["name"] == "key" and isinstance(fields[0]["type"], dict):
@@ -243,7 +243,7 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
 def test_a_damaged_schema_file_is_named_not_hidden(copy_sample) -> None:  # type: ignore[no-untyped-def]
     """The operators table says the key is unknown and why, instead of leaving it blank."""
     from analysis.overview import operators_table
-    from spark_io.checkpoint import read_key_fields
+    from spark_io.logs.checkpoint import read_key_fields
 
     cp = copy_sample("windowed_agg")
     (cp / "state" / "0" / "0" / "_metadata" / "schema").write_bytes(b"\x00\x01garbage")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_io.checkpoint import read_checkpoint
+from spark_io.logs.checkpoint import read_checkpoint
 from support import ROOT, SAMPLES, sample
 
 

@@ -85,9 +85,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 
 DIAGNOSES = """
 import json, sys
-from spark_io import health, session
-from spark_io.diagnosis import why_missing
-from spark_io.workspace import Workspace
+from spark_io.gather import health
+from spark_io.runtime import session
+from spark_io.gather.diagnosis import why_missing
+from spark_io.gather.workspace import Workspace
 session.configure(master=sys.argv[1])
 cp = sys.argv[2]
 out = {

@@ -18,10 +18,11 @@ from analysis import why_missing as wm
 from analysis.doctor import examine
 from analysis.model import StateSource, table_name
 from analysis.report import checkup_report
-from spark_io import health, state_reader
-from spark_io.checkpoint import list_state_files, read_checkpoint
-from spark_io.diagnosis import why_missing
-from spark_io.workspace import Workspace
+from spark_io.gather import health
+from spark_io.gather.diagnosis import why_missing
+from spark_io.gather.workspace import Workspace
+from spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from spark_io.readers import state_reader
 from support import COMPAT, COMPAT_NAMES
 
 KIND = {
@@ -69,7 +70,7 @@ def spark_feed(name: str, side: str) -> dict[str, list[Any]]:
     code): rows that entered and left state within one batch show here and in no batch's state."""
     from pyspark.sql import functions as F
 
-    from spark_io.session import get_spark
+    from spark_io.runtime.session import get_spark
 
     t = truth(name)
     if t["conf"].get("spark.sql.streaming.stateStore.providerClass", "").endswith("RocksDBStateStoreProvider") and not t[

@@ -23,12 +23,12 @@ from support import ROOT, sample
 PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from spark_io import session
-from spark_io.checkpoint import read_checkpoint
-from spark_io.state_reader import StateSource, read_state
-from spark_io.workspace import Workspace
-from spark_io.diagnosis import why_missing
-from spark_io.health import skew
+from spark_io.runtime import session
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers.state_reader import StateSource, read_state
+from spark_io.gather.workspace import Workspace
+from spark_io.gather.diagnosis import why_missing
+from spark_io.gather.health import skew
 cp = sys.argv[2]
 out = {"remote": session.target().remote}
 info = read_checkpoint(cp)
@@ -39,7 +39,7 @@ out["sql"] = Workspace(cp).execute("SELECT value.matched AS m, count(*) AS n FRO
 out["why"] = [[r.key, r.verdict, r.side, r.evicted_at_batch, r.was_matched] for r in why_missing(cp, ["ord-150", "ord-154", "ord-156", "ord-6", "ord-1000"]).results]
 out["skew"] = skew(cp).rows_by_partition
 import os
-from spark_io.checkpoint import list_state_files
+from spark_io.logs.checkpoint import list_state_files
 os.environ["STATELENS_LOGS_VIA_SPARK"] = "1"  # the log facts through Spark's binaryFile reader
 via = read_checkpoint("file://" + cp)
 out["batches_via_spark"] = [[b.batch_id, b.watermark_ms, b.committed] for b in via.batches]

@@ -8,7 +8,7 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from spark_io.checkpoint import read_checkpoint
+from spark_io.logs.checkpoint import read_checkpoint
 from support import ROOT, SAMPLES, sample
 
 DOCS = [ROOT / "README.md", SAMPLES / "README.md"]

@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from spark_io.checkpoint import doctor
+from spark_io.logs.checkpoint import doctor
 from support import COMPAT, SAMPLES
 
 V2 = COMPAT / "4.3.0" / "checkpoint_v2"  # RocksDB, checkpoint format 2: Spark's CRC32C sidecars on state files
@@ -95,7 +95,7 @@ def test_the_restart_cost_is_the_newest_snapshot_and_the_changes_after_it() -> N
 
 def test_the_health_report_carries_the_doctor() -> None:
     from analysis.report import checkup_report
-    from spark_io.health import checkup
+    from spark_io.gather.health import checkup
 
     c = checkup(str(V2))
     assert c.doctor is not None

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from analysis import fate as F
-from spark_io import engine
-from spark_io.diagnosis import why_missing
+from spark_io.gather.diagnosis import why_missing
+from spark_io.readers import engine
 from support import SAMPLES, ms, sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -253,8 +253,8 @@ def test_the_operator_watermarks_worked_out_equal_the_plans() -> None:
     """Without the event log's plans the per-operator watermarks are worked out as Spark's
     PropagateWatermarkSimulator does: they must equal what each batch's plan states."""
     from analysis.query_plan import operator_watermarks
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.progress import read_progress
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.logs.progress import read_progress
 
     for name in ("chained_join_agg", CHAIN, CLICKS):
         info = read_checkpoint(sample(name))

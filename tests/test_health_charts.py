@@ -9,7 +9,7 @@ from analysis import charts, health
 from analysis.export import figure_bytes
 from analysis.model import Batch
 from analysis.report import checkup_figures
-from spark_io import health as spark_health
+from spark_io.gather import health as spark_health
 from support import COMPAT, sample
 
 HEALTHY = [

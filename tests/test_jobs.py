@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from spark_io import jobs, session
+from spark_io.runtime import jobs, session
 
 
 class Cancelled(Exception):

@@ -14,9 +14,9 @@ import pytest
 
 from analysis import why_missing as wm
 from analysis.query_plan import join_plans, readable
-from spark_io.checkpoint import read_checkpoint
-from spark_io.diagnosis import why_missing
-from spark_io.progress import read_progress
+from spark_io.gather.diagnosis import why_missing
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.logs.progress import read_progress
 from support import ROOT, SAMPLES, generate, sample
 
 EVENT_LOGS = SAMPLES / "event_logs"

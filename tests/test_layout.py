@@ -75,3 +75,61 @@ def test_analysis_imports_without_pyspark_duckdb_or_streamlit() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-2000:]
     assert len(modules) >= 12
+
+
+# spark_io's rooms, lowest first: a module imports its own room and the rooms before it, never after
+ROOMS = ("storage", "runtime", "logs", "readers", "gather")
+
+
+def _spark_io_imports() -> dict[str, set[str]]:
+    """spark_io module -> the spark_io modules it imports (at the top or inside a function; for a
+    TYPE_CHECKING import too: a loop there is a loop in the design)."""
+
+    def module_of(name: str) -> str:
+        path = ROOT / name.replace(".", "/")
+        return name if path.with_suffix(".py").exists() or path.is_dir() else name.rsplit(".", 1)[0]
+
+    out: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "spark_io").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spark_io"):
+                deps |= {module_of(f"{node.module}.{a.name}") for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("spark_io")}
+        out[name] = deps - {name}
+    return out
+
+
+def test_spark_io_rooms_import_downwards_only() -> None:
+    imports = _spark_io_imports()
+    rooms = {m.split(".")[1] for m in imports if m.count(".")}
+    assert rooms == set(ROOMS), rooms  # every module is in a room; a new room is placed in ROOMS
+    assert [m for m in imports if m.count(".") == 0] == ["spark_io"]
+    for module, deps in imports.items():
+        if module == "spark_io":
+            continue
+        mine = ROOMS.index(module.split(".")[1])
+        for dep in deps:
+            assert dep.count(".") and ROOMS.index(dep.split(".")[1]) <= mine, f"{module} imports {dep}: rooms import downwards"
+
+
+def test_spark_io_has_no_import_loop() -> None:
+    imports = _spark_io_imports()
+    state: dict[str, int] = {}
+    loops: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for dep in sorted(imports.get(module, ())):
+            if state.get(dep) == 1:
+                loops.append([*path[path.index(dep) :], dep] if dep in path else [module, dep])
+            elif dep in imports and dep not in state:
+                visit(dep, [*path, dep])
+        state[module] = 2
+
+    for module in sorted(imports):
+        if module not in state:
+            visit(module, [module])
+    assert loops == [], [" -> ".join(loop) for loop in loops]

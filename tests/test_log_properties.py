@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from analysis.errors import StateLensError
 from analysis.overview import batches_table, overview_dict, summary
-from spark_io.checkpoint import MAX_MS, read_checkpoint
+from spark_io.logs.checkpoint import MAX_MS, read_checkpoint
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ms = st.integers(min_value=0, max_value=MAX_MS)

@@ -18,12 +18,13 @@ from test_cli import no_java_env, run_cli
 from analysis import diagnose
 from analysis.errors import NativeUnsupported
 from analysis.model import StateSource, sources_of
-from spark_io import engine, health
-from spark_io.checkpoint import read_checkpoint
-from spark_io.diagnosis import SparkState
-from spark_io.native.access import NativeState, simple_type
-from spark_io.native.hashing import partition_of
-from spark_io.native.reader import NativeReader
+from spark_io.gather import health
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers import engine
+from spark_io.readers.native.access import NativeState, simple_type
+from spark_io.readers.native.hashing import partition_of
+from spark_io.readers.native.reader import NativeReader
+from spark_io.readers.spark_state import SparkState
 from support import COMPAT_NAMES, SAMPLE_NAMES, sample
 
 ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]
@@ -209,7 +210,7 @@ def test_key_codes_number_equal_keys_alike(keys: list[bytes]) -> None:
     of first appearance, whatever their bytes (empty keys, shared prefixes, hash collisions)."""
     import numpy as np
 
-    from spark_io.native.records import Records, key_codes
+    from spark_io.readers.native.records import Records, key_codes
 
     sizes = np.array([len(k) for k in keys], np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if keys else np.zeros(0, np.int64)
@@ -229,7 +230,7 @@ def test_the_text_cut_keeps_exactly_the_keys_that_hold_a_text(keys: list[str], n
     longer than the key, multi-byte UTF-8)."""
     import numpy as np
 
-    from spark_io.native.records import Records, containing
+    from spark_io.readers.native.records import Records, containing
 
     raw = [k.encode() for k in keys]
     sizes = np.array([len(k) for k in raw], np.int64)
@@ -245,7 +246,7 @@ def test_a_version_is_made_from_every_changelog_when_they_are_kept_or_small() ->
     """The native reader makes a RocksDB version from the changelogs since version 1 where they are
     all kept, or their files are at most twice the snapshot's SST files; from a snapshot it keeps,
     first. Both ways read the same rows as Spark (``test_native_equality``)."""
-    from spark_io.native.stores import KeptFiles, PartitionFiles, RocksPartition
+    from spark_io.readers.native.stores import KeptFiles, PartitionFiles, RocksPartition
     from spark_io.storage import LocalStorage
 
     part = PartitionFiles.of(LocalStorage(sample("join_rocksdb")), "state/0/0/left-keyWithIndexToValue")
@@ -263,7 +264,7 @@ def test_a_version_is_made_from_every_changelog_when_they_are_kept_or_small() ->
 def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike() -> None:
     """After a key's answer (its partition read), the other partitions' RocksDB snapshots are read
     in the background; the next keys are answered from them exactly as from a fresh reader."""
-    from spark_io.diagnosis import between_questions
+    from spark_io.readers.access import between_questions
 
     info = read_checkpoint(sample("join_rocksdb"))
     warmed = NativeState(info)
@@ -285,7 +286,7 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
 
 
 def test_the_kept_files_keep_to_their_budget_and_read_the_same(tmp_path: Path) -> None:
-    from spark_io.native.stores import KeptFiles, PartitionFiles
+    from spark_io.readers.native.stores import KeptFiles, PartitionFiles
     from spark_io.storage import LocalStorage
 
     root = LocalStorage(sample("join_rocksdb"))
@@ -318,7 +319,7 @@ def test_growth_of_every_state_variable_counts_the_rows_spark_reads(name: str, s
     at each of its batches, on both engines."""
     from pyspark.sql import functions as F
 
-    from spark_io.state_reader import state_frame, to_arrow
+    from spark_io.readers.state_reader import state_frame, to_arrow
 
     info = read_checkpoint(sample(name))
     for which in ("native", "spark"):

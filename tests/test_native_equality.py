@@ -21,10 +21,10 @@ import pytest
 
 from analysis.errors import StateReadError
 from analysis.model import CheckpointInfo, StateSource, sources_of
-from spark_io.checkpoint import read_checkpoint, state_metadata_table
-from spark_io.native.reader import NativeReader
-from spark_io.native.stores import RocksPartition
-from spark_io.state_reader import has_change_feed
+from spark_io.logs.checkpoint import read_checkpoint, state_metadata_table
+from spark_io.readers.native.reader import NativeReader
+from spark_io.readers.native.stores import RocksPartition
+from spark_io.readers.state_reader import has_change_feed
 from support import COMPAT_NAMES, SAMPLE_NAMES, SAMPLES, sample
 
 ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]

@@ -100,8 +100,8 @@ def cli(*args: str) -> tuple[int, str, str]:
 def _key_of(path: str) -> list[str]:
     """A key the query really had (the first row of its first store's newest state) and one never seen."""
     from analysis.model import sources_of
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.native.reader import NativeReader
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers.native.reader import NativeReader
 
     info = read_checkpoint(path)
     if not info.operators or not info.committed_batches:
@@ -120,7 +120,7 @@ def _key_of(path: str) -> list[str]:
 
 def commands(cp: str, event_log: str | None, every: bool) -> list[list[str]]:
     from analysis.model import sources_of, table_name
-    from spark_io.checkpoint import read_checkpoint
+    from spark_io.logs.checkpoint import read_checkpoint
 
     info = read_checkpoint(cp)
     table = table_name(sources_of(info.operators[0])[0]) if info.operators else "op0"
@@ -228,8 +228,8 @@ def test_a_key_lookup_lists_each_folder_once_and_fetches_only_the_keys_partition
     the key's partition (Spark's hash of the key, as the native reader computes it), each folder
     listed once."""
     from analysis.model import sources_of
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.native.reader import NativeReader
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers.native.reader import NativeReader
 
     server = servers["s3"]
     uri = stores.uri_of("s3", "checkpoints/hot_key_join")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from analysis import diagnose
+from analysis.diagnose import lookup_sources
 from analysis.model import default_operator
-from spark_io.checkpoint import read_checkpoint
-from spark_io.diagnosis import SparkState, key_fields_of, lookup_sources
+from spark_io.gather.diagnosis import key_fields_of
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers.spark_state import SparkState
 from support import COMPAT_NAMES, SAMPLE_NAMES, SAMPLES
 
 ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]

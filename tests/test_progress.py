@@ -21,8 +21,8 @@ from test_checkpoint import expected_watermarks
 from analysis import why_missing as wm
 from analysis.errors import ProgressNotFound, ProgressReadError
 from analysis.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
-from spark_io.checkpoint import read_checkpoint, read_source_offsets
-from spark_io.progress import read_progress
+from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
+from spark_io.logs.progress import read_progress
 from support import ROOT, SAMPLES, ms, sample, scenario
 
 EVENT_LOGS = SAMPLES / "event_logs"
@@ -190,7 +190,7 @@ def _first_late_batch(name: str, t: int) -> int:
 
 def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
     """ord-153's payment (case 3: 8 minutes before the order) never joined: it came late."""
-    from spark_io.diagnosis import why_missing
+    from spark_io.gather.diagnosis import why_missing
 
     t = ms(_payment_time(153))
     arrived = next(
@@ -215,7 +215,7 @@ def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
 
 
 def test_event_time_never_behind_the_watermark_is_not_late() -> None:
-    from spark_io.diagnosis import why_missing
+    from spark_io.gather.diagnosis import why_missing
 
     info = read_checkpoint(sample("join_hdfs"))
     t = info.batches[-1].watermark_ms + 3_600_000
@@ -224,7 +224,7 @@ def test_event_time_never_behind_the_watermark_is_not_late() -> None:
 
 
 def test_matched_key_keeps_its_verdict_with_an_event_time() -> None:
-    from spark_io.diagnosis import why_missing
+    from spark_io.gather.diagnosis import why_missing
 
     output = json.loads((SAMPLES / "outputs" / "join_hdfs.json").read_text())
     assert [r for r in output if r["order_id"] == "ord-156"]  # it joined
@@ -235,7 +235,7 @@ def test_matched_key_keeps_its_verdict_with_an_event_time() -> None:
 
 def test_windowed_agg_late_event_in_a_window_never_in_state() -> None:
     """The batch-4 late event (user-0, 20 minutes old) fell in a window the state never held."""
-    from spark_io.diagnosis import why_missing
+    from spark_io.gather.diagnosis import why_missing
 
     (late_ev,) = [r for r in scenario("windowed_agg").batches[4]["events"] if r["event_id"].startswith("late-")]
     t = ms(late_ev["event_time"])
@@ -409,7 +409,7 @@ def test_snapshot_lag_is_what_spark_reported_and_its_snapshots_exist(name: str) 
     """Spark's own SnapshotLastUploaded metrics of the newest batch: every snapshot it names is a file
     of the checkpoint, and the files hold one at least as new (Spark uploads snapshots after the batch)."""
     from analysis.progress import snapshot_lags
-    from spark_io.checkpoint import doctor
+    from spark_io.logs.checkpoint import doctor
 
     info = read_checkpoint(sample(name))
     lags = snapshot_lags(read_progress(str(EVENT_LOGS / name), info))

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from analysis.inputs import event_time_us, filter_verdict
 from analysis.query_plan import Window, join_plans
-from spark_io.checkpoint import read_checkpoint
-from spark_io.progress import read_progress
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.logs.progress import read_progress
 from support import SAMPLES, sample
 
 

@@ -12,11 +12,11 @@ import pytest
 import cli
 from analysis.model import sources_of
 from analysis.report import checkup_report
-from spark_io.checkpoint import list_state_files, read_checkpoint
-from spark_io.diagnosis import why_missing
-from spark_io.health import checkup
-from spark_io.state_reader import read_changes, read_state, read_state_metadata
-from spark_io.workspace import Workspace
+from spark_io.gather.diagnosis import why_missing
+from spark_io.gather.health import checkup
+from spark_io.gather.workspace import Workspace
+from spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from spark_io.readers.state_reader import read_changes, read_state, read_state_metadata
 from support import SAMPLE_NAMES, SAMPLES, tree_checksums
 
 pytestmark = pytest.mark.usefixtures("spark")

@@ -9,8 +9,9 @@ import re
 import pytest
 
 from analysis.errors import CheckpointNotFound, NotACheckpoint
-from spark_io.checkpoint import SparkFiles, list_state_files, open_files, read_checkpoint
-from spark_io.diagnosis import why_missing
+from spark_io.gather.diagnosis import why_missing
+from spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from spark_io.logs.files import SparkFiles, open_files
 from spark_io.storage.locations import is_local
 from support import SAMPLE_NAMES, sample
 

@@ -14,10 +14,10 @@ from test_cli import run_cli
 
 from analysis.errors import BatchOutOfRange
 from analysis.model import StateSource
-from spark_io import engine, state_reader
-from spark_io.checkpoint import doctor, read_checkpoint
-from spark_io.native.access import simple_type
-from spark_io.native.reader import NativeReader
+from spark_io.logs.checkpoint import doctor, read_checkpoint
+from spark_io.readers import engine, state_reader
+from spark_io.readers.native.access import simple_type
+from spark_io.readers.native.reader import NativeReader
 from support import COMPAT_NAMES
 
 NAMES = [f"compat/{n}" for n in COMPAT_NAMES if n.endswith("/repartitioned")]

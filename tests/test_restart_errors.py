@@ -15,7 +15,7 @@ import pytest
 import restart_errors
 
 from analysis.restart_error import RestartExplanation
-from spark_io.checkpoint import doctor, explain_restart_error
+from spark_io.logs.checkpoint import doctor, explain_restart_error
 from support import ROOT, SAMPLES
 
 

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from analysis.errors import StateReadError
 from analysis.model import StateSource
-from spark_io.checkpoint import read_checkpoint
-from spark_io.codecs import decompress
-from spark_io.native import kernels
-from spark_io.native.reader import NativeReader
-from spark_io.native.records import LZ4_SEED
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.logs.codecs import decompress
+from spark_io.readers.native import kernels
+from spark_io.readers.native.reader import NativeReader
+from spark_io.readers.native.records import LZ4_SEED
 from support import COMPAT
 
 HDFS_CHECKSUMS = "compat/4.3.0/row_checksum_hdfs"
@@ -207,8 +207,8 @@ def test_the_compiled_avro_decoder_equals_fastavro(records: list[dict[str, Any]]
     import fastavro
     import numpy as np
 
-    from spark_io.native import avro_rows
-    from spark_io.native.unsafe_row import Rows
+    from spark_io.readers.native import avro_rows
+    from spark_io.readers.native.unsafe_row import Rows
 
     schema = avro_rows.parsed(_SCHEMA)
     raw = bytearray()

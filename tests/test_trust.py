@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import cli
 from analysis import why_missing as wm
-from spark_io.diagnosis import why_missing
+from spark_io.gather.diagnosis import why_missing
 from support import COMPAT, ROOT, SAMPLES, tree_checksums
 
 
@@ -125,9 +125,12 @@ LOADED = [
 def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ignore[no-untyped-def]
     """The app's loaded state (Arrow in memory) gives the verdicts of reading through Spark per key."""
     from analysis import diagnose
+    from analysis.diagnose import lookup_sources
     from analysis.model import default_operator
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.diagnosis import SparkState, key_fields_of, load_state, lookup_sources
+    from spark_io.gather.diagnosis import key_fields_of
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers.access import load_state
+    from spark_io.readers.spark_state import SparkState
 
     info = read_checkpoint(str(SAMPLES / name))
     op = default_operator(info)
@@ -151,8 +154,8 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
 
 def test_eviction_delay_in_spark_equals_the_python_reference(spark) -> None:  # type: ignore[no-untyped-def]
     from analysis.model import StateSource
-    from spark_io.checkpoint import read_checkpoint
-    from spark_io.diagnosis import SparkState
+    from spark_io.logs.checkpoint import read_checkpoint
+    from spark_io.readers.spark_state import SparkState
 
     for name in ("join_hdfs", "compat/3.5.9/join_hdfs", "compat/4.3.0/full_outer_join"):
         info = read_checkpoint(str(SAMPLES / name))
@@ -187,7 +190,7 @@ def test_a_checkpoint_without_change_feed_says_so(capsys, spark) -> None:  # typ
 def test_damaged_schema_file_leaves_the_operator_unknown_and_says_why(tmp_path: Path) -> None:
     import shutil
 
-    from spark_io.checkpoint import read_checkpoint
+    from spark_io.logs.checkpoint import read_checkpoint
 
     cp = tmp_path / "agg"
     shutil.copytree(COMPAT / "3.5.9" / "windowed_agg", cp)

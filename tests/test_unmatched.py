@@ -12,8 +12,8 @@ import pytest
 from analysis import why_missing as wm
 from analysis.errors import InvalidInput
 from analysis.model import StateSource
-from spark_io import engine
-from spark_io.unmatched import unmatched
+from spark_io.gather.unmatched import unmatched
+from spark_io.readers import engine
 from support import COMPAT, ROOT, SAMPLES, sample, scenario
 
 JOINS = [sample("join_hdfs"), sample("join_rocksdb"), str(COMPAT / "4.3.0" / "join_state_format_3")]
@@ -50,7 +50,7 @@ def test_unmatched_keys_are_the_orders_that_never_joined(path: str) -> None:
     assert sum(report.counts().values()) == len(report.keys)
     # each verdict is the one why-missing gives the key
     sample_keys = {k.verdict: k for k in report.keys}
-    from spark_io.diagnosis import why_missing
+    from spark_io.gather.diagnosis import why_missing
 
     keys = [k for k in report.keys if k.verdict != wm.CONDITION_NOT_MET or k.side != "both"]
     sample_keys = {k.verdict: k for k in keys}

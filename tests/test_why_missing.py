@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from analysis import why_missing as wm
 from analysis.errors import BatchOutOfRange, InvalidInput, UnknownOperator
 from analysis.model import StateSource
-from spark_io.checkpoint import read_checkpoint
-from spark_io.diagnosis import why_missing
-from spark_io.state_reader import read_changes
-from spark_io.workspace import Workspace
+from spark_io.gather.diagnosis import why_missing
+from spark_io.gather.workspace import Workspace
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers.state_reader import read_changes
 from support import SAMPLES, ms, sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")

@@ -8,8 +8,8 @@ import pytest
 
 from analysis.errors import BatchOutOfRange, SqlError
 from analysis.examples import example_queries
-from spark_io.checkpoint import read_checkpoint
-from spark_io.workspace import Workspace, table_specs
+from spark_io.gather.workspace import Workspace, table_specs
+from spark_io.logs.checkpoint import read_checkpoint
 from support import sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -107,7 +107,7 @@ def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-unty
 
     from analysis.errors import RowBudgetExceeded
     from analysis.model import StateSource
-    from spark_io.state_reader import RowFilter, read_state
+    from spark_io.readers.state_reader import RowFilter, read_state
 
     full, _ = read_state(sample("unbounded_agg"), StateSource(0))
     per_part = Counter(full.column("partition_id").to_pylist())

@@ -11,8 +11,9 @@ from analysis import charts
 from analysis.export import display_table
 from analysis.key_columns import columns_equal_to_key
 from analysis.model import sources_of, table_name
-from spark_io import crosscheck, engine
-from spark_io.state_reader import RowFilter, arrow_schema_rows
+from spark_io.gather import crosscheck
+from spark_io.readers import engine
+from spark_io.readers.state_reader import RowFilter, arrow_schema_rows
 from views.common import (
     chart,
     check_with_spark,

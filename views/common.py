@@ -32,13 +32,18 @@ from analysis.progress import ProgressLog
 from analysis.sources import SourceBatch
 from analysis.state_access import StateAccess
 from analysis.unmatched import UnmatchedReport
-from spark_io import checkpoint, diagnosis, engine, health, jobs, session, storage, unmatched
-from spark_io.arrivals import arrivals_for
-from spark_io.progress import log_fingerprint as _log_fingerprint
-from spark_io.progress import read_progress
-from spark_io.state_reader import RowFilter
+from spark_io import storage
+from spark_io.gather import diagnosis, health, unmatched
+from spark_io.gather.arrivals import arrivals_for
+from spark_io.gather.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
+from spark_io.logs import checkpoint, files
+from spark_io.logs.progress import log_fingerprint as _log_fingerprint
+from spark_io.logs.progress import read_progress
+from spark_io.readers import engine
+from spark_io.readers.access import between_questions, load_state, state_access
+from spark_io.readers.state_reader import RowFilter
+from spark_io.runtime import jobs, session
 from spark_io.storage.locations import is_local
-from spark_io.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))
@@ -70,8 +75,8 @@ def samples_folder() -> str:
 
 @st.cache_data(show_spinner="Listing checkpoints…", ttl=30, max_entries=16)
 def checkpoints_under(prefix: str) -> list[Any]:
-    """Every checkpoint under a folder or prefix (``spark_io.fleet``), kept 30 s."""
-    from spark_io.fleet import list_checkpoints
+    """Every checkpoint under a folder or prefix (``spark_io.gather.fleet``), kept 30 s."""
+    from spark_io.gather.fleet import list_checkpoints
 
     return list_checkpoints(prefix)
 
@@ -149,7 +154,7 @@ def asking() -> Iterator[None]:
 
 def fingerprint(path: str) -> tuple[int, int]:
     """Changes when the checkpoint commits a new batch: the key for cached reads."""
-    return checkpoint.fingerprint(path)
+    return files.fingerprint(path)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -165,7 +170,7 @@ def checkpoint_info() -> CheckpointInfo | None:
         return None
     with guard():
         if is_local(path):
-            checkpoint.resolve_checkpoint(path)  # fail fast, and never cache a bad path
+            files.resolve_checkpoint(path)  # fail fast, and never cache a bad path
         return _info(path, fingerprint(path))
     return None
 
@@ -263,7 +268,7 @@ def _diagnose(
     report = diagnose.why_missing(
         access, info, list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress, arrivals
     )
-    diagnosis.between_questions(access)
+    between_questions(access)
     return report
 
 
@@ -272,7 +277,7 @@ def _loaded_state(path: str, operator_id: int, batch: int, fp: tuple[int, int], 
     """One operator's state and change feeds at a batch, kept for every key asked after (shared by
     the browser sessions): the native reader's access, or Spark's loaded in memory (read through
     Spark per question when too big)."""
-    return diagnosis.load_state(_info(path, fp), operator_id, batch)
+    return load_state(_info(path, fp), operator_id, batch)
 
 
 def diagnose_cached(
@@ -304,7 +309,7 @@ def _whole(
     log_fp: tuple[int, int],
     engine_name: str,
 ) -> diagnosis.WhyMissingReport:
-    from spark_io.fate import why_missing_whole
+    from spark_io.gather.fate import why_missing_whole
 
     info = _info(path, fp)
     progress = progress_cached(path, event_log) if event_log else None
@@ -312,7 +317,7 @@ def _whole(
     report = why_missing_whole(
         path, list(keys), access, batch, key_field, info, join_type, event_time_ms, progress, input_root, sink
     )
-    diagnosis.between_questions(access)
+    between_questions(access)
     return report
 
 
@@ -320,7 +325,7 @@ def _whole(
 def _whole_access(path: str, fp: tuple[int, int], engine_name: str) -> StateAccess:
     """The state every operator's questions read, kept for the keys asked after (the native reader
     keeps the files it read)."""
-    return diagnosis.state_access(_info(path, fp))
+    return state_access(_info(path, fp))
 
 
 def whole_query_cached(
@@ -343,7 +348,7 @@ def whole_query_cached(
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _fate_columns(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str) -> list[str]:
-    from spark_io.fate import key_columns_of
+    from spark_io.gather.fate import key_columns_of
 
     progress = progress_cached(path, event_log) if event_log else None
     return key_columns_of(_info(path, fp), _whole_access(path, fp, engine_name), progress)
@@ -587,7 +592,7 @@ ENGINE_CHOICES = {
 
 
 def engine_settings() -> None:
-    """Sidebar: who reads the state (``spark_io.engine``); server-wide, like the Spark setting."""
+    """Sidebar: who reads the state (``spark_io.readers.engine``); server-wide, like the Spark setting."""
     current = engine.current()
     with st.sidebar.expander(f"State reader: {current}"):
         st.radio(
@@ -627,7 +632,7 @@ def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
     """Run a Spark read with a live progress line and a Cancel button.
 
     Clicking Cancel reruns the page: the next progress update stops this script run, which
-    interrupts the read's Spark jobs (``spark_io.jobs``); the rerun then says it was cancelled
+    interrupts the read's Spark jobs (``spark_io.runtime.jobs``); the rerun then says it was cancelled
     instead of starting the read again. Cached reads return at once without any of this.
     """
     flag = f"_cancelled:{key}"

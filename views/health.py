@@ -8,8 +8,8 @@ from analysis import charts
 from analysis.health import counted_stores_text, key_json, rows_in_state
 from analysis.model import sources_of
 from analysis.report import checkup_report
-from spark_io import crosscheck
-from spark_io.health import default_store
+from spark_io.gather import crosscheck
+from spark_io.gather.health import default_store
 from views.common import (
     chart,
     chart_downloads,

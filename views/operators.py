@@ -6,8 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.layout import schema_files, store_files_summary, version_history
-from spark_io import crosscheck, engine, state_reader
-from spark_io.checkpoint import list_state_files
+from spark_io.gather import crosscheck
+from spark_io.logs.checkpoint import list_state_files
+from spark_io.readers import engine, state_reader
 from views.common import (
     check_with_spark,
     checkpoint_info,

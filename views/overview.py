@@ -12,7 +12,7 @@ from analysis import charts
 from analysis.health import human_bytes
 from analysis.overview import batches_table, conf_table, operators_table, repartition_lines, summary
 from analysis.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
-from spark_io.checkpoint import explain_restart_error
+from spark_io.logs.checkpoint import explain_restart_error
 from views.common import (
     chart,
     chart_downloads,

@@ -8,8 +8,8 @@ import streamlit as st
 
 from analysis.examples import example_queries
 from analysis.export import display_table, to_csv_bytes, to_parquet_bytes
-from spark_io.state_reader import RowFilter
-from spark_io.workspace import DEFAULT_ROW_BUDGET
+from spark_io.gather.workspace import DEFAULT_ROW_BUDGET
+from spark_io.readers.state_reader import RowFilter
 from views.common import checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed

@@ -12,7 +12,7 @@ from analysis.charts import key_timeline_figure
 from analysis.export import display_rows
 from analysis.key_verdicts import AGGREGATION, operator_kind
 from analysis.progress import parse_event_time
-from spark_io import crosscheck
+from spark_io.gather import crosscheck
 from views.common import (
     chart,
     check_with_spark,

@@ -1,0 +1,71 @@
+"""Why-missing on a checkpoint, gathered: the state the chosen engine reads (``readers.access``),
+the late arrivals in the input files, the event log's plan and progress, handed to
+``analysis.diagnose.why_missing`` (one operator) or ``gather.fate`` (the whole query).
+"""
+
+from __future__ import annotations
+
+from analysis import diagnose, key_columns
+from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
+from analysis.model import CheckpointInfo, operator_of, resolve_batch
+from analysis.state_access import StateAccess
+from spark_io.gather.arrivals import arrivals_for
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers.access import state_access
+
+
+def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
+    """The key fields a user can match for an operator, the default one first."""
+    return list(key_field_labels(info, operator_id, columns=False))
+
+
+def key_field_labels(
+    info: CheckpointInfo, operator_id: int, access: StateAccess | None = None, columns: bool = True
+) -> dict[str, str]:
+    """``key_fields_of`` with how each reads: a join's ``field0`` as ``field0 (order_id)``;
+    ``access``: the state the questions after will read (what it reads for this is kept);
+    ``columns=False``: the fields only (no read of rows: through Spark that is a job per side)."""
+    op = operator_of(info, operator_id)
+    access, batch = access or state_access(info), resolve_batch(info, None)
+    sources = lookup_sources(op)
+    fields = ordered_key_fields(access.key_fields(sources[0][1], batch))
+    by_side = {name: access.key_columns(src, batch) for name, src in sources} if op.is_join and columns else {}
+    return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
+
+
+def why_missing(
+    path: str,
+    keys: list[str],
+    operator_id: int | None = None,
+    batch_id: int | None = None,
+    key_field: str | None = None,
+    info: CheckpointInfo | None = None,
+    join_type: str | None = None,
+    event_time_ms: int | None = None,
+    event_log: str | None = None,
+    input_root: str | None = None,
+    sink: str | None = None,
+    whole_query: bool | None = None,
+) -> WhyMissingReport:
+    """Why-missing on a checkpoint, read by the chosen engine. Without an operator (``whole_query``
+    by default then), each key is followed from the input files through every operator to the sink
+    (``spark_io.gather.fate``); with one, that operator's verdict alone. ``event_log``: where the query's
+    progress and plans are (an event log or progress JSON lines), read for the whole query, for an
+    event time, a join's plan or an aggregation's output mode."""
+    info = info or read_checkpoint(path)
+    whole = operator_id is None if whole_query is None else whole_query
+    progress = None
+    if event_log:  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
+        from spark_io.logs.progress import read_progress
+
+        progress = read_progress(event_log, info)
+    if whole:
+        from spark_io.gather.fate import why_missing_whole
+
+        return why_missing_whole(
+            path, keys, state_access(info), batch_id, key_field, info, join_type, event_time_ms, progress, input_root, sink
+        )
+    arrivals = arrivals_for(info, keys, operator_id, event_time_ms, progress)
+    return diagnose.why_missing(
+        state_access(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress, arrivals
+    )

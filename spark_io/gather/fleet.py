@@ -1,0 +1,60 @@
+"""Every checkpoint under a local folder or a bucket prefix (``statelens ls``, the app's
+*Checkpoints* page): found level by level with one listing per folder (a checkpoint's own
+folders are not descended into), then per checkpoint its logs, one listing of its state tree and
+the doctor on them. Only listings and small log files are read: no state file is downloaded."""
+
+from __future__ import annotations
+
+import time
+
+from analysis.doctor import examine
+from analysis.errors import NotACheckpoint, StateLensError
+from analysis.fleet import CheckpointRow, row_of
+from spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from spark_io.storage import open_storage
+from spark_io.storage.base import parallel
+
+MAX_DEPTH = 8  # folders below the prefix a checkpoint may sit at
+MAX_CHECKPOINTS = 1000
+
+
+def find_checkpoints(prefix: str) -> list[str]:
+    """The folders under ``prefix`` (itself included) holding ``offsets/`` and ``commits/``, sorted."""
+    storage = open_storage(prefix)
+    found: list[str] = []
+    level = [""]
+    for _ in range(MAX_DEPTH + 1):
+        if not level or len(found) >= MAX_CHECKPOINTS:
+            break
+        listings = storage.map(storage.listdir, level)
+        below: list[str] = []
+        for rel, entries in zip(level, listings, strict=True):
+            dirs = {e.name: e.path for e in entries if e.is_dir}
+            if "offsets" in dirs and "commits" in dirs:
+                found.append(storage.where(rel))
+            else:
+                below += [p for n, p in dirs.items() if not n.startswith((".", "_"))]
+        level = below
+    if not found and storage.info("") is None:
+        raise NotACheckpoint(f"{prefix} does not exist (or holds nothing): check the path.")
+    return sorted(found)[:MAX_CHECKPOINTS]
+
+
+def checkpoint_row(path: str, now_ms: int) -> CheckpointRow:
+    """One row; a checkpoint that cannot be read is a row saying why (the others still answer)."""
+    try:
+        info = read_checkpoint(path)
+        unreadable: list[str] = []
+        files = list_state_files(info.path, unreadable)
+        return row_of(info, files, examine(info, files, unreadable, now_ms), now_ms)
+    except StateLensError as e:
+        return CheckpointRow(path, error=f"{e.title}: {e.message}")
+
+
+def list_checkpoints(prefix: str, now_ms: int | None = None) -> list[CheckpointRow]:
+    """A row for every checkpoint under ``prefix`` (read in parallel on object storage)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    paths = find_checkpoints(prefix)
+    if open_storage(prefix, check=False).remote:
+        return parallel(lambda p: checkpoint_row(p, now), paths)
+    return [checkpoint_row(p, now) for p in paths]

@@ -1,0 +1,548 @@
+"""A key's records in the query's input files and in a file sink's output (``analysis.inputs``).
+
+A file source lists, per batch, the files it read (``sources/<n>/``, ``analysis.sources``). Each
+file still on a local disk is searched for the keys:
+
+* JSON lines and CSV: the file's bytes are searched for each key first (a byte search: files that
+  do not hold a key's bytes are not parsed), then only the lines that hold it are parsed: a
+  record answers a key when the key's column holds exactly the key;
+* Parquet: DuckDB reads the files with the key's column compared to the key (row groups whose
+  statistics exclude the key are skipped);
+* text: the lines that hold the key (the source's one column, ``value``).
+
+Keys not found exactly are searched again for near misses (case, surrounding whitespace,
+punctuation, the same digits) in DuckDB over every listed file of their sources. Files that are
+gone, remote, outside the allowed roots or of another format are named, never guessed. A file sink
+(``_spark_metadata/<batch>``, compacted every 10 batches) is searched the same way for the rows
+each batch wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.errors import StateLensError
+from analysis.inputs import InputRecord, InputSearch
+from analysis.model import CheckpointInfo
+from analysis.near_miss import digits, near_miss_reason, normalize
+from spark_io.logs.checkpoint import read_source_offsets
+from spark_io.runtime.engine_choice import reads_natively
+from spark_io.storage import Entry, open_storage
+from spark_io.storage.locations import check_allowed, is_local, local_path
+
+MAX_FILE_BYTES = 512 * 1024**2  # a larger input file is named, not read
+FORMATS = {
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".parquet": "parquet",
+    ".txt": "text",
+    ".text": "text",
+}
+ANY = "any column"  # no key column in the source: every column is searched for the key
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    source_index: int
+    source: str
+    batch_id: int | None
+    uri: str  # as the log lists it
+    path: str | None  # where it is read from (None: not readable, see why)
+    format: str
+    why: str | None = None
+
+
+def _local(uri: str) -> str | None:
+    """Where a logged file is read from: a local path, or its URI on object storage this process
+    reads (S3, ADLS, GCS); None: storage only Spark reads (hdfs:// ...)."""
+    if is_local(uri):
+        return local_path(uri)
+    return uri.strip() if reads_natively(uri) else None
+
+
+class _Listings:
+    """Each folder of input or sink files listed once (not a request per file)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, dict[str, Entry]] = {}
+
+    def entry(self, loc: str) -> Entry | None:
+        folder, _, name = loc.rstrip("/").rpartition("/")
+        if folder not in self._seen:
+            try:
+                self._seen[folder] = {e.name: e for e in open_storage(folder or "/", check=False).listdir("")}
+            except (OSError, StateLensError):
+                self._seen[folder] = {}
+        e = self._seen[folder].get(name)
+        return e if e is not None and not e.is_dir else None
+
+
+def _read(loc: str) -> bytes:
+    return open_storage(loc, check=False).read("")
+
+
+def _join(*parts: str) -> str:
+    return "/".join([parts[0].rstrip("/"), *(p.strip("/") for p in parts[1:] if p.strip("/"))])
+
+
+def _format(path: str, hint: str | None) -> str | None:
+    if hint in ("json", "csv", "parquet", "text"):
+        return hint
+    name = path.lower()
+    for ext, fmt in FORMATS.items():
+        if name.endswith(ext) or f"{ext}." in name.rsplit("/", 1)[-1]:
+            return fmt
+    return None
+
+
+def _folder(paths: list[str]) -> str:
+    """The folder a source's files have in common (local paths or URIs alike)."""
+    if not paths:
+        return ""
+    split = [p.rsplit("/", 1)[0].split("/") for p in paths]
+    common = split[0]
+    for parts in split[1:]:
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    return "/".join(common)
+
+
+def listed_files(
+    info: CheckpointInfo, input_root: str | None = None, format_of: Callable[[str], str | None] | None = None
+) -> tuple[list[ListedFile], list[str], dict[int, str]]:
+    """Every file each batch read, where it can be read from, and the sources that are not files.
+
+    ``input_root``: where the sources' folders are now, when the files moved since the query read
+    them (a copy of the input beside a copy of the checkpoint): a file logged as
+    ``/old/in/orders/part-0.json`` is looked for at ``<root>/orders/part-0.json``, then ``<root>/part-0.json``.
+    Returns (files, notes on sources not searched, source index -> name)."""
+    batches = read_source_offsets(info.path)
+    names: dict[int, str] = {}
+    per_source: dict[int, list[tuple[int, str]]] = {}
+    notes: list[str] = []
+    for batch, sources in sorted(batches.items()):
+        for s in sources:
+            names.setdefault(s.source, s.name)
+            if s.kind == "file":
+                per_source.setdefault(s.source, []).extend((batch, f) for f in s.files)
+                if s.note:
+                    notes.append(f"batch {batch} of the {s.name or 'file'} source ({s.note})")
+            elif s.end_offset is not None:
+                note = f"the {s.name or s.kind} source ({s.kind}: its records are not in files State Lens can search)"
+                if note not in notes:
+                    notes.append(note)
+    out: list[ListedFile] = []
+    listings = _Listings()
+    for i, entries in sorted(per_source.items()):
+        local = [p for _, u in entries if (p := _local(u)) is not None]
+        folder = _folder(local)
+        for batch, uri in entries:
+            path: str | None = _local(uri)
+            why: str | None = None
+            size = 0
+            if path is None:
+                why = "on storage only Spark reads"
+            else:
+                path, size = _moved(path, folder, input_root, listings)
+                if path is None:
+                    why = "no longer there" + ("" if input_root else " (if the input moved, give where it is now: --input-root)")
+            fmt = _format(uri, format_of(names.get(i, "")) if format_of else None)
+            if why is None and fmt is None:
+                why = "a format searched only in JSON, CSV, Parquet and text files"
+            if why is None and path is not None:
+                try:
+                    check_allowed(path)
+                    if size > MAX_FILE_BYTES:
+                        why = f"larger than {MAX_FILE_BYTES // 1024**2} MB"
+                except StateLensError:
+                    why = "outside the allowed roots"
+            out.append(ListedFile(i, names.get(i, ""), batch, uri, None if why else path, fmt or "", why))
+    return out, notes, names
+
+
+def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, int]:
+    """(where the file is now, its size): where it was logged, else under ``root`` (see ``listed_files``)."""
+    found = listings.entry(path)
+    if found is not None:
+        return path, found.size
+    if not root:
+        return None, 0
+    rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
+    base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
+    root = local_path(root) if is_local(root) else root
+    for candidate in (_join(root, base, rel), _join(root, rel)):
+        found = listings.entry(candidate)
+        if found is not None:
+            return candidate, found.size
+    return None, 0
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def search_inputs(
+    info: CheckpointInfo,
+    keys: list[str],
+    columns: list[str],
+    input_root: str | None = None,
+    format_of: Callable[[str], str | None] | None = None,
+    time_zone: str = "UTC",
+) -> InputSearch:
+    """Every record of the keys in the files each batch read. ``columns``: the columns the key may
+    be in, the likeliest first ([]: any column holding it); ``format_of``: a source's format by its
+    name (the plan's Scan), else told by the files' names."""
+    files, notes, names = listed_files(info, input_root, format_of)
+    search = InputSearch(files_listed=len(files), unsearched=list(notes), time_zone=time_zone, sources=names)
+    readable = [f for f in files if f.path is not None]
+    for f in files:
+        if f.path is None:
+            search.unsearched.append(f"{f.uri.rsplit('/', 1)[-1]} of the {f.source} source ({f.why})")
+    search.files_searched = len(readable)
+    by_source: dict[int, list[ListedFile]] = {}
+    for f in readable:
+        by_source.setdefault(f.source_index, []).append(f)
+    for i, fs in sorted(by_source.items()):
+        # the key columns this source has; none of them: any column that holds the key (named in the answer)
+        wanted = [c for c in columns if _has_column(fs, c)]
+        found = _exact(fs, keys, wanted)
+        search.records += found
+        cols = sorted({r.column for r in found})
+        search.columns[names.get(i, str(i))] = ", ".join(cols) if cols else (", ".join(wanted) if wanted else ANY)
+        missing = [k for k in keys if not any(r.key == k for r in found)]
+        if missing and (wanted or not columns):  # look-alikes in the key's column (any only when none is known)
+            search.near += _near(fs, missing, wanted)
+    search.records.sort(key=lambda r: (r.key, r.batch_id if r.batch_id is not None else -1, r.source_index, r.file, r.row))
+    return search
+
+
+def _has_column(files: list[ListedFile], column: str) -> bool:
+    """Whether a source's files have a column (its first readable file's header, first record or schema)."""
+    for f in files:
+        assert f.path is not None
+        try:
+            if f.format == "parquet":
+                import pyarrow.parquet as pq
+
+                with _local_copies([f.path]) as local:
+                    return column in pq.read_schema(local[f.path]).names
+            if f.format == "text":
+                return column == "value"
+            lines = _read(f.path).split(b"\n", 100)[:100]
+            head = [line.decode("utf-8", "replace").strip() for line in lines]
+            head = [line for line in head if line]
+            if not head:
+                continue
+            if f.format == "csv":
+                return column in next(csv.reader([head[0]]))
+            if any(column in obj for line in head if isinstance(obj := json.loads(line), dict)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _exact(files: list[ListedFile], keys: list[str], columns: list[str]) -> list[InputRecord]:
+    out: list[InputRecord] = []
+    parquet = [f for f in files if f.format == "parquet"]
+    for f in files:
+        if f.format in ("json", "csv", "text"):
+            out += _text_file(f, keys, columns)
+    if parquet:
+        out += _parquet(parquet, keys, columns, near=False)
+    return out
+
+
+def _pick(values: dict[str, Any], key: str, columns: list[str]) -> str | None:
+    """The column holding exactly the key: the first of ``columns`` that does ([]: any column)."""
+    return next((c for c in columns or list(values) if c in values and _text(values[c]) == key), None)
+
+
+def _text(v: Any) -> str | None:
+    if v is None or isinstance(v, (dict, list)):
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _lines_with(data: bytes, needle: bytes) -> list[tuple[int, bytes]]:
+    """(1-based line number, line) of every line holding ``needle``: a byte search, lines cut around hits."""
+    out: list[tuple[int, bytes]] = []
+    pos, line_no, counted_to = 0, 1, 0
+    while True:
+        hit = data.find(needle, pos)
+        if hit < 0:
+            return out
+        start = data.rfind(b"\n", 0, hit) + 1
+        end = data.find(b"\n", hit)
+        end = len(data) if end < 0 else end
+        line_no += data.count(b"\n", counted_to, start)
+        counted_to = start
+        out.append((line_no, data[start:end]))
+        pos = end + 1
+
+
+def _text_file(f: ListedFile, keys: list[str], columns: list[str]) -> list[InputRecord]:
+    assert f.path is not None
+    try:
+        data = _read(f.path)
+    except (OSError, StateLensError):
+        return []
+    header: list[str] | None = None
+    if f.format == "csv":
+        first = data.split(b"\n", 1)[0].decode("utf-8", "replace").strip("\r")
+        header = next(csv.reader([first]))
+    out: list[InputRecord] = []
+    for key in keys:
+        seen: set[int] = set()
+        for line_no, line in _lines_with(data, key.encode()):
+            if line_no in seen:
+                continue
+            seen.add(line_no)
+            text = line.decode("utf-8", "replace").rstrip("\r")
+            values = _parse_line(text, f.format, header, line_no)
+            if values is None:
+                continue
+            col = _pick(values, key, columns)
+            if col is not None:
+                row = line_no - (1 if header is not None else 0)
+                out.append(InputRecord(key, f.source, f.source_index, f.batch_id, f.uri, row, col, values))
+    return out
+
+
+def _parse_line(text: str, fmt: str, header: list[str] | None, line_no: int) -> dict[str, Any] | None:
+    if fmt == "json":
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        return obj if isinstance(obj, dict) else None
+    if fmt == "csv":
+        if header is None or line_no == 1:
+            return None
+        fields = next(csv.reader([text]), [])
+        return dict(zip(header, fields, strict=False))
+    return {"value": text}
+
+
+def _duck() -> Any:
+    import duckdb
+
+    return duckdb.connect(":memory:")
+
+
+def _parquet(files: list[ListedFile], keys: list[str], columns: list[str], near: bool) -> list[InputRecord]:
+    """Records of the keys (or, ``near``, of look-alikes) in Parquet files, read by DuckDB."""
+    with _local_copies([f.path for f in files if f.path]) as local:
+        by_path = {local[f.path]: f for f in files if f.path}
+        return _parquet_local(by_path, keys, columns, near)
+
+
+@contextlib.contextmanager
+def _local_copies(locs: list[str]) -> Iterator[dict[str, str]]:
+    """Local paths of the files (DuckDB and pyarrow's Parquet readers open paths): a local file is
+    itself, a remote one is copied to a temporary folder removed afterwards."""
+    remote = [loc for loc in locs if not is_local(loc)]
+    if not remote:
+        yield {loc: loc for loc in locs}
+        return
+    with tempfile.TemporaryDirectory(prefix="statelens-inputs-") as tmp:
+        out = {loc: loc for loc in locs if is_local(loc)}
+        for i, loc in enumerate(remote):
+            dest = os.path.join(tmp, f"{i}-{loc.rsplit('/', 1)[-1]}")
+            with open(dest, "wb") as f:
+                f.write(_read(loc))
+            out[loc] = dest
+        yield out
+
+
+def _parquet_local(by_path: dict[str, ListedFile], keys: list[str], columns: list[str], near: bool) -> list[InputRecord]:
+    con = _duck()
+    try:
+        schema = con.execute("DESCRIBE SELECT * FROM read_parquet(?, union_by_name = true)", [list(by_path)]).fetchall()
+        names = [r[0] for r in schema]
+        cols = [c for c in columns if c in names] or [
+            n for n, t in ((r[0], r[1]) for r in schema) if "VARCHAR" in t or "INT" in t
+        ]
+        if not cols:
+            return []
+        out: list[InputRecord] = []
+        for key in keys:
+            if near:
+                norm, dig = normalize(key), digits(key)
+                cond = " OR ".join(
+                    f"(lower(regexp_replace(CAST({_q(c)} AS VARCHAR), '[^0-9A-Za-z]', '', 'g')) = ? "
+                    f"OR (length(?) >= 2 AND regexp_replace(CAST({_q(c)} AS VARCHAR), '[^0-9]', '', 'g') = ?))"
+                    for c in cols
+                )
+                params: list[Any] = [list(by_path)] + [x for _ in cols for x in (norm, dig, dig)]
+            else:
+                cond = " OR ".join(f"CAST({_q(c)} AS VARCHAR) = ?" for c in cols)
+                params = [list(by_path)] + [key for _ in cols]
+            rows = (
+                con.sql(
+                    f"SELECT *, filename AS __file, file_row_number AS __row FROM read_parquet(?, union_by_name = true, "
+                    f"filename = true, file_row_number = true) WHERE {cond}",
+                    params=params,
+                )
+                .to_arrow_table()
+                .to_pylist()
+            )
+            for r in rows:
+                f = by_path[r.pop("__file")]
+                row = int(r.pop("__row")) + 1
+                if near:
+                    col, reason = _near_column(r, key, cols)
+                    if col is not None:
+                        out.append(InputRecord(key, f.source, f.source_index, f.batch_id, f.uri, row, col, r, reason))
+                else:
+                    col = _pick(r, key, cols)
+                    if col is not None:
+                        out.append(InputRecord(key, f.source, f.source_index, f.batch_id, f.uri, row, col, r))
+        return out
+    finally:
+        con.close()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _near_column(values: dict[str, Any], key: str, columns: list[str]) -> tuple[str | None, str | None]:
+    for c in columns or list(values):
+        v = _text(values.get(c))
+        if v is not None:
+            reason = near_miss_reason(key, v)
+            if reason:
+                return c, reason
+    return None, None
+
+
+MAX_NEAR = 20  # near-miss records kept per key
+
+
+def _near(files: list[ListedFile], keys: list[str], columns: list[str]) -> list[InputRecord]:
+    """Records whose key column only looks like a key (case, whitespace, punctuation, digits)."""
+    out: list[InputRecord] = []
+    text = [f for f in files if f.format in ("json", "csv", "text")]
+    for key in keys:
+        needles = {normalize(key)} | ({digits(key)} if len(digits(key)) >= 2 else set())
+        found: list[InputRecord] = []
+        for f in text:
+            assert f.path is not None
+            try:
+                data = _read(f.path)
+            except (OSError, StateLensError):
+                continue
+            folded = re.sub(rb"[^0-9a-z\n]", b"", data.lower())  # the lines keep their numbers
+            header = next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8", "replace")])) if f.format == "csv" else None
+            lines = data.split(b"\n")
+            for needle in needles:
+                for line_no, _ in _lines_with(folded, needle.encode()):
+                    values = _parse_line(lines[line_no - 1].decode("utf-8", "replace").rstrip("\r"), f.format, header, line_no)
+                    if values is None:
+                        continue
+                    col, reason = _near_column(values, key, columns)
+                    if col is not None and not any(r.file == f.uri and r.row == line_no for r in found):
+                        row = line_no - (1 if header is not None else 0)
+                        found.append(InputRecord(key, f.source, f.source_index, f.batch_id, f.uri, row, col, values, reason))
+                    if len(found) >= MAX_NEAR:
+                        break
+        parquet = [f for f in files if f.format == "parquet"]
+        if parquet and len(found) < MAX_NEAR:
+            found += _parquet(parquet, [key], columns, near=True)[: MAX_NEAR - len(found)]
+        out += found
+    return out
+
+
+# --------------------------------------------------------------------------- a file sink
+
+
+@dataclass(frozen=True)
+class SinkRow:
+    batch_id: int | None  # None: a compacted log lists its file and the batch cannot be told
+    batches: tuple[int, int]  # the batches it may have been written in (first, last)
+    file: str
+    values: dict[str, Any]
+
+
+def sink_folder(description: str | None, given: str | None) -> str | None:
+    """The file sink's folder: the one given, else the progress' ``FileSink[file:/out]``."""
+    if given:
+        return given
+    m = re.fullmatch(r"FileSink\[(.+)\]", (description or "").strip())
+    if not m:
+        return None
+    return _local(m.group(1))
+
+
+def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[str, list[SinkRow]], str | None]:
+    """The rows of each key in the files a file sink wrote, each with the batch that wrote it
+    (``_spark_metadata/<batch>``; a ``<n>.compact`` log's own files are the ones no kept log names).
+    Returns (key -> rows, why the sink could not be searched)."""
+    try:
+        check_allowed(folder)
+    except StateLensError:
+        return {}, f"the sink folder {folder} is outside the allowed roots"
+    if not is_local(folder) and not reads_natively(folder):
+        return {}, f"the sink folder {folder} is on storage only Spark reads"
+    storage = open_storage(folder, check=False)
+    try:
+        listed = {e.name: e for e in storage.listdir("")}
+        logs = sorted(
+            (e for e in storage.listdir("_spark_metadata") if re.fullmatch(r"\d+(\.compact)?", e.name)),
+            key=lambda e: int(e.name.split(".")[0]),
+        )
+        texts = storage.read_many([e.path for e in logs], {e.path: e for e in logs})
+    except (OSError, StateLensError) as e:
+        return {}, f"the sink folder {folder} cannot be read ({getattr(e, 'message', None) or e})"
+    if "_spark_metadata" not in listed:
+        return {}, f"the sink folder {folder} has no _spark_metadata log (give where it is now: --sink)"
+    owner: dict[str, tuple[int | None, tuple[int, int]]] = {}
+    kept = {int(e.name) for e in logs if e.name.isdigit()}
+    last_compact = -1
+    for log in logs:
+        batch = int(log.name.split(".")[0])
+        compact = log.name.endswith(".compact")
+        # a compacted log lists every file so far: the ones no earlier log named are this batch's,
+        # or, where some batches since the previous compaction lost their own logs, one of those
+        lost = [b for b in range(last_compact + 1, batch) if b not in kept] if compact else []
+        for line in texts[log.path].decode("utf-8", "replace").splitlines()[1:]:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            name = str(entry.get("path", "")).rsplit("/", 1)[-1]
+            if entry.get("action", "add") != "add" or not name or name in owner:
+                continue
+            owner[name] = (None, (lost[0], batch)) if lost else (batch, (batch, batch))
+        if compact:
+            last_compact = batch
+    files = []
+    for name, (written_in, _) in owner.items():
+        path = _join(local_path(folder) if is_local(folder) else folder, name)
+        fmt = _format(name, None)
+        if name in listed and not listed[name].is_dir and fmt:
+            files.append(ListedFile(-1, "sink", written_in, path, path, fmt))
+    found = _exact([f for f in files if f.format != "parquet"], keys, columns)
+    parquet = [f for f in files if f.format == "parquet"]
+    if parquet:
+        found += _parquet(parquet, keys, columns, near=False)
+    out: dict[str, list[SinkRow]] = {k: [] for k in keys}
+    for r in found:
+        written_in, span = owner[r.file_name]
+        out[r.key].append(SinkRow(written_in, span, r.file_name, r.values))
+    return out, None

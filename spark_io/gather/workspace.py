@@ -1,0 +1,264 @@
+"""The DuckDB workspace: loaded state as SQL tables, and the one gateway that runs SQL.
+
+Table names (documented in the README and shown in the app):
+
+* ``op{operatorId}``                   an operator's default store
+* ``op{operatorId}_{storeName}``       a named store, ``-`` replaced by ``_``
+                                       (``op0_left_keyWithIndexToValue``)
+* ``op{operatorId}_{left|right}``      a stream-stream join side
+* ``op{operatorId}_{stateVarName}``    a transformWithState state variable
+* any of the above + ``_changes``      the store's change feed over the retained batches
+
+Tables load (``spark_io.readers.engine``: natively or through Spark) the first time a query names them, at the workspace's batch
+(default: the last committed one). ``key`` and ``value`` stay STRUCT columns, so
+``key.field0`` and ``value.order_time`` work as they do in Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from analysis.errors import RowBudgetExceeded, SqlError
+from analysis.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
+from spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers import engine
+from spark_io.readers.state_reader import RowFilter, spill_state
+
+LOCKED = (
+    "State Lens SQL reads only this checkpoint's state tables: file functions (read_csv, read_parquet "
+    "on paths, COPY ... TO), ATTACH, INSTALL/LOAD and configuration changes are disabled."
+)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    source: StateSource
+    changes: bool = False
+
+    def describe(self) -> str:
+        return ("change feed of " if self.changes else "") + self.source.describe()
+
+
+def table_specs(info: CheckpointInfo) -> dict[str, TableSpec]:
+    """Every table name this checkpoint offers, keyed by its lower-case name."""
+    specs: dict[str, TableSpec] = {}
+    for op in info.operators:
+        for src in sources_of(op):
+            name = table_name(src)
+            specs[name.lower()] = TableSpec(name, src)
+            if src.has_change_feed:
+                specs[f"{name}_changes".lower()] = TableSpec(f"{name}_changes", src, changes=True)
+    return specs
+
+
+@dataclass
+class LoadedTable:
+    spec: TableSpec
+    rows: int
+    batch: str  # "12" or "0–12" for a change feed
+    seconds: float
+    spilled: str | None = None  # the Parquet folder DuckDB reads, when spilled
+    engine: str = engine.SPARK  # which reader loaded it (native or spark)
+    fallback: str | None = None  # why Spark loaded it although the native reader was asked first
+
+
+@dataclass
+class QueryResult:
+    table: pa.Table
+    truncated: bool  # more rows than max_rows existed
+    seconds: float
+
+    @property
+    def columns(self) -> list[str]:
+        return self.table.column_names
+
+
+Loader = Callable[[CheckpointInfo, TableSpec, int, RowFilter | None, int | None], tuple[pa.Table, str]]
+
+
+def state_loader(
+    info: CheckpointInfo, spec: TableSpec, batch: int, row_filter: RowFilter | None = None, limit: int | None = None
+) -> tuple[pa.Table, str]:
+    """Read one table's rows with the chosen engine: the state at ``batch`` or the change feed up to it."""
+    if spec.changes:
+        table, start, end = engine.read_changes(info.path, spec.source, end=batch, info=info, row_filter=row_filter, limit=limit)
+        return table, f"{start}–{end}"
+    table, b = engine.read_state(info.path, spec.source, batch, info=info, row_filter=row_filter, limit=limit)
+    return table, str(b)
+
+
+_IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_]*)')
+_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+_STRING = re.compile(r"'(?:[^']|'')*'")
+
+
+def _locked_connection(spill_dir: str | None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that can read nothing but what State Lens loads into it: no file
+    access (except State Lens's own spill folder), no extensions, no configuration changes."""
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    if spill_dir:
+        folder = os.path.join(os.path.abspath(spill_dir), "").replace("'", "''")
+        con.execute(f"SET allowed_directories = ['{folder}']")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+class Workspace:
+    """One DuckDB connection over one checkpoint at one batch."""
+
+    def __init__(
+        self,
+        path: str,
+        batch_id: int | None = None,
+        loader: Loader = state_loader,
+        row_budget: int = DEFAULT_ROW_BUDGET,
+        row_filter: RowFilter | None = None,
+        spill_dir: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        """``row_budget``: most rows a table may load into memory; past it the load stops with
+        advice, unless ``spill_dir`` is set (the rows go to Parquet there and DuckDB reads them
+        from disk). ``row_filter`` is applied inside Spark to every table before loading."""
+        self.row_budget = row_budget
+        self.row_filter = row_filter or None
+        self.spill_dir = spill_dir
+        self.timeout = timeout
+        self.info = read_checkpoint(path)
+        self.batch = resolve_batch(self.info, batch_id) if self.info.operators else None
+        self.specs = table_specs(self.info)
+        self.loaded: dict[str, LoadedTable] = {}
+        self._loader = loader
+        self._con = _locked_connection(spill_dir)
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- tables
+
+    def tables_named_in(self, sql: str) -> list[TableSpec]:
+        """The workspace tables a query mentions (outside strings and comments)."""
+        text = _STRING.sub("''", _COMMENT.sub(" ", sql))
+        found: dict[str, TableSpec] = {}
+        for quoted, bare in _IDENT.findall(text):
+            name = (quoted.replace('""', '"') if quoted else bare).lower()
+            if name in self.specs:
+                found[name] = self.specs[name]
+        return list(found.values())
+
+    def load(self, name: str) -> LoadedTable:
+        key = name.lower()
+        with self._lock:
+            if key in self.loaded:
+                return self.loaded[key]
+            spec = self.specs.get(key)
+            if spec is None:
+                raise SqlError(f"There is no table '{name}' for this checkpoint. {self.tables_hint()}")
+            assert self.batch is not None
+            t0 = time.perf_counter()
+            table, batch = self._loader(self.info, spec, self.batch, self.row_filter, self.row_budget + 1)
+            if table.num_rows > self.row_budget:
+                if self.spill_dir is None or spec.changes:
+                    raise RowBudgetExceeded(self._budget_advice(spec))
+                loaded = self._spill(spec, t0)
+            else:
+                self._con.register("__incoming", table)
+                try:
+                    self._con.execute(f'CREATE OR REPLACE TABLE "{spec.name}" AS SELECT * FROM __incoming')
+                finally:
+                    self._con.unregister("__incoming")
+                loaded = LoadedTable(
+                    spec,
+                    table.num_rows,
+                    batch,
+                    time.perf_counter() - t0,
+                    engine=engine.engine_of(table),
+                    fallback=engine.fallback_of(table),
+                )
+            self.loaded[key] = loaded
+            return loaded
+
+    def _budget_advice(self, spec: TableSpec) -> str:
+        where = f" ({self.row_filter.describe()})" if self.row_filter else ""
+        spill = "" if spec.changes else ", or spill it to Parquet so DuckDB reads it from disk (--spill; SQL page: Loading)"
+        return (
+            f"{spec.name}{where} holds more than {self.row_budget:,} rows at batch {self.batch}, the row budget. "
+            "Load less: filter by partition or key (--partitions 0,3; SQL page: Loading), raise the budget "
+            f"(--row-budget N or STATELENS_ROW_BUDGET){spill}."
+        )
+
+    def _spill(self, spec: TableSpec, t0: float) -> LoadedTable:
+        assert self.spill_dir is not None and self.batch is not None
+        dest = os.path.join(self.spill_dir, f"{spec.name}-b{self.batch}-{uuid.uuid4().hex[:8]}")
+        spill_state(self.info.path, spec.source, self.batch, dest, info=self.info, row_filter=self.row_filter)
+        glob = os.path.join(dest, "*.parquet").replace("'", "''")
+        self._con.execute(f"CREATE OR REPLACE VIEW \"{spec.name}\" AS SELECT * FROM read_parquet('{glob}')")
+        rows = self._con.execute(f'SELECT count(*) FROM "{spec.name}"').fetchone()[0]  # type: ignore[index]
+        return LoadedTable(spec, int(rows), str(self.batch), time.perf_counter() - t0, spilled=dest)
+
+    def tables_hint(self) -> str:
+        if not self.specs:
+            return "This checkpoint has no state tables."
+        names = [s.name for s in self.specs.values() if not s.changes]
+        return f"Tables: {', '.join(names)} (add _changes for a change feed)."
+
+    # ---------------------------------------------------------------- SQL
+
+    def execute(self, sql: str, max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
+        """Run one query, loading the tables it names first; at most ``max_rows`` rows come back."""
+        if not sql.strip() or not _COMMENT.sub("", sql).strip().strip(";").strip():
+            raise SqlError("The query is empty: write a SQL statement, e.g. SELECT * FROM op0 LIMIT 10.")
+        for spec in self.tables_named_in(sql):
+            self.load(spec.name)
+        t0 = time.perf_counter()
+        with self._lock:
+            cur = self._con.cursor()
+            timer = threading.Timer(self.timeout, cur.interrupt)
+            timer.daemon = True
+            timer.start()
+            try:
+                rel = cur.sql(sql)
+                if rel is None:  # a statement without a result
+                    return QueryResult(pa.table({}), False, time.perf_counter() - t0)
+                reader = rel.to_arrow_reader(min(max_rows + 1, 65_536))
+                batches, rows = [], 0
+                for batch in reader:
+                    batches.append(batch)
+                    rows += batch.num_rows
+                    if rows > max_rows:
+                        break
+                table = pa.Table.from_batches(batches, schema=reader.schema)
+            except duckdb.InterruptException as e:
+                raise SqlError(
+                    f"The query ran longer than {self.timeout:g} s, the time limit, and was stopped. Narrow it (a filter, "
+                    "a LIMIT) or raise the limit (--timeout, STATELENS_SQL_TIMEOUT)."
+                ) from e
+            except duckdb.PermissionException as e:
+                raise SqlError(LOCKED) from e
+            except duckdb.Error as e:
+                if "configuration has been locked" in str(e) or "Cannot change configuration" in str(e):
+                    raise SqlError(LOCKED) from e
+                raise SqlError(self._explain(e)) from e
+            finally:
+                timer.cancel()
+                cur.close()
+        truncated = table.num_rows > max_rows
+        return QueryResult(table.slice(0, max_rows) if truncated else table, truncated, time.perf_counter() - t0)
+
+    def _explain(self, e: duckdb.Error) -> str:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "does not exist" in msg and ("Table" in msg or "Catalog" in msg):
+            return f"{msg} {self.tables_hint()}"
+        return msg
+
+    def close(self) -> None:
+        self._con.close()

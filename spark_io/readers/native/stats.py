@@ -1,0 +1,146 @@
+"""``NativeStats``: the figures health needs (``spark_io.readers.spark_stats.StateStats``) from the native
+reader's Arrow tables, reduced in DuckDB: rows per partition, the hottest keys, stable key ids
+(DuckDB's ``hash`` of the key, equal for equal keys in every read), eviction aggregates."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analysis import why_missing as wm
+from analysis.arrow_numpy import numpy_of
+from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
+from spark_io.readers.native.reader import NativeReader
+from spark_io.readers.spark_stats import EvictionStats
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def spark_json(value: Any) -> Any:
+    """A value as Spark's ``to_json`` writes it: timestamps ``yyyy-MM-dd'T'HH:mm:ss.SSSXXX`` (UTC),
+    dates ``yyyy-MM-dd``, null struct fields left out."""
+    if isinstance(value, dict):
+        return {k: spark_json(v) for k, v in value.items() if v is not None}
+    if isinstance(value, dt.datetime):
+        v = value.astimezone(dt.UTC) if value.tzinfo else value
+        text = v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}"
+        return text + ("Z" if value.tzinfo else "")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        import base64
+
+        return base64.b64encode(value).decode()
+    return value
+
+
+def _signed(column: pa.ChunkedArray) -> np.ndarray:
+    """DuckDB's unsigned 64-bit hashes as int64 (the same bits)."""
+    return numpy_of(column).astype(np.uint64).view(np.int64)
+
+
+class NativeStats:
+    engine = "native"
+
+    def __init__(self, info: CheckpointInfo, reader: NativeReader | None = None) -> None:
+        self.info = info
+        self.reader = reader or NativeReader(info)
+        self._con = duckdb.connect(":memory:")
+
+    def _sql(self, table: pa.Table, sql: str) -> pa.Table:
+        self._con.register("t", table)
+        try:
+            return self._con.sql(sql).to_arrow_table()
+        finally:
+            self._con.unregister("t")
+
+    @staticmethod
+    def _identity(table: pa.Table) -> str:
+        """What tells two rows apart as one state entry: the key, a map state's user key, a list
+        state's element and its occurrence (a list may hold one element twice)."""
+        if "list_element" in table.column_names:
+            return "hash(key, list_element, row_number() OVER (PARTITION BY key, list_element))"
+        cols = ["key"] + (["user_map_key"] if "user_map_key" in table.column_names else [])
+        return "hash(" + ", ".join(cols) + ")"
+
+    def skew_counts(self, src: StateSource, batch: int) -> tuple[dict[int, int], list[tuple[str, int]]]:
+        t = self.reader.state(src, batch)
+        parts = np.bincount(numpy_of(t["partition_id"]), minlength=0) if t.num_rows else np.zeros(0, np.int64)
+        per_part = {int(p): int(n) for p, n in enumerate(parts) if n}
+        fields = [f.name for f in t.schema.field("key").type if f.name not in JOIN_ROW_FIELDS]
+        key = "struct_pack(" + ", ".join(f"{_q(f)} := key.{_q(f)}" for f in fields) + ")"
+        top = self._sql(t, f"SELECT {key} AS k, count(*) AS n FROM t GROUP BY 1 ORDER BY n DESC, k ASC NULLS FIRST LIMIT 10")
+        return per_part, [
+            (json.dumps(spark_json(r["k"]), ensure_ascii=False, separators=(",", ":")), int(r["n"])) for r in top.to_pylist()
+        ]
+
+    def key_ids(self, src: StateSource, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        t = self.reader.state(src, batch, keys_only=True)
+        ids = self._sql(t, f"SELECT {self._identity(t)} AS k, partition_id FROM t")
+        return _signed(ids["k"]), numpy_of(ids["partition_id"]).astype(np.int64)
+
+    def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        t = self.reader.changes(src, start, end, keys_only=True)
+        ids = self._sql(
+            t,
+            f"SELECT batch_id, CAST(change_type = 'delete' AS BIGINT) AS d, {self._identity(t)} AS k, partition_id FROM t",
+        )
+        return (
+            numpy_of(ids["batch_id"]).astype(np.int64),
+            numpy_of(ids["d"]),
+            _signed(ids["k"]),
+            numpy_of(ids["partition_id"]).astype(np.int64),
+        )
+
+    def eviction(self, src: StateSource, batch: int, watermark_ms: int | None) -> EvictionStats:
+        schema = self.reader.schema(src)
+        value_type = schema.field("value").type if "value" in schema.names else None
+        needed = None  # the value fields read below: event times, windows, the timeout
+        if value_type is not None and pa.types.is_struct(value_type):
+            needed = frozenset(
+                f.name
+                for f in value_type
+                if pa.types.is_timestamp(f.type)
+                or f.name == "timeoutTimestamp"
+                or (pa.types.is_struct(f.type) and "end" in [c.name for c in f.type])
+            )
+        t = self.reader.state(src, batch, keys_only=needed == frozenset(), value_fields=needed or None)
+
+        def times(col: str) -> list[Any]:
+            if col not in t.column_names or not pa.types.is_struct(t.schema.field(col).type):
+                return []
+            struct = t[col]
+            out = [pc.struct_field(struct, f.name) for f in struct.type if pa.types.is_timestamp(f.type)]
+            out += [
+                pc.struct_field(pc.struct_field(struct, f.name), "end")
+                for f in struct.type
+                if pa.types.is_struct(f.type) and "end" in [c.name for c in f.type]
+            ]
+            return out
+
+        key_times, value_times = times("key"), times("value")
+        out = EvictionStats(key_has_event_time=bool(key_times))
+        event = next(iter(value_times or key_times), None)
+        if event is not None and t.num_rows:
+            oldest = pc.min(event).as_py()
+            out.oldest_ms = wm.to_ms(oldest) if oldest is not None else None
+        ends = [c for c in times("key")[len([f for f in t.schema.field("key").type if pa.types.is_timestamp(f.type)]) :]]
+        if watermark_ms is not None and ends and t.num_rows:
+            end_ms = pc.divide(pc.cast(pc.cast(ends[0], pa.timestamp("us", tz="UTC")), pa.int64()), 1000)
+            out.windows_past = int(pc.sum(pc.cast(pc.less_equal(end_ms, watermark_ms), pa.int64())).as_py() or 0)
+        value_type = t.schema.field("value").type if "value" in t.column_names else None
+        if value_type is not None and pa.types.is_struct(value_type) and "timeoutTimestamp" in [f.name for f in value_type]:
+            timeout = pc.max(pc.struct_field(t["value"], "timeoutTimestamp")).as_py() if t.num_rows else None
+            out.timeout_set = bool((timeout or 0) > 0)
+        return out

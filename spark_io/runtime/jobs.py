@@ -1,0 +1,102 @@
+"""Long reads with progress and cancellation.
+
+``run_cancellable`` runs a read in a worker thread whose Spark operations carry a tag, and
+calls ``tick`` with the progress (elapsed time; finished and total tasks of the running
+stages on local Spark) until it is done. If ``tick`` raises (in the app: the user clicked
+Cancel, which stops the page's script run), the read's Spark jobs are cancelled and the
+exception goes on: a job group on classic Spark, an operation tag over Spark Connect (where
+task counts are not available).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from spark_io.runtime import session
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Progress:
+    elapsed: float
+    tasks_done: int | None = None
+    tasks_total: int | None = None
+
+    def describe(self) -> str:
+        tasks = f" · {self.tasks_done:,}/{self.tasks_total:,} tasks" if self.tasks_total else ""
+        return f"{self.elapsed:.0f} s{tasks}"
+
+
+def _tasks() -> tuple[int | None, int | None]:
+    """Finished and total tasks of the active stages (local or cluster Spark, not Connect)."""
+    if session.target().remote or not session.is_running():
+        return None, None
+    try:
+        tracker = session.get_spark().sparkContext.statusTracker()
+        infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+        infos = [i for i in infos if i is not None]
+        if not infos:
+            return None, None
+        return sum(i.numCompletedTasks for i in infos), sum(i.numTasks for i in infos)
+    except Exception:  # progress is best effort
+        return None, None
+
+
+def run_cancellable(
+    fn: Callable[[], T],
+    tick: Callable[[Progress], None],
+    interval: float = 0.5,
+    prepare_thread: Callable[[threading.Thread], Any] | None = None,
+) -> T:
+    tag = f"statelens-{uuid.uuid4().hex[:12]}"
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            spark = session.get_spark()
+            if session.target().remote:
+                spark.addTag(tag)  # Connect: operations of this thread carry the tag
+            else:
+                # classic Spark: a job group (thread-local) is what cancellation reaches
+                spark.sparkContext.setJobGroup(tag, "State Lens read", interruptOnCancel=True)
+            try:
+                result["value"] = fn()
+            finally:
+                if session.target().remote:
+                    spark.removeTag(tag)
+                # (a job group needs no clearing: it lives in this worker thread, which ends here)
+        except BaseException as e:  # handed to the caller's thread
+            result["error"] = e
+
+    worker = threading.Thread(target=work, name=tag, daemon=True)
+    if prepare_thread is not None:
+        prepare_thread(worker)
+    start = time.monotonic()
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(interval)
+            if worker.is_alive():
+                tick(Progress(time.monotonic() - start, *_tasks()))
+    except BaseException:
+        cancel(tag)
+        raise
+    if "error" in result:
+        raise result["error"]
+    return result["value"]  # type: ignore[no-any-return]
+
+
+def cancel(tag: str) -> None:
+    with contextlib.suppress(Exception):  # nothing running, or Spark is gone
+        spark = session.get_spark()
+        if session.target().remote:
+            spark.interruptTag(tag)
+        else:
+            spark.sparkContext.cancelJobGroup(tag)
