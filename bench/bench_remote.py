@@ -1,7 +1,11 @@
-"""A checkpoint on S3, read natively: one key's why-missing as a whole CLI process, cold (empty
-cache) and warm (the cache of immutable state files filled by the first question), with 30 ms
-added to every request (a loopback proxy in front of moto's S3 server, as a real region adds),
-against the same question on the local folder in the same run. Prints the requests made.
+"""Checkpoints on S3, read natively, with 30 ms added to every request (a loopback proxy in front
+of moto's S3 server, as a real region adds); whole CLI processes, medians, against the same
+command on the local folders in the same run; the requests made are printed.
+
+* why-missing of one key, cold (empty cache) and warm (the cache of immutable state files
+  filled by the first question);
+* ``statelens ls`` of a prefix holding 50 checkpoints (the bundled samples, copied under 50
+  names), which reads listings and small log files only.
 
 The 1,000,000-key RocksDB join (8 partitions, ``big_checkpoints.join_1m``). Spark cannot be the
 plain approach here: it has no S3 connector without Maven (hadoop-aws), which this machine cannot
@@ -38,6 +42,21 @@ def run(args: list[str], env: dict[str, str]) -> float:
     if r.returncode != 0:
         raise SystemExit(f"{args[0]} failed: {r.stderr.strip()}")
     return took
+
+
+SAMPLES = ROOT / "sample_checkpoints"
+FLEET = 50
+
+
+def fleet(server: stores.Server, tmp: Path) -> tuple[str, Path]:
+    """50 checkpoints under one prefix on S3 and under one local folder: the samples, round robin."""
+    names = sorted(p.name for p in SAMPLES.iterdir() if (p / "offsets").is_dir() and (p / "commits").is_dir())
+    local = tmp / "fleet"
+    for i in range(FLEET):
+        name = names[i % len(names)]
+        copy = stores.without_local_checksums(SAMPLES / name, local / f"{i:02d}_{name}")
+        stores.upload(server, copy, f"fleet/{i:02d}_{name}")
+    return stores.uri_of("s3", "fleet"), local
 
 
 def main() -> None:
@@ -77,6 +96,18 @@ def main() -> None:
         )
         print(
             f"why-missing of one key, S3 warm:       {w:6.2f} s  ({w / local_s:.1f}x local; target < 0.5 s) requests {dict(warm_requests)}"
+        )
+
+        prefix, folder = fleet(server, Path(tempfile.mkdtemp()))
+        ls_local = statistics.median(run(["ls", str(folder), "--json"], base) for _ in range(args.runs))
+        remote = []
+        for _ in range(args.runs):
+            with server.proxy.counting() as got:
+                remote.append(run(["ls", prefix, "--json"], base | {"STATELENS_CACHE_DIR": tempfile.mkdtemp()}))
+        r = statistics.median(remote)
+        print(f"ls of {FLEET} checkpoints, local folder: {ls_local:6.2f} s")
+        print(
+            f"ls of {FLEET} checkpoints, S3:           {r:6.2f} s  ({r / ls_local:.1f}x local; target < 5 s) requests {dict(Counter(m for m, _ in got))}"
         )
     finally:
         server.stop()

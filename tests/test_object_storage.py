@@ -320,3 +320,29 @@ def test_ls_of_a_bucket_prefix_gives_the_rows_of_the_local_folder_without_readin
             r.pop("watermark_lag_ms")  # measured against the clock
     assert remote == local and len(remote) == len(SAMPLE_NAMES)
     assert _state_gets(got) == [] and {m for m, _ in got} <= {"GET", "HEAD"}
+
+
+def test_the_app_opens_an_s3_uri_as_it_opens_the_local_folder(
+    servers: dict[str, stores.Server], local_copies: dict[str, str]
+) -> None:
+    """The sidebar takes ``s3://…`` like a path: the overview's figures and why-missing's verdicts
+    are those of the local folder."""
+    from streamlit.testing.v1 import AppTest
+
+    def opened(cp: str) -> tuple[dict[str, str], list[str]]:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+        at.session_state["checkpoint"] = cp
+        at.run()
+        assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+        figures = {m.label: m.value for m in at.metric}
+        at.switch_page("views/why_missing.py").run()
+        at.selectbox(key="wm_op").set_value(0).run()
+        at.text_area(key="wm_keys").set_value("ord-155\nord-1000").run()
+        at.button(key="wm_run").click().run()
+        assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+        return figures, [m.value for m in at.markdown if m.value.startswith("####")]
+
+    with using(servers["s3"]):
+        remote = opened(stores.uri_of("s3", "checkpoints/join_rocksdb"))
+    local = opened(local_copies["join_rocksdb"])
+    assert remote == local and len(local[1]) == 2 and local[0]["Batches"] != "0"
