@@ -217,6 +217,7 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
         event_log=args.event_log,
         input_root=args.input_root,
         sink=args.sink,
+        near_misses=not args.no_near_misses,
     )
     if args.json:
         _dump(report.to_dict())
@@ -692,6 +693,11 @@ def build_parser() -> argparse.ArgumentParser:
         "operator to the output)",
     )
     w.add_argument("--batch", type=int, default=None, help="batch to diagnose at (default: last committed)")
+    w.add_argument(
+        "--no-near-misses",
+        action="store_true",
+        help="the verdicts alone: skip the search for look-alike keys (case, spacing, digits) in the other partitions",
+    )
     w.add_argument(
         "--key-field",
         default=None,

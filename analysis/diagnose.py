@@ -132,9 +132,11 @@ def why_missing(
     event_time_ms: int | None = None,
     progress: ProgressLog | None = None,
     arrivals: ArrivalSearch | None = None,
+    near_misses: bool = True,
 ) -> WhyMissingReport:
     """Diagnose each key. ``event_time_ms``: the event time of the record that never showed up;
-    with the query's ``progress`` it can prove the record was dropped as late."""
+    with the query's ``progress`` it can prove the record was dropped as late. ``near_misses=False``:
+    the verdicts alone, without the search for look-alike keys in the other partitions."""
     keys = list(dict.fromkeys(keys))
     if not keys or not all(isinstance(k, str) for k in keys):
         raise InvalidInput("Give at least one key (one per line in the app, or as arguments to the CLI).")
@@ -218,8 +220,11 @@ def why_missing(
     suspicious = [
         r.key
         for r in results
-        if r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)
-        or (r.verdict in (wm.EVICTED, wm.EMITTED_UNMATCHED) and r.was_matched is False)
+        if near_misses
+        and (
+            r.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE)
+            or (r.verdict in (wm.EVICTED, wm.EMITTED_UNMATCHED) and r.was_matched is False)
+        )
     ]
     # the change-feed batches to search for look-alikes (None: no change feed was read)
     feed_span = ctx.history if ctx.history_method == "change feed" and not ctx.history_error else None

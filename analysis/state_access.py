@@ -238,14 +238,11 @@ class ArrowState:
         as every question on this state asks the same."""
         k = (source, batch, key_field)
         if k not in self.derived:
-            text = pc.cast(pc.struct_field(self._key_table(source, batch)["key"], key_field), pa.string())
-            self.derived[k] = (text, translate_ascii(text, ALNUM_LOWER), translate_ascii(text, DIGITS))
+            self.derived[k] = near_columns(self._key_table(source, batch), key_field)
         return self.derived[k]
 
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
-        text, norm, digit = self._near_columns(source, batch, key_field)
-        values = set(pc.unique(text.filter(_near_mask(norm, digit, keys))).to_pylist())
-        return sorted(v for v in values if v and any(wm.near_miss_reason(k, v) for k in keys))
+        return near_keys_among(*self._near_columns(source, batch, key_field), keys)
 
     def _feed_keys(self, source: StateSource, start: int, end: int) -> pa.Table:
         """``batch_id``, ``change_type`` and ``key`` of the change feed over the batches."""
@@ -256,19 +253,9 @@ class ArrowState:
         k = ("near_history", source, start, end, key_field)
         if k not in self.derived:
             feed = self._feed_keys(source, start, end)
-            text = pc.cast(pc.struct_field(feed["key"], key_field), pa.string())
-            self.derived[k] = (feed, text, translate_ascii(text, ALNUM_LOWER), translate_ascii(text, DIGITS))
+            self.derived[k] = (feed, *near_columns(feed, key_field))
         feed, text, norm, digit = self.derived[k]
-        mask = _near_mask(norm, digit, keys)
-        return near_seen(
-            zip(
-                feed["batch_id"].filter(mask).to_pylist(),
-                feed["change_type"].filter(mask).to_pylist(),
-                text.filter(mask).to_pylist(),
-                strict=True,
-            ),
-            keys,
-        )
+        return near_seen_among(feed, text, norm, digit, keys)
 
     def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
         feed = self._feed_table(source)
@@ -277,6 +264,33 @@ class ArrowState:
 
     def has_change_feed(self, operator_id: int) -> bool:
         return any(s.operator_id == operator_id for s in self.feeds)
+
+
+def near_columns(table: pa.Table, key_field: str) -> tuple[Any, Any, Any]:
+    """The key field of a table's ``key`` as text, normalised (lower case, letters and digits) and
+    as digits only: what a near-miss search compares."""
+    text = pc.cast(pc.struct_field(table["key"], key_field), pa.string())
+    return text, translate_ascii(text, ALNUM_LOWER), translate_ascii(text, DIGITS)
+
+
+def near_keys_among(text: Any, norm: Any, digit: Any, keys: list[str]) -> list[str]:
+    """The distinct texts that are near misses of one of ``keys`` (``near_columns`` of the state)."""
+    values = set(pc.unique(text.filter(_near_mask(norm, digit, keys))).to_pylist())
+    return sorted(v for v in values if v and any(wm.near_miss_reason(k, v) for k in keys))
+
+
+def near_seen_among(feed: pa.Table, text: Any, norm: Any, digit: Any, keys: list[str]) -> list[NearSeen]:
+    """Near misses of ``keys`` in a change feed (``near_columns`` of it): when each came and went."""
+    mask = _near_mask(norm, digit, keys)
+    return near_seen(
+        zip(
+            feed["batch_id"].filter(mask).to_pylist(),
+            feed["change_type"].filter(mask).to_pylist(),
+            text.filter(mask).to_pylist(),
+            strict=True,
+        ),
+        keys,
+    )
 
 
 def _near_mask(norm: Any, digit: Any, keys: list[str]) -> Any:

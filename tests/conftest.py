@@ -6,7 +6,9 @@ tests/test_zz_readonly.py (collected last) proves nothing changed them.
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ from support import BASELINE, SAMPLES, sample_checksums
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     BASELINE.update(sample_checksums())
+    # the file cache and the key index of this run, not the user's (subprocesses inherit it)
+    os.environ.setdefault("STATELENS_CACHE_DIR", tempfile.mkdtemp(prefix="statelens-test-cache-"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -46,6 +46,7 @@ def why_missing(
     input_root: str | None = None,
     sink: str | None = None,
     whole_query: bool | None = None,
+    near_misses: bool = True,
 ) -> WhyMissingReport:
     """Why-missing on a checkpoint, read by the chosen engine. Without an operator (``whole_query``
     by default then), each key is followed from the input files through every operator to the sink
@@ -63,9 +64,30 @@ def why_missing(
         from spark_io.gather.fate import why_missing_whole
 
         return why_missing_whole(
-            path, keys, state_access(info), batch_id, key_field, info, join_type, event_time_ms, progress, input_root, sink
+            path,
+            keys,
+            state_access(info),
+            batch_id,
+            key_field,
+            info,
+            join_type,
+            event_time_ms,
+            progress,
+            input_root,
+            sink,
+            near_misses,
         )
     arrivals = arrivals_for(info, keys, operator_id, event_time_ms, progress)
     return diagnose.why_missing(
-        state_access(info), info, keys, operator_id, batch_id, key_field, join_type, event_time_ms, progress, arrivals
+        state_access(info),
+        info,
+        keys,
+        operator_id,
+        batch_id,
+        key_field,
+        join_type,
+        event_time_ms,
+        progress,
+        arrivals,
+        near_misses,
     )

@@ -57,6 +57,7 @@ def why_missing_whole(
     progress: ProgressLog | None = None,
     input_root: str | None = None,
     sink: str | None = None,
+    near_misses: bool = True,
 ) -> WhyMissingReport:
     info = info or read_checkpoint(path)
     keys = list(dict.fromkeys(keys))
@@ -93,7 +94,7 @@ def why_missing_whole(
         asked = [k for k in keys if chosen[k] == (op_id, field_name)]
         arrivals = arrivals_for(info, asked, op_id, event_time_ms, progress)
         reports[(op_id, field_name)] = diagnose.why_missing(
-            access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals
+            access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals, near_misses
         )
     first = reports[chosen[keys[0]]]
     results = []

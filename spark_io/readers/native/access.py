@@ -18,8 +18,17 @@ from analysis.errors import NativeUnsupported, StateReadError
 from analysis.key_columns import columns_equal_to_key
 from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
 from analysis.near_miss import NearSeen
-from analysis.state_access import ArrowState, KeyQuery, _matching, arrow_eviction_horizon
+from analysis.state_access import (
+    ArrowState,
+    KeyQuery,
+    _matching,
+    arrow_eviction_horizon,
+    near_columns,
+    near_keys_among,
+    near_seen_among,
+)
 from spark_io.readers.native.hashing import partition_of
+from spark_io.readers.native.key_index import KeyIndex
 from spark_io.readers.native.reader import NativeReader
 from spark_io.readers.state_reader import has_change_feed
 from spark_io.runtime import engine_choice
@@ -55,6 +64,7 @@ class NativeState(ArrowState):
         self._spark: Any = None
         self._looked_up: dict[tuple[StateSource, int], None] = {}  # (source, batch) read by partition, in order
         self._warmed: set[tuple[StateSource, int]] = set()
+        self._key_index: KeyIndex | None = None
 
     def _or_spark(self, read: Any, spark_read: Any) -> Any:
         try:
@@ -198,11 +208,24 @@ class NativeState(ArrowState):
             return self.state[(source, batch)]
         return self._partial(("keys", source, batch), lambda: self.reader.state(source, batch, keys_only=True))
 
+    def _near_partitions(self, source: StateSource, key_field: str, keys: list[str], start: int) -> list[int] | None:
+        """The partitions the key index says may hold a near miss (None: search them all)."""
+        if self._key_index is None:
+            self._key_index = KeyIndex(self.reader)
+        feed = source.has_change_feed and self.has_change_feed(source.operator_id)
+        return self._key_index.partitions(source, key_field, keys, start, feed)
+
     def near_keys(self, source: StateSource, batch: int, key_field: str, keys: list[str]) -> list[str]:
-        return self._or_spark(  # type: ignore[no-any-return]
-            lambda: super(NativeState, self).near_keys(source, batch, key_field, keys),
-            lambda s: s.near_keys(source, batch, key_field, keys),
-        )
+        def native() -> list[str]:
+            parts = None if (source, batch) in self.state else self._near_partitions(source, key_field, keys, batch)
+            if parts is None:
+                return super(NativeState, self).near_keys(source, batch, key_field, keys)
+            table = self._partial(
+                ("near keys", source, batch, tuple(parts)), lambda: self.reader.state(source, batch, parts, keys_only=True)
+            )
+            return near_keys_among(*near_columns(table, key_field), keys)
+
+        return self._or_spark(native, lambda s: s.near_keys(source, batch, key_field, keys))  # type: ignore[no-any-return]
 
     def _feed_keys(self, source: StateSource, start: int, end: int) -> pa.Table:
         if source in self.feeds:
@@ -210,10 +233,17 @@ class NativeState(ArrowState):
         return self._partial(("feed keys", source, start, end), lambda: self.reader.changes(source, start, end, keys_only=True))
 
     def near_history(self, source: StateSource, start: int, end: int, key_field: str, keys: list[str]) -> list[NearSeen]:
-        return self._or_spark(  # type: ignore[no-any-return]
-            lambda: super(NativeState, self).near_history(source, start, end, key_field, keys),
-            lambda s: s.near_history(source, start, end, key_field, keys),
-        )
+        def native() -> list[NearSeen]:
+            parts = None if source in self.feeds else self._near_partitions(source, key_field, keys, start)
+            if parts is None:
+                return super(NativeState, self).near_history(source, start, end, key_field, keys)
+            feed = self._partial(
+                ("near feed", source, start, end, tuple(parts)),
+                lambda: self.reader.changes(source, start, end, parts, keys_only=True),
+            )
+            return near_seen_among(feed, *near_columns(feed, key_field), keys)
+
+        return self._or_spark(native, lambda s: s.near_history(source, start, end, key_field, keys))  # type: ignore[no-any-return]
 
     def eviction_horizon(self, source: StateSource, start: int, end: int, watermarks: dict[int, int]) -> tuple[int, int] | None:
         """From the changes of the keys deleted in the range only (what evictions are made of); kept."""

@@ -15,6 +15,7 @@ Inside rows (UnsafeRow, RocksDB's encoders) numbers are little-endian (``Platfor
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -265,6 +266,31 @@ def check_within(off: np.ndarray, size: np.ndarray, start: np.ndarray, end: np.n
     return int(hits[0]) if len(hits) else -1
 
 
+@njit(cache=True, nogil=True)
+def fnv1a32(offsets, data, out):  # type: ignore[no-untyped-def]
+    """The 32-bit FNV-1a hash of each string of an Arrow string array (its offsets and bytes)."""
+    for i in range(len(out)):
+        h = np.uint32(2166136261)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = np.uint32((h ^ np.uint32(data[j])) * np.uint32(16777619))
+        out[i] = h
+
+
+def string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``fnv1a32`` of each string of a ``large_string`` array (one pass over its bytes)."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_large_string(col.type):
+        raise TypeError(f"not a large_string array: {col.type}")
+    n = len(col)
+    out = np.zeros(n, np.uint32)
+    if n:
+        buffers = col.buffers()
+        offsets = np.frombuffer(buffers[1], np.int64, count=n + 1, offset=col.offset * 8)
+        data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+        fnv1a32(offsets, data, out)
+    return out
+
+
 def warm() -> None:
     """Load every compiled loop from numba's cache now (70–250 ms each on its first call), e.g. while
     the app starts, so the first answer does not pay it. State buffers are read-only arrays (one
@@ -276,6 +302,7 @@ def warm() -> None:
     split_multi_values(buf, z, z, z)
     contains(buf, z, z, buf, np.zeros(0, np.bool_))
     dense_codes(buf, z, z)
+    fnv1a32(np.zeros(1, np.int64), buf, np.zeros(0, np.uint32))
 
 
 # --------------------------------------------------------------------------- row checksums
