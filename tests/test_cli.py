@@ -176,6 +176,7 @@ def _bad_input(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "report": (["report", cp, "--out", str(tmp / "report.pdf")], "HTML file"),
         "unmatched": (["unmatched", cp, "--operator", "7"], "Operator 7"),
         "app": (["app", "8600"], "not a Streamlit option"),
+        "ls": (["ls", str(tmp / "nowhere")], "does not exist"),
     }
 
 

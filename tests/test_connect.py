@@ -125,18 +125,18 @@ def test_cli_remote_flag_and_unreachable_server(connect_url: str) -> None:
 
 def test_py4j_only_calls_stay_in_the_local_branch() -> None:
     for folder in ("spark_io", "analysis", "views"):
-        for path in (ROOT / folder).glob("*.py"):
+        for path in (ROOT / folder).rglob("*.py"):
             src = path.read_text()
             for name in ("sparkContext", "_jvm", "_jsc"):
                 if name in src:
                     assert path.name in ("session.py", "jobs.py") and name == "sparkContext", f"{path}: {name}"
     # in session.py, sparkContext is used only after the remote branch has returned
-    tree = ast.parse((ROOT / "spark_io" / "session.py").read_text())
+    tree = ast.parse((ROOT / "spark_io" / "runtime" / "session.py").read_text())
     build = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_build")
-    src = ast.get_source_segment((ROOT / "spark_io" / "session.py").read_text(), build) or ""
+    src = ast.get_source_segment((ROOT / "spark_io" / "runtime" / "session.py").read_text(), build) or ""
     assert src.index("if _target.remote:") < src.index("sparkContext")
     # in jobs.py, every use of sparkContext sits in the branch for classic Spark
-    jobs_src = (ROOT / "spark_io" / "jobs.py").read_text()
+    jobs_src = (ROOT / "spark_io" / "runtime" / "jobs.py").read_text()
     for i in [i for i in range(len(jobs_src)) if jobs_src.startswith("sparkContext", i)]:
         before = jobs_src[:i]
         assert before.rfind("remote") > before.rfind("def "), "a sparkContext call outside a remote check"

@@ -9,14 +9,14 @@ from support import ROOT
 
 def imported_modules(folder: str) -> dict[str, set[str]]:
     out = {}
-    for path in sorted((ROOT / folder).glob("*.py")):
+    for path in sorted((ROOT / folder).rglob("*.py")):  # every room and package below it
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names.add(node.module.split(".")[0])
-        out[path.name] = names
+        out[path.relative_to(ROOT / folder).as_posix()] = names
     return out
 
 

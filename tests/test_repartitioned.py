@@ -41,7 +41,7 @@ def _spark_state(name: str) -> dict[int, list[dict[str, Any]]]:
 
 
 def _rows(rows: list[dict[str, Any]]) -> Counter[str]:
-    return Counter(json.dumps({"key": r["key"], "value": r["value"]}, sort_keys=True, default=repr) for r in rows)
+    return Counter(golden.row_text({"key": r["key"], "value": r["value"]}) for r in rows)
 
 
 def test_the_repartition_batch_is_named_with_both_counts(name: str) -> None:
