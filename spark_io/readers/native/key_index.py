@@ -135,12 +135,18 @@ class KeyIndex:
         return index
 
     def _build(self, source: StateSource, key_field: str, first: int, last: int, feed: bool, n: int) -> _Index:
+        """Partition by partition (memory: one partition's keys at a time; in parallel on remote storage)."""
         base = first if feed else last
-        norm, digits = _hashes_of(self.reader.state(source, base, keys_only=True), key_field, n)
-        if feed:
-            more_norm, more_digits = _hashes_of(self.reader.changes(source, base, last, keys_only=True), key_field, n)
-            norm, digits = _merged(norm, more_norm), _merged(digits, more_digits)
-        return _Index(base, last, norm, digits)
+
+        def one(p: int) -> tuple[np.ndarray, np.ndarray]:
+            tables = [self.reader.state(source, base, [p], keys_only=True)]
+            if feed:
+                tables.append(self.reader.changes(source, base, last, [p], keys_only=True))
+            got = [_hashes_of(t.select(["key", "partition_id"]), key_field, n) for t in tables]
+            return _distinct(np.concatenate([g[0][p] for g in got])), _distinct(np.concatenate([g[1][p] for g in got]))
+
+        built = self.reader.storage.map(one, range(n))
+        return _Index(base, last, [b[0] for b in built], [b[1] for b in built])
 
     def _read(self, ident: str) -> _Index | None:
         folder = self.folder / ident
