@@ -125,7 +125,18 @@ def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-unty
     assert r.table.to_pylist() == [{"n": 300, "p": 4, "c": 1}]
     loaded = spilled.loaded["op0"]
     assert loaded.spilled and loaded.spilled.startswith(str(tmp_path)) and loaded.rows == 300
-    assert list(Path(loaded.spilled).glob("*.parquet"))
+    assert loaded.engine == "native" and list(Path(loaded.spilled).glob("*.parquet"))  # written without Spark
+    rows = spilled.execute("SELECT key, value, partition_id FROM op0").table  # every row as Spark reads it
+    assert Counter(map(str, rows.to_pylist())) == Counter(map(str, full.select(["key", "value", "partition_id"]).to_pylist()))
+    from spark_io.readers import engine
+
+    engine.configure("spark")  # --engine spark: Spark's executors write the files
+    try:
+        by_spark = Workspace(sample("unbounded_agg"), row_budget=100, spill_dir=str(tmp_path / "spark"))
+        assert by_spark.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]
+        assert by_spark.loaded["op0"].engine == "spark"
+    finally:
+        engine.configure("auto")
     # change feeds cannot spill: the budget message says so by leaving the spill advice out
     with pytest.raises(RowBudgetExceeded) as e:
         spilled.execute("SELECT count(*) FROM op0_changes")

@@ -32,7 +32,7 @@ from analysis.model import CheckpointInfo, StateSource, resolve_batch, sources_o
 from spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine
-from spark_io.readers.state_reader import RowFilter, spill_state
+from spark_io.readers.state_reader import RowFilter
 
 LOCKED = (
     "State Lens SQL reads only this checkpoint's state tables: file functions (read_csv, read_parquet "
@@ -199,11 +199,11 @@ class Workspace:
     def _spill(self, spec: TableSpec, t0: float) -> LoadedTable:
         assert self.spill_dir is not None and self.batch is not None
         dest = os.path.join(self.spill_dir, f"{spec.name}-b{self.batch}-{uuid.uuid4().hex[:8]}")
-        spill_state(self.info.path, spec.source, self.batch, dest, info=self.info, row_filter=self.row_filter)
+        _, by, why = engine.spill_state(self.info.path, spec.source, self.batch, dest, info=self.info, row_filter=self.row_filter)
         glob = os.path.join(dest, "*.parquet").replace("'", "''")
         self._con.execute(f"CREATE OR REPLACE VIEW \"{spec.name}\" AS SELECT * FROM read_parquet('{glob}')")
         rows = self._con.execute(f'SELECT count(*) FROM "{spec.name}"').fetchone()[0]  # type: ignore[index]
-        return LoadedTable(spec, int(rows), str(self.batch), time.perf_counter() - t0, spilled=dest)
+        return LoadedTable(spec, int(rows), str(self.batch), time.perf_counter() - t0, spilled=dest, engine=by, fallback=why)
 
     def tables_hint(self) -> str:
         if not self.specs:

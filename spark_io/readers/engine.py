@@ -12,6 +12,7 @@ Every table read here carries which engine answered (``engine_of``) and, after a
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -158,6 +159,33 @@ def read_state(
 
     table, engine, why = answer(info, native, spark)
     return tagged(table, engine, why), batch
+
+
+def spill_state(
+    path: str, source: StateSource, batch: int, dest: str, info: CheckpointInfo | None = None, row_filter: RowFilter | None = None
+) -> tuple[str, str, str | None]:
+    """A store's rows at a batch written to Parquet files in ``dest`` (a local folder State Lens
+    owns), by the chosen engine: natively one partition at a time (memory: one partition's rows),
+    else by Spark's executors (``state_reader.spill_state``). (dest, engine, why Spark wrote them)."""
+    info = info or read_checkpoint(path)
+    validate_source(info, source)
+
+    def native() -> str:
+        import pyarrow.parquet as pq
+
+        reader = native_reader(info)
+        wanted = row_filter.partitions if row_filter and row_filter.partitions else range(reader.partitions(source, batch))
+        os.makedirs(dest, exist_ok=True)
+        schema = None
+        for p in wanted:
+            table = _key_filter(reader.state(source, batch, [p]), row_filter)
+            schema = schema or table.schema
+            pq.write_table(table, os.path.join(dest, f"part-{p:05d}.parquet"))
+        if schema is None:  # no partition: an empty file keeps the table's columns
+            pq.write_table(reader.state(source, batch, []), os.path.join(dest, "part-empty.parquet"))
+        return dest
+
+    return answer(info, native, lambda: state_reader.spill_state(path, source, batch, dest, info=info, row_filter=row_filter))
 
 
 def read_changes(
