@@ -75,7 +75,7 @@ class NativeStats:
         return "hash(" + ", ".join(cols) + ")"
 
     def skew_counts(self, src: StateSource, batch: int) -> tuple[dict[int, int], list[tuple[str, int]]]:
-        t = self.reader.state(src, batch)
+        t = self.reader.state(src, batch, keys_only=True)  # rows per partition and per key: no value is decoded
         parts = np.bincount(numpy_of(t["partition_id"]), minlength=0) if t.num_rows else np.zeros(0, np.int64)
         per_part = {int(p): int(n) for p, n in enumerate(parts) if n}
         fields = [f.name for f in t.schema.field("key").type if f.name not in JOIN_ROW_FIELDS]
