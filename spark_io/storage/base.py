@@ -101,6 +101,10 @@ class Storage(ABC):
     def local_file(self, rel: str, entry: Entry | None = None) -> str:
         """A local path holding the file's bytes: the file itself, or its copy in the cache."""
 
+    def has_copy(self, rel: str, entry: Entry | None = None) -> bool:
+        """Whether a remote file is in the local cache already (reading it costs no request)."""
+        return False
+
     def read_many(self, rels: Iterable[str], entries: dict[str, Entry] | None = None) -> dict[str, bytes]:
         """Several files, fetched in parallel on remote storage."""
         rels = list(rels)

@@ -189,6 +189,13 @@ class CloudStorage(Storage):
             return str(hit)
         return str(cache.put(uri, e.size, e.mtime_ns, self._download(rel, e.size)))
 
+    def has_copy(self, rel: str, entry: Entry | None = None) -> bool:
+        return (
+            entry is not None
+            and IMMUTABLE.search(rel) is not None
+            and shared().get(self.where(rel), entry.size, entry.mtime_ns) is not None
+        )
+
     def open(self, rel: str, entry: Entry | None = None) -> BinaryIO:
         if IMMUTABLE.search(rel):
             e = self._entry_of(rel, entry)

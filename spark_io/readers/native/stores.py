@@ -24,6 +24,7 @@ import tempfile
 import threading
 import zipfile
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
@@ -124,6 +125,21 @@ class PartitionFiles:
     def read(self, name: str) -> bytes:
         return decompressed(self.raw(name), f"{self.rel}/{name}")
 
+    def downloaded(self, name: str) -> bool:
+        """On remote storage: the file is in the local cache (reading it costs no request)."""
+        return self.storage.has_copy(f"{self.rel}/{name}", self.entries.get(name))
+
+    def prefetch(self, names: Iterable[str | None]) -> None:
+        """On remote storage, fetch these files into the local cache in parallel (bounded), so the
+        reads in order that follow wait on the network once, not once per file."""
+        wanted = [n for n in names if n]
+        if not self.storage.remote or len(wanted) < 2:
+            return
+        try:
+            self.storage.map(lambda n: self.storage.local_file(f"{self.rel}/{n}", self.entries.get(n)), wanted)
+        except OSError as e:
+            raise StateReadError(f"The state files of {self.rel} cannot be read ({e.strerror or e}).") from e
+
     def zip_metadata(self, name: str) -> dict[str, Any]:
         """The ``metadata`` member of a RocksDB snapshot zip. A zip holds RocksDB's small files (its
         SSTs are apart), so it is fetched whole, once, into the cache (one request); a large one, on
@@ -145,6 +161,7 @@ def hdfs_records(part: PartitionFiles, version: int) -> Records:
     if version <= 0:
         return chain.records()
     base = max((v for v in part.files["snapshot"] if v <= version), default=0)
+    part.prefetch([part.name("snapshot", base) if base else None, *(part.name("delta", v) for v in range(base + 1, version + 1))])
     if base:
         name = part.need("snapshot", base)
         chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, base, f"{part.rel}/{name}")
@@ -152,6 +169,7 @@ def hdfs_records(part: PartitionFiles, version: int) -> Records:
 
 
 def hdfs_changes(part: PartitionFiles, start: int, end: int) -> Records:
+    part.prefetch(part.name("delta", v) for v in range(start, end + 1))
     return _add_deltas(Chain(), part, start, end).records()
 
 
@@ -347,6 +365,7 @@ class RocksPartition:
             return Records.empty()
         replay = self._replay(version)
         if replay is not None:
+            self.part.prefetch([n for _, n in replay if not self.kept.holds(self.part, n, "changelog")])
             return _chain_of([self.kept.changelog(self.part, n, v) for v, n in replay])
         uid = self._uid(version)
         zip_name = self.part.name("zip", version, uid)
@@ -356,7 +375,9 @@ class RocksPartition:
             self.part.need("zip", version, uid)  # no changelog checkpointing: only the zip of the version
         last = self.kept.changelog(self.part, self.part.need("changelog", version, uid), version)
         pieces = []
-        for v, u, kind in self._chain(version, _lineage(last) if self.v2 else []):
+        chain = self._chain(version, _lineage(last) if self.v2 else [])
+        self.part.prefetch(self.part.name(k, v, u) for v, u, k in chain if k == "changelog")
+        for v, u, kind in chain:
             n = self.part.need(kind, v, u)
             pieces.append(self.kept.snapshot(self.part, n, v, values) if kind == "zip" else self.kept.changelog(self.part, n, v))
         return _chain_of([*pieces, last])
@@ -376,6 +397,12 @@ class RocksPartition:
             return None
         if all(self.kept.holds(self.part, n, "changelog") for _, n in files):
             return files
+        if (
+            self.part.storage.remote
+            and all(self.part.downloaded(n) for _, n in files)
+            and not self.part.downloaded(snap_name or "")
+        ):
+            return files  # the changelogs are here and the snapshot would be a download
         if not snap_name:
             return None  # the changelogs are the only way (read below)
         # the changelogs after the snapshot are read either way
@@ -442,6 +469,7 @@ class RocksPartition:
         return chain
 
     def changes(self, start: int, end: int) -> Records:
+        self.part.prefetch(self.part.name("changelog", v, self._uid(v)) for v in range(start, end + 1))
         return _chain_of(
             [self.kept.changelog(self.part, self.part.need("changelog", v, self._uid(v)), v) for v in range(start, end + 1)]
         )
