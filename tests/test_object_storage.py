@@ -141,11 +141,12 @@ def commands(cp: str, event_log: str | None, every: bool) -> list[list[str]]:
 
 
 def _report(cp: str, out: Path, where: dict[str, str]) -> str:
-    """The one-file health report's HTML, with chart element ids (random per write) and the
-    remote locations written as local ones."""
+    """The one-file health report's HTML, with chart element ids (random per write), the time it
+    was written and the remote locations written as local ones."""
     code, _, err = cli("report", cp, "--out", str(out))
     assert code == 0, err
     html = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "id", out.read_text())
+    html = re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated (when)", html)
     for uri, path in where.items():
         html = html.replace(uri, path)
     return html
