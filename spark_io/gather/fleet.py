@@ -5,17 +5,19 @@ the doctor on them. Only listings and small log files are read: no state file is
 
 from __future__ import annotations
 
+import contextvars
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from analysis.doctor import examine
 from analysis.errors import NotACheckpoint, StateLensError
 from analysis.fleet import CheckpointRow, row_of
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from spark_io.storage import open_storage
-from spark_io.storage.base import parallel
 
 MAX_DEPTH = 8  # folders below the prefix a checkpoint may sit at
 MAX_CHECKPOINTS = 1000
+CHECKPOINTS_AT_ONCE = 8
 
 
 def find_checkpoints(prefix: str) -> list[str]:
@@ -55,6 +57,10 @@ def list_checkpoints(prefix: str, now_ms: int | None = None) -> list[CheckpointR
     """A row for every checkpoint under ``prefix`` (read in parallel on object storage)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     paths = find_checkpoints(prefix)
-    if open_storage(prefix, check=False).remote:
-        return parallel(lambda p: checkpoint_row(p, now), paths)
-    return [checkpoint_row(p, now) for p in paths]
+    if not open_storage(prefix, check=False).remote:
+        return [checkpoint_row(p, now) for p in paths]
+    # CHECKPOINTS_AT_ONCE checkpoints at a time, each fetching its log files through the shared
+    # pool (16 requests at a time, whoever asks)
+    with ThreadPoolExecutor(CHECKPOINTS_AT_ONCE, thread_name_prefix="statelens-ls") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, checkpoint_row, p, now) for p in paths]
+        return [f.result() for f in futures]

@@ -120,7 +120,7 @@ class Storage(ABC):
         return parallel(fn, items)
 
 
-_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="statelens-fetch")
+_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="statelens-fetch")
 _QUESTION: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("statelens_question", default=None)
 _QUESTION_LOCK = threading.Lock()
 
@@ -159,7 +159,7 @@ def recalled(key: str) -> Any:
 
 
 def parallel(fn: Callable[[T], R], items: list[T]) -> list[R]:
-    """At most 8 at a time (a bounded pool: a cloud store throttles a flood). Nested calls run
+    """At most 16 at a time (a bounded pool: a cloud store throttles a flood). Nested calls run
     inline so a worker never waits on the pool it holds a slot of."""
     if progress.in_worker():
         return [fn(i) for i in items]
