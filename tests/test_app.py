@@ -305,6 +305,22 @@ def test_why_missing_page_diagnoses_pasted_keys() -> None:
     assert any("FULL OUTER JOIN op0_right_keyWithIndexToValue" in c.value for c in at.code)  # the SQL behind it
 
 
+@pytest.mark.parametrize("operator", [-1, 0])
+def test_why_missing_page_shows_near_misses_after_the_verdicts(operator: int) -> None:
+    """The verdicts are shown while the look-alike search runs; the whole answer, near misses
+    included, then takes their place (no card twice, no search line left)."""
+    at = open_app(sample("join_hdfs"), "views/why_missing.py")
+    at.selectbox(key="wm_op").set_value(operator).run()
+    at.text_area(key="wm_keys").set_value("ORD-155\nord-156").run()
+    at.button(key="wm_run").click().run()
+    assert not at.exception and not at.error
+    cards = [m.value for m in at.markdown if m.value.startswith("####")]
+    assert [c.split("`")[1] for c in cards] == ["ORD-155", "ord-156"]
+    near = [m.value for m in at.markdown if m.value.startswith("**Near misses:**")]
+    assert len(near) == 1 and "`'ord-155'` (letter case differs; left" in near[0]
+    assert not [c.value for c in at.caption if "Looking for look-alike keys" in c.value]
+
+
 def test_why_missing_page_opens_from_a_link() -> None:
     at = AppTest.from_file(APP, default_timeout=300)
     at.query_params["checkpoint"] = sample("session_window")

@@ -260,13 +260,14 @@ def _diagnose(
     fp: tuple[int, int],
     log_fp: tuple[int, int],
     engine_name: str,
+    near_misses: bool = True,
 ) -> diagnosis.WhyMissingReport:
     access = _loaded_state(path, operator_id, batch, fp, engine_name)
     progress = diagnosis_progress(path, event_log)
     info = _info(path, fp)
     arrivals = arrivals_for(info, list(keys), operator_id, event_time_ms, progress)
     report = diagnose.why_missing(
-        access, info, list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress, arrivals
+        access, info, list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress, arrivals, near_misses
     )
     between_questions(access)
     return report
@@ -289,9 +290,13 @@ def diagnose_cached(
     join_type: str | None = None,
     event_time_ms: int | None = None,
     event_log: str | None = None,
+    near_misses: bool = True,
 ) -> diagnosis.WhyMissingReport:
+    """One operator's verdicts on keys (``near_misses=False``: without the look-alike search)."""
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
-    return _diagnose(path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current())
+    return _diagnose(
+        path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current(), near_misses
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -308,14 +313,30 @@ def _whole(
     fp: tuple[int, int],
     log_fp: tuple[int, int],
     engine_name: str,
+    near_misses: bool = True,
 ) -> diagnosis.WhyMissingReport:
     from spark_io.gather.fate import why_missing_whole
 
+    asked = (path, batch, key_field, keys, join_type, event_time_ms, event_log, input_root, sink, fp, log_fp, engine_name)
+    # with near misses: after the verdicts alone (the page shows them first), whose input search it reuses
+    searched = _whole(*asked, near_misses=False).input_search if near_misses else None
     info = _info(path, fp)
     progress = progress_cached(path, event_log) if event_log else None
     access = _whole_access(path, fp, engine_name)
     report = why_missing_whole(
-        path, list(keys), access, batch, key_field, info, join_type, event_time_ms, progress, input_root, sink
+        path,
+        list(keys),
+        access,
+        batch,
+        key_field,
+        info,
+        join_type,
+        event_time_ms,
+        progress,
+        input_root,
+        sink,
+        near_misses,
+        searched,
     )
     between_questions(access)
     return report
@@ -338,11 +359,24 @@ def whole_query_cached(
     event_log: str | None = None,
     input_root: str | None = None,
     sink: str | None = None,
+    near_misses: bool = True,
 ) -> diagnosis.WhyMissingReport:
     """Why-missing of the whole query: each key's records from the input files to the output."""
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
     return _whole(
-        path, batch, key_field, keys, join_type, event_time_ms, event_log, input_root, sink, fp, log_fp, engine.current()
+        path,
+        batch,
+        key_field,
+        keys,
+        join_type,
+        event_time_ms,
+        event_log,
+        input_root,
+        sink,
+        fp,
+        log_fp,
+        engine.current(),
+        near_misses,
     )
 
 

@@ -9,8 +9,9 @@ import urllib.parse
 import streamlit as st
 
 from analysis.charts import key_timeline_figure
+from analysis.diagnose import WhyMissingReport, looks_for_near_misses
 from analysis.export import display_rows
-from analysis.key_verdicts import AGGREGATION, operator_kind
+from analysis.key_verdicts import AGGREGATION, KeyDiagnosis, operator_kind
 from analysis.progress import parse_event_time
 from spark_io.gather import crosscheck
 from views.common import (
@@ -117,6 +118,29 @@ def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, eve
 
 
 st.header("Why is my key missing?")  # the same words as its navigation entry
+
+
+def verdict_heading(r: KeyDiagnosis) -> None:
+    """A key, its verdict and the explanation."""
+    color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
+    if r.fate is not None and r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
+        color, label = "green", "Emitted"  # an aggregation's window the watermark closed: its result went out
+    side = f" · {r.side_text}" if r.side else ""
+    if r.matched_as and r.matched_as != "as text":
+        side += f" · matched {r.matched_as}"
+    st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
+    st.write(r.explanation)
+
+
+def show_verdicts(results: list[KeyDiagnosis]) -> None:
+    """The verdicts alone, while the look-alike keys are searched for (no widget: the whole answer replaces them)."""
+    for r in results:
+        with st.container(border=True):
+            verdict_heading(r)
+            if looks_for_near_misses(r):
+                st.caption("Looking for look-alike keys in the other partitions…")
+
+
 info = checkpoint_info()
 if info is not None and info.operators and info.committed_batches:
     params = st.query_params
@@ -244,17 +268,28 @@ if info is not None and info.operators and info.committed_batches:
             st.query_params.pop(k, None)
         with guard():
             event_time = parse_event_time(event_time_text) if event_time_text else None
+
+            def ask(near_misses: bool) -> WhyMissingReport:
+                if whole:
+                    return whole_query_cached(
+                        info.path, batch, key_field, tuple(keys), join_type, event_time, event_log, input_root, sink, near_misses
+                    )
+                return diagnose_cached(
+                    info.path, op_id, batch, key_field, tuple(keys), join_type, event_time, event_log, near_misses
+                )
+
+            # the verdicts first; the search for look-alike keys in the other partitions follows
             report = with_progress(
                 "Reading the input files, the state and its history" if whole else "Reading the state and its history",
-                lambda: (
-                    whole_query_cached(
-                        info.path, batch, key_field, tuple(keys), join_type, event_time, event_log, input_root, sink
-                    )
-                    if whole
-                    else diagnose_cached(info.path, op_id, batch, key_field, tuple(keys), join_type, event_time, event_log)
-                ),
+                lambda: ask(False),
                 "why-missing",
             )
+            if any(looks_for_near_misses(r) for r in report.results):
+                first = st.empty()
+                with first.container():
+                    show_verdicts(report.results)
+                report = with_progress("Looking for look-alike keys in the other partitions", lambda: ask(True), "near-misses")
+                first.empty()
             searched = report.input_search
             st.caption(
                 (
@@ -330,15 +365,8 @@ if info is not None and info.operators and info.committed_batches:
                     f"The key's history could not be read, so keys not in state get the verdict Unknown. {report.history_error}"
                 )
             for r in report.results:
-                color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
-                if r.fate is not None and r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
-                    color, label = "green", "Emitted"  # an aggregation's window the watermark closed: its result went out
                 with st.container(border=True):
-                    side = f" · {r.side_text}" if r.side else ""
-                    if r.matched_as and r.matched_as != "as text":
-                        side += f" · matched {r.matched_as}"
-                    st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
-                    st.write(r.explanation)
+                    verdict_heading(r)
                     if r.fate is not None:
                         render_fate(r.fate, current_tz())
                     if r.near_misses:

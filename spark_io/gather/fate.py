@@ -58,7 +58,10 @@ def why_missing_whole(
     input_root: str | None = None,
     sink: str | None = None,
     near_misses: bool = True,
+    searched: InputSearch | None = None,
 ) -> WhyMissingReport:
+    """``searched``: the input search of an earlier answer to the same question (the app asks
+    without near misses first), used instead of reading the input files again."""
     info = info or read_checkpoint(path)
     keys = list(dict.fromkeys(keys))
     if not keys or not all(isinstance(k, str) for k in keys):
@@ -78,7 +81,7 @@ def why_missing_whole(
         def format_of(source: str) -> str | None:  # the plan's Scan says how the files are read
             return next((s.format for s in plan.scans.values() if f"/{source}/" in s.location), None) if plan else None
 
-        search = search_inputs(info, keys, columns, input_root, format_of, tz)
+        search = searched or search_inputs(info, keys, columns, input_root, format_of, tz)
         if not search.files_listed:
             why_not = search.note() or "The query reads no file source: its input cannot be searched here."
     walk.source_names = search.sources
