@@ -7,6 +7,8 @@ of each process (``os.wait4``):
 * a look-alike of a real key (``User_4999999`` for ``user-4999999``): warm;
 * growth over the 20 batches against the plain approach, a ``statestore`` count per batch in a
   warm Spark session (the session's start is not counted);
+* the app's path (its cached functions in a running app, cold): until the verdict shows, until
+  the near misses follow;
 * the decoded table (the newest state, every column) for scale.
 
     .venv/bin/python bench/bench_big_state.py [--runs 3] [--skip-spark]
@@ -62,6 +64,34 @@ def decoded_mb(cp: str) -> float:
     return int(subprocess.check_output([sys.executable, "-c", code, cp, str(ROOT)], text=True)) / 2**20
 
 
+APP = """
+import logging, sys, time
+sys.path.insert(0, sys.argv[2])
+logging.disable(logging.WARNING)
+from spark_io.logs.checkpoint import read_checkpoint
+from spark_io.readers import engine
+from views import common
+engine.configure("native")
+engine.warm_native_in_background().join()  # as the app does at launch
+cp, key = sys.argv[1], ("never-seen-key",)
+batch = read_checkpoint(cp).last_committed
+t0 = time.perf_counter()
+common.diagnose_cached(cp, 0, batch, None, key, near_misses=False)
+t1 = time.perf_counter()
+assert common.diagnose_cached(cp, 0, batch, None, key).results[0].verdict == "never_in_state"
+print(t1 - t0, time.perf_counter() - t0)
+"""
+
+
+def app_path(cp: str) -> tuple[float, float]:
+    """The why-missing page's cached functions (the app running, cold cache): seconds until the
+    verdict shows, and until the near misses follow it."""
+    env = {**os.environ, "STATELENS_CACHE_DIR": tempfile.mkdtemp()}
+    out = subprocess.check_output([sys.executable, "-c", APP, cp, str(ROOT)], env=env, text=True, stderr=subprocess.DEVNULL)
+    verdict, near = out.split()
+    return float(verdict), float(near)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -79,6 +109,7 @@ def main() -> None:
             warm.append(run(never, cache))
         alike = run(["why-missing", cp, "User_4999999", "--operator", "0"], cache)
         growth = medians([run(["growth", cp], tempfile.mkdtemp()) for _ in range(args.runs)])
+        shown = [app_path(cp) for _ in range(args.runs)]
         growth_s[provider] = growth[0]
         print(f"\n{provider}: {cp} (5,000,000 keys; the decoded table: {decoded_mb(cp):,.0f} MB)")
         for label, (s, mb), target in (
@@ -89,6 +120,8 @@ def main() -> None:
             ("growth, 20 batches", growth, ""),
         ):
             print(f"  {label:40s} {s:6.2f} s  peak {mb:,} MB  {target}", flush=True)
+        for label, i in (("app: the verdict shows (cold)", 0), ("app: the near misses follow (cold)", 1)):
+            print(f"  {label:40s} {statistics.median(x[i] for x in shown):6.2f} s  (in the running app)")
     if args.skip_spark:
         return
     from analysis.model import sources_of
