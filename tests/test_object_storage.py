@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import object_stores as stores
 import pytest
@@ -305,20 +305,33 @@ def test_a_server_that_stops_mid_read_is_one_clear_line_in_seconds(
     assert took < 60, took
 
 
+def _rows(ls_json: str) -> list[dict[str, object]]:
+    """ls --json's rows without the watermark's lag (measured against the clock)."""
+    rows = json.loads(ls_json)["checkpoints"]
+    for r in rows:
+        r.pop("watermark_lag_ms")
+    return cast(list[dict[str, object]], rows)
+
+
 def test_ls_of_a_bucket_prefix_gives_the_rows_of_the_local_folder_without_reading_state(
-    servers: dict[str, stores.Server], local_copies: dict[str, str]
+    servers: dict[str, stores.Server], local_copies: dict[str, str], tmp_path: Path
 ) -> None:
+    """ls reads listings and log files, never state; the next ls lists the folders again (a query
+    adds batches) and fetches no file (the committed batches' logs are kept)."""
     server = servers["s3"]
     prefix = stores.uri_of("s3", "checkpoints")
     local_root = str(Path(local_copies[SAMPLE_NAMES[0]]).parent)
-    with using(server), server.proxy.counting() as got:
-        code, out, err = cli("ls", prefix, "--json", "--sort", "path")
+    with using(server, cache=tmp_path / "cache"):
+        with server.proxy.counting() as got:
+            code, out, err = cli("ls", prefix, "--json", "--sort", "path")
+        with server.proxy.counting() as again:
+            out_again = cli("ls", prefix, "--json", "--sort", "path")[1]
     assert code == 0 and not err, err
-    local = json.loads(cli("ls", local_root, "--json", "--sort", "path")[1])["checkpoints"]
-    remote = json.loads(out.replace(prefix, local_root))["checkpoints"]
-    for rows in (local, remote):
-        for r in rows:
-            r.pop("watermark_lag_ms")  # measured against the clock
+    assert _rows(out_again) == _rows(out)
+    listings = [p for m, p in again if m == "GET" and "list-type=2" in p]
+    assert listings == [p for m, p in again] and len(listings) == len(set(listings)), again
+    assert sum(p.endswith("%2Foffsets%2F") for p in listings) == len(SAMPLE_NAMES), listings  # re-listed: a query adds batches
+    local, remote = _rows(cli("ls", local_root, "--json", "--sort", "path")[1]), _rows(out.replace(prefix, local_root))
     assert remote == local and len(remote) == len(SAMPLE_NAMES)
     assert _state_gets(got) == [] and {m for m, _ in got} <= {"GET", "HEAD"}
 

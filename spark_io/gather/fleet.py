@@ -45,9 +45,9 @@ def find_checkpoints(prefix: str) -> list[str]:
 def checkpoint_row(path: str, now_ms: int) -> CheckpointRow:
     """One row; a checkpoint that cannot be read is a row saying why (the others still answer)."""
     try:
-        info = read_checkpoint(path)
         unreadable: list[str] = []
-        files = list_state_files(info.path, unreadable)
+        files = list_state_files(path, unreadable)  # first: its listing answers the operators' metadata folders
+        info = read_checkpoint(path)
         return row_of(info, files, examine(info, files, unreadable, now_ms), now_ms)
     except StateLensError as e:
         return CheckpointRow(path, error=f"{e.title}: {e.message}")

@@ -26,13 +26,16 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 # files Spark writes once under their name and never changes: state versions and RocksDB's SST
-# files; the log entries (offsets/<n>, commits/<n>, sources' logs), schema and checksum files.
+# files; the log entries (offsets/<n>, commits/<n>, sources' logs), schema and checksum files, the
+# query's id (metadata) and the operators' metadata (v1 is written anew when a query restarts: its
+# time then differs).
 # The cache knows a file by its URI, size and modification time, so a folder written anew by
 # another query is never served from an old copy.
 IMMUTABLE = re.compile(
     r"(^|/)(\d+(_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)|[^/]+\.sst)$"
     r"|(^|/)(offsets|commits)/\d+$|(^|/)sources/\d+/\d+(\.compact)?$"
     r"|(^|/)_metadata/schema$|(^|/)_stateSchema/.+|\.crc$"
+    r"|^metadata$|(^|/)_metadata/metadata$|(^|/)_metadata/v2/\d+(_[0-9a-fA-F-]+)?$"
 )
 
 

@@ -132,16 +132,17 @@ class CloudStorage(Storage):
         return sorted((_entry(i, self.base) for i in infos), key=lambda x: x.path)
 
     def listdir(self, rel: str) -> list[Entry]:
-        if self.cloud.lists_folders:
+        known = self._known_below(rel)
+        if known is None and self.cloud.lists_folders:
             return remembered(f"list {self.where(rel)}", lambda: self._select(rel, False))
-        return _children(self._below(rel), rel)
+        return _children(self._below(rel) if known is None else known, rel)
 
     def walk(self, rel: str, unreadable: list[str] | None = None) -> list[Entry]:
         return [e for e in self._below(rel) if not e.is_dir]
 
-    def _below(self, rel: str) -> list[Entry]:
-        """Everything below ``rel``: one paged listing per question, or the part of an enclosing
-        folder's listing already made."""
+    def _known_below(self, rel: str) -> list[Entry] | None:
+        """Everything below ``rel`` from a listing of it or of an enclosing folder already made in
+        this question (None: none made yet)."""
         parts = rel.split("/") if rel else []
         for depth in range(len(parts), -1, -1):
             outer = "/".join(parts[:depth])
@@ -151,7 +152,21 @@ class CloudStorage(Storage):
                     return cast(list[Entry], known)
                 head = rel + "/"
                 return [e for e in known if e.path.startswith(head)]
-        return remembered(f"walk {self.where(rel)}", lambda: self._select(rel, True))
+        return None
+
+    def _listed(self, rel: str) -> Entry | None:
+        """The file's entry in a listing of its folder already made in this question (None: not listed)."""
+        folder = rel.rpartition("/")[0]
+        entries = recalled(f"list {self.where(folder)}") if self.cloud.lists_folders else None
+        if entries is None:
+            entries = self._known_below(folder)
+        return next((e for e in entries or () if e.path == rel and not e.is_dir), None)
+
+    def _below(self, rel: str) -> list[Entry]:
+        """Everything below ``rel``: one paged listing per question, or the part of an enclosing
+        folder's listing already made."""
+        known = self._known_below(rel)
+        return known if known is not None else remembered(f"walk {self.where(rel)}", lambda: self._select(rel, True))
 
     def _entry_of(self, rel: str, entry: Entry | None) -> Entry:
         if entry is not None:
@@ -174,6 +189,7 @@ class CloudStorage(Storage):
         return data
 
     def read(self, rel: str, entry: Entry | None = None) -> bytes:
+        entry = entry or self._listed(rel)
         if not IMMUTABLE.search(rel) or (entry is None and not _STATE.search(rel)):
             return self._download(rel, entry.size if entry else None)
         path = self._cached(rel, entry)
