@@ -176,3 +176,54 @@ def test_sql_time_limit() -> None:
         ws.execute("SELECT sum(a.range * b.range % 7) FROM range(200000) a, range(200000) b")
     assert time.monotonic() - t0 < 15
     assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]
+
+
+def _spark_rows_per_partition(name: str, source: str, batch: int) -> dict[int, int]:
+    """Rows per partition of a store at a batch, as Spark read them (the sample's golden file)."""
+    import json
+    from collections import Counter
+
+    import golden
+
+    _, reads = golden.read(name)
+    (read,) = [r for r in reads if r["read"] == "state" and r["source"] == source]
+    rows = [json.loads(t) for t in read["rows"]]
+    return dict(Counter(r["partition_id"] for r in rows if r["_batch"] == batch))
+
+
+@pytest.mark.parametrize("name", ["windowed_agg", "join_rocksdb", "transform_with_state", "session_window", "dedup"])
+def test_a_query_that_reads_no_value_loads_keys_only_and_counts_as_spark(name: str) -> None:
+    """count(*) per partition loads a store's keys alone (no value decoded) and equals Spark's
+    rows per partition; a later query that reads values loads the table again, whole."""
+    ws = Workspace(sample(name))
+    assert ws.batch is not None
+    for spec in [s for s in ws.specs.values() if not s.changes]:
+        got = ws.execute(f'SELECT partition_id, count(*) AS n FROM "{spec.name}" GROUP BY 1').table.to_pylist()
+        assert {r["partition_id"]: r["n"] for r in got} == _spark_rows_per_partition(name, spec.source.describe(), ws.batch)
+        loaded = ws.loaded[spec.name.lower()]
+        columns = ws.execute(f'SELECT * FROM "{spec.name}" LIMIT 0').columns
+        # a store's values are kept apart from its keys (a join side's rows, a map's or list's entries are not)
+        assert loaded.keys_only == (spec.source.join_side is None and columns == ["key", "value", "partition_id"]), spec.name
+        assert not ws.loaded[spec.name.lower()].keys_only  # SELECT * read them: loaded whole
+        assert ws.loaded[spec.name.lower()].rows == loaded.rows
+
+
+@pytest.mark.parametrize(
+    ("sql", "whole"),
+    [
+        ("SELECT count(*) FROM op0", False),
+        ("SELECT count(DISTINCT key.user_id) FROM op0 WHERE partition_id > 0", False),
+        ("SELECT count(*) FROM (SELECT * FROM op0)", False),
+        ("SELECT * FROM op0", True),
+        ("SELECT op0 FROM op0", True),  # the row as a struct
+        ("SELECT count(*) FROM op0 WHERE hash(op0) > 0", True),
+        ("SELECT count(*) FROM op0 WHERE value.count > 1", True),  # a filter's column
+        ("SELECT count(COLUMNS(*)) FROM op0", True),
+        ("SELECT count(value) FROM op0", True),  # counts non-null values
+        ("SELECT * EXCLUDE (value) FROM op0 LIMIT 0", True),  # names value: the keys alone do not bind, loaded whole
+    ],
+)
+def test_only_a_query_that_reads_no_value_loads_keys_only(sql: str, whole: bool) -> None:
+    ws = Workspace(sample("windowed_agg"))
+    ws.execute(sql)
+    assert ws.loaded["op0"].keys_only is not whole

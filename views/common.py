@@ -184,15 +184,21 @@ def _state(
     limit: int | None,
     fp: tuple[int, int],
     engine_name: str,
+    keys_only: bool = False,
 ) -> tuple[pa.Table, int]:
-    return engine.read_state(path, source, batch, row_filter=row_filter, limit=limit)
+    return engine.read_state(path, source, batch, row_filter=row_filter, limit=limit, keys_only=keys_only)
 
 
 def read_state_cached(
-    path: str, source: StateSource, batch: int | None, row_filter: RowFilter | None = None, limit: int | None = None
+    path: str,
+    source: StateSource,
+    batch: int | None,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
+    keys_only: bool = False,
 ) -> tuple[pa.Table, int]:
     """State rows shared by every browser session until the checkpoint commits again."""
-    return _state(path, source, batch, row_filter, limit, fingerprint(path), engine.current())
+    return _state(path, source, batch, row_filter, limit, fingerprint(path), engine.current(), keys_only)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -535,12 +541,12 @@ def metric_row(items: list[tuple[str, Any, str | None]]) -> None:
 
 
 def _cached_loader(
-    info: CheckpointInfo, spec: TableSpec, batch: int, row_filter: RowFilter | None, limit: int | None
+    info: CheckpointInfo, spec: TableSpec, batch: int, row_filter: RowFilter | None, limit: int | None, keys_only: bool
 ) -> tuple[pa.Table, str]:
     if spec.changes:
         table, start, end = read_changes_cached(info.path, spec.source, batch, row_filter, limit)
         return table, f"{start}–{end}"
-    table, b = read_state_cached(info.path, spec.source, batch, row_filter, limit)
+    table, b = read_state_cached(info.path, spec.source, batch, row_filter, limit, keys_only)
     return table, str(b)
 
 

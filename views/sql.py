@@ -8,7 +8,7 @@ import streamlit as st
 
 from analysis.examples import example_queries
 from analysis.export import display_table, to_csv_bytes, to_parquet_bytes
-from spark_io.gather.workspace import DEFAULT_ROW_BUDGET
+from spark_io.gather.workspace import DEFAULT_ROW_BUDGET, LoadedTable
 from spark_io.readers.state_reader import RowFilter
 from views.common import checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
 
@@ -30,6 +30,12 @@ RUN_BUTTON = {
 }
 MAX_ROWS = 100_000
 YOURS = "(your query)"
+
+
+def loaded_where(t: LoadedTable) -> str:
+    if t.spilled:
+        return "Parquet on disk"
+    return "memory, keys only" if t.keys_only else "memory"
 
 
 def _example_select_key(text: str) -> str:
@@ -147,14 +153,17 @@ if info is not None:
                     st.session_state["sql_result"] = (run_key, sql, result)
                     st.query_params.update({"checkpoint": info.path, "batch": str(ws.batch), "sql": sql})
             with tables_box.expander(f"Tables at batch {ws.batch} ({len(ws.loaded)} loaded)"):
-                st.caption("A table loads from Spark the first time a query names it. " + ws.tables_hint())
+                st.caption(
+                    "A table loads the first time a query names it (its keys alone while the queries read no value). "
+                    + ws.tables_hint()
+                )
                 st.dataframe(
                     [
                         {
                             "table": s.name,
                             "reads": s.describe(),
                             "rows": ws.loaded[k].rows if k in ws.loaded else None,
-                            "in": ("Parquet on disk" if ws.loaded[k].spilled else "memory") if k in ws.loaded else "",
+                            "in": loaded_where(ws.loaded[k]) if k in ws.loaded else "",
                         }
                         for k, s in ws.specs.items()
                     ],

@@ -16,13 +16,15 @@ Tables load (``spark_io.readers.engine``: natively or through Spark) the first t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -71,6 +73,7 @@ class LoadedTable:
     spilled: str | None = None  # the Parquet folder DuckDB reads, when spilled
     engine: str = engine.SPARK  # which reader loaded it (native or spark)
     fallback: str | None = None  # why Spark loaded it although the native reader was asked first
+    keys_only: bool = False  # its keys alone (KEY_COLUMNS): the queries so far read no value
 
 
 @dataclass
@@ -84,18 +87,71 @@ class QueryResult:
         return self.table.column_names
 
 
-Loader = Callable[[CheckpointInfo, TableSpec, int, RowFilter | None, int | None], tuple[pa.Table, str]]
+Loader = Callable[[CheckpointInfo, TableSpec, int, RowFilter | None, int | None, bool], tuple[pa.Table, str]]
+KEY_COLUMNS = frozenset({"key", "partition_id"})  # what a store's keys-only read gives
 
 
 def state_loader(
-    info: CheckpointInfo, spec: TableSpec, batch: int, row_filter: RowFilter | None = None, limit: int | None = None
+    info: CheckpointInfo,
+    spec: TableSpec,
+    batch: int,
+    row_filter: RowFilter | None = None,
+    limit: int | None = None,
+    keys_only: bool = False,
 ) -> tuple[pa.Table, str]:
-    """Read one table's rows with the chosen engine: the state at ``batch`` or the change feed up to it."""
+    """Read one table's rows with the chosen engine: the state at ``batch`` or the change feed up to it
+    (``keys_only``: a store's keys without decoding its values, where the engine can)."""
     if spec.changes:
         table, start, end = engine.read_changes(info.path, spec.source, end=batch, info=info, row_filter=row_filter, limit=limit)
         return table, f"{start}–{end}"
-    table, b = engine.read_state(info.path, spec.source, batch, info=info, row_filter=row_filter, limit=limit)
+    table, b = engine.read_state(
+        info.path, spec.source, batch, info=info, row_filter=row_filter, limit=limit, keys_only=keys_only
+    )
     return table, str(b)
+
+
+def _scans(plan: Any) -> Iterator[dict[str, Any]]:
+    """The table scans of DuckDB's JSON plan."""
+    if isinstance(plan, list):
+        for p in plan:
+            yield from _scans(p)
+    elif isinstance(plan, dict):
+        if "SCAN" in str(plan.get("name", "")) and isinstance(plan.get("extra_info"), dict):
+            yield plan["extra_info"]
+        yield from _scans(plan.get("children", []))
+
+
+def columns_read(sql: str, schemas: dict[str, pa.Schema]) -> dict[str, set[str]]:
+    """The top-level columns ``sql`` reads of each table, from DuckDB's own plan over empty tables
+    of these schemas (its projection pushdown). Statistics and filter pushdown are off, so nothing
+    is left out because the tables are empty and a filter's columns stay in the scan's projections.
+    A table the plan does not scan, or a query that does not plan, is left out (not known)."""
+    con = duckdb.connect(
+        ":memory:",
+        config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "enable_external_access": False,
+            "disabled_optimizers": "statistics_propagation,filter_pushdown,empty_result_pullup",
+        },
+    )
+    try:
+        for name, schema in schemas.items():
+            con.register("__empty", schema.empty_table())
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM __empty')
+            con.unregister("__empty")
+        plan = json.loads(con.execute("EXPLAIN (FORMAT JSON) " + sql).fetchall()[0][1])
+    except (duckdb.Error, ValueError, IndexError, TypeError):
+        return {}
+    finally:
+        con.close()
+    read: dict[str, set[str]] = {}
+    for scan in _scans(plan):
+        projections = scan.get("Projections") or []
+        names = [projections] if isinstance(projections, str) else list(projections)
+        table = read.setdefault(str(scan.get("Table", "")).rsplit(".", 1)[-1].strip('"').lower(), set())
+        table.update(n.split(".", 1)[0].strip('"') for n in names if n)
+    return read
 
 
 _IDENT = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_]*)')
@@ -155,17 +211,20 @@ class Workspace:
                 found[name] = self.specs[name]
         return list(found.values())
 
-    def load(self, name: str) -> LoadedTable:
+    def load(self, name: str, keys_only: bool = False) -> LoadedTable:
+        """Load a table (``keys_only``: its keys may do; a table loaded so is loaded again whole
+        when a query reads its values)."""
         key = name.lower()
         with self._lock:
-            if key in self.loaded:
-                return self.loaded[key]
+            have = self.loaded.get(key)
+            if have is not None and (keys_only or not have.keys_only):
+                return have
             spec = self.specs.get(key)
             if spec is None:
                 raise SqlError(f"There is no table '{name}' for this checkpoint. {self.tables_hint()}")
             assert self.batch is not None
             t0 = time.perf_counter()
-            table, batch = self._loader(self.info, spec, self.batch, self.row_filter, self.row_budget + 1)
+            table, batch = self._loader(self.info, spec, self.batch, self.row_filter, self.row_budget + 1, keys_only)
             if table.num_rows > self.row_budget:
                 if self.spill_dir is None or spec.changes:
                     raise RowBudgetExceeded(self._budget_advice(spec))
@@ -183,6 +242,7 @@ class Workspace:
                     time.perf_counter() - t0,
                     engine=engine.engine_of(table),
                     fallback=engine.fallback_of(table),
+                    keys_only=keys_only and set(table.column_names) <= KEY_COLUMNS,
                 )
             self.loaded[key] = loaded
             return loaded
@@ -205,6 +265,19 @@ class Workspace:
         rows = self._con.execute(f'SELECT count(*) FROM "{spec.name}"').fetchone()[0]  # type: ignore[index]
         return LoadedTable(spec, int(rows), str(self.batch), time.perf_counter() - t0, spilled=dest, engine=by, fallback=why)
 
+    def _columns_read(self, sql: str, named: list[TableSpec]) -> dict[str, set[str]]:
+        """What the query reads of each table it names, when every one of them can be read natively
+        (else nothing is known: the tables load whole)."""
+        if all(s.changes for s in named):
+            return {}
+        schemas = {}
+        for spec in named:
+            schema = engine.state_schema(self.info, spec.source, spec.changes)
+            if schema is None:
+                return {}
+            schemas[spec.name] = schema
+        return columns_read(sql, schemas)
+
     def tables_hint(self) -> str:
         if not self.specs:
             return "This checkpoint has no state tables."
@@ -217,8 +290,22 @@ class Workspace:
         """Run one query, loading the tables it names first; at most ``max_rows`` rows come back."""
         if not sql.strip() or not _COMMENT.sub("", sql).strip().strip(";").strip():
             raise SqlError("The query is empty: write a SQL statement, e.g. SELECT * FROM op0 LIMIT 10.")
-        for spec in self.tables_named_in(sql):
+        named = self.tables_named_in(sql)
+        read = self._columns_read(sql, named)
+        for spec in named:
+            columns = read.get(spec.name.lower())
+            self.load(spec.name, keys_only=not spec.changes and columns is not None and columns <= KEY_COLUMNS)
+        try:
+            return self._run(sql, max_rows)
+        except SqlError as e:
+            partial = [s for s in named if self.loaded[s.name.lower()].keys_only]
+            if not partial or "Binder Error" not in e.message:
+                raise
+        for spec in partial:  # it names a value after all (EXCLUDE (value)): the tables whole
             self.load(spec.name)
+        return self._run(sql, max_rows)
+
+    def _run(self, sql: str, max_rows: int) -> QueryResult:
         t0 = time.perf_counter()
         with self._lock:
             cur = self._con.cursor()

@@ -145,20 +145,33 @@ def read_state(
     info: CheckpointInfo | None = None,
     row_filter: RowFilter | None = None,
     limit: int | None = None,
+    keys_only: bool = False,
 ) -> tuple[pa.Table, int]:
-    """``state_reader.read_state`` by the chosen engine: (table, batch)."""
+    """``state_reader.read_state`` by the chosen engine: (table, batch). ``keys_only``: the native
+    reader may leave a store's values out (``key`` and ``partition_id``; Spark reads them all)."""
     info = info or read_checkpoint(path)
     validate_source(info, source)
     batch = resolve_batch(info, batch_id)
 
     def native() -> pa.Table:
-        return _filtered(lambda parts: native_reader(info).state(source, batch, parts), row_filter, limit)
+        return _filtered(lambda parts: native_reader(info).state(source, batch, parts, keys_only=keys_only), row_filter, limit)
 
     def spark() -> pa.Table:
         return state_reader.read_state(path, source, batch, info=info, row_filter=row_filter, limit=limit)[0]
 
     table, engine, why = answer(info, native, spark)
     return tagged(table, engine, why), batch
+
+
+def state_schema(info: CheckpointInfo, source: StateSource, changes: bool = False) -> pa.Schema | None:
+    """The columns a native read of the store (``changes``: its change feed) gives, without reading
+    it (None: not read natively)."""
+    if not wants_native(info):
+        return None
+    try:
+        return native_reader(info).schema(source, changes)
+    except NativeUnsupported:
+        return None
 
 
 def spill_state(

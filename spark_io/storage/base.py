@@ -10,6 +10,7 @@ the URI and what to set.
 from __future__ import annotations
 
 import contextvars
+import os
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -114,16 +115,18 @@ class Storage(ABC):
         got = self.map(lambda r: self.read(r, (entries or {}).get(r)), rels)
         return dict(zip(rels, got, strict=False))
 
-    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    def map(self, fn: Callable[[T], R], items: Iterable[T], decodes: bool = False) -> list[R]:
         """``fn`` over ``items`` in order: in parallel on remote storage (requests wait on the network),
-        with downloads reported from this thread."""
+        with downloads reported from this thread. ``decodes``: ``fn`` is mostly compiled loops that
+        release the GIL (a partition's decoding): on local storage too, one item per core."""
         items = list(items)
-        if not self.remote or len(items) < 2:
+        if len(items) < 2 or not (self.remote or decodes):
             return [fn(i) for i in items]
-        return parallel(fn, items)
+        return parallel(fn, items, _POOL if self.remote else _CORES)
 
 
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="statelens-fetch")
+_CORES = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="statelens-decode")
 _QUESTION: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("statelens_question", default=None)
 _QUESTION_LOCK = threading.Lock()
 
@@ -161,12 +164,12 @@ def recalled(key: str) -> Any:
         return memo.get(key)
 
 
-def parallel(fn: Callable[[T], R], items: list[T]) -> list[R]:
+def parallel(fn: Callable[[T], R], items: list[T], pool: ThreadPoolExecutor = _POOL) -> list[R]:
     """At most 16 at a time (a bounded pool: a cloud store throttles a flood). Nested calls run
     inline so a worker never waits on the pool it holds a slot of."""
     if progress.in_worker():
         return [fn(i) for i in items]
-    futures: list[Future[R]] = [_POOL.submit(contextvars.copy_context().run, progress.as_worker, fn, i) for i in items]
+    futures: list[Future[R]] = [pool.submit(contextvars.copy_context().run, progress.as_worker, fn, i) for i in items]
     pending: set[Future[R]] = set(futures)
     while pending:
         _, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)

@@ -206,7 +206,7 @@ class NativeReader:
                     f"state/{op.operator_id}/{p}/."
                 ) from e
 
-        return _concat(self.storage.map(piece, parts), schema)
+        return _concat(self.storage.map(piece, parts, decodes=True), schema)
 
     def _view(self, op: OperatorInfo, source: StateSource) -> _View:
         try:
