@@ -827,7 +827,8 @@ def _download_progress(args: argparse.Namespace) -> Iterator[None]:
             sys.stderr.write("\r\033[K")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, process: bool = False) -> int:
+    """``process``: this process runs one command and exits (kept reads would serve no next question)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "app":
@@ -838,6 +839,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.engine:
             engine.configure(args.engine)
+        if process:
+            engine.one_question_per_process()
         if args.master and args.remote:
             from analysis.errors import InvalidInput
 
@@ -874,5 +877,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> int:
+    """The ``statelens`` command and ``python cli.py``: one command in this process."""
+    return main(process=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

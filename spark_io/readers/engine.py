@@ -65,6 +65,14 @@ def native_reader(info: CheckpointInfo) -> NativeReader:
     return NativeReader(info)
 
 
+def one_question_per_process() -> None:
+    """This process answers one question and exits (a CLI command): the native reader keeps no
+    decoded state file for a next question (a 5M-key growth: 1.4 GB peak -> 0.9 GB, as fast)."""
+    from spark_io.readers.native import stores
+
+    stores.KEEP_BUDGET = 0
+
+
 def warm_native_in_background() -> threading.Thread:
     """Import the native reader and load its compiled loops in a thread, for the app (about 1–2 s
     its first answer would otherwise wait)."""

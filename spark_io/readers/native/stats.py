@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -59,11 +60,21 @@ class NativeStats:
         self._con = duckdb.connect(":memory:")
 
     def _sql(self, table: pa.Table, sql: str) -> pa.Table:
-        self._con.register("t", table)
+        con = self._con.cursor()  # a connection of its own: partitions are reduced in parallel
         try:
-            return self._con.sql(sql).to_arrow_table()
+            con.register("t", table)
+            return con.sql(sql).to_arrow_table()
         finally:
-            self._con.unregister("t")
+            con.close()
+
+    def _per_partition(
+        self, src: StateSource, batches: range, read: Callable[[list[int]], tuple[np.ndarray, ...]]
+    ) -> tuple[np.ndarray, ...]:
+        """``read`` partition by partition, a core each, joined: one partition's rows decoded at a
+        time per core, not the whole store's."""
+        n = max(self.reader.partitions(src, b) for b in batches)
+        pieces = self.reader.storage.map(read, [[p] for p in range(n)], decodes=True) or [read([])]
+        return tuple(np.concatenate(cols) for cols in zip(*pieces, strict=True))
 
     @staticmethod
     def _identity(table: pa.Table) -> str:
@@ -86,22 +97,30 @@ class NativeStats:
         ]
 
     def key_ids(self, src: StateSource, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        t = self.reader.state(src, batch, keys_only=True)
-        ids = self._sql(t, f"SELECT {self._identity(t)} AS k, partition_id FROM t")
-        return _signed(ids["k"]), numpy_of(ids["partition_id"]).astype(np.int64)
+        def read(parts: list[int]) -> tuple[np.ndarray, ...]:
+            t = self.reader.state(src, batch, parts, keys_only=True)
+            ids = self._sql(t, f"SELECT {self._identity(t)} AS k, partition_id FROM t")
+            return _signed(ids["k"]), numpy_of(ids["partition_id"]).astype(np.int64)
+
+        keys, parts = self._per_partition(src, range(batch, batch + 1), read)
+        return keys, parts
 
     def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        t = self.reader.changes(src, start, end, keys_only=True)
-        ids = self._sql(
-            t,
-            f"SELECT batch_id, CAST(change_type = 'delete' AS BIGINT) AS d, {self._identity(t)} AS k, partition_id FROM t",
-        )
-        return (
-            numpy_of(ids["batch_id"]).astype(np.int64),
-            numpy_of(ids["d"]),
-            _signed(ids["k"]),
-            numpy_of(ids["partition_id"]).astype(np.int64),
-        )
+        def read(parts: list[int]) -> tuple[np.ndarray, ...]:
+            t = self.reader.changes(src, start, end, parts, keys_only=True)
+            ids = self._sql(
+                t,
+                f"SELECT batch_id, CAST(change_type = 'delete' AS BIGINT) AS d, {self._identity(t)} AS k, partition_id FROM t",
+            )
+            return (
+                numpy_of(ids["batch_id"]).astype(np.int64),
+                numpy_of(ids["d"]).astype(np.int64),
+                _signed(ids["k"]),
+                numpy_of(ids["partition_id"]).astype(np.int64),
+            )
+
+        batch_ids, deletes, keys, parts = self._per_partition(src, range(start, end + 1), read)
+        return batch_ids, deletes, keys, parts
 
     def eviction(self, src: StateSource, batch: int, watermark_ms: int | None) -> EvictionStats:
         schema = self.reader.schema(src)

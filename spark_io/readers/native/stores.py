@@ -246,14 +246,17 @@ def _rocksdb_pairs(folder: str, rel: str, values: bool) -> list[tuple[bytes, byt
         raise StateReadError(f"RocksDB could not open the snapshot {rel}: {e}") from e
 
 
+KEEP_BUDGET = 512 << 20  # bytes of decoded files kept for the next question (engine.one_question_per_process: none)
+
+
 class KeptFiles:
     """State files already read, kept for the next question: RocksDB snapshots (rocksdict has no
     bulk read: about a microsecond a pair to read again) and changelogs, decompressed and scanned.
     A state file never changes once written; it is known by its path, size and modification time.
     Past ``budget`` bytes the least recently used are dropped."""
 
-    def __init__(self, budget: int = 512 << 20) -> None:
-        self.budget = budget
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = KEEP_BUDGET if budget is None else budget
         self._kept: OrderedDict[tuple[str, int, int, str], Records] = OrderedDict()
         self._lock = threading.Lock()
 
