@@ -189,9 +189,26 @@ def state_metadata_table(path: str) -> Any:
 
 def _store_names_on_disk(files: Files, partition_rel: str) -> list[str]:
     names = [d for d in files.subdirs(partition_rel) if d not in ("_metadata", "SSTs", "logs")]
-    if files.has_versioned_files(partition_rel) or not names:
+    if files.versioned_kinds(partition_rel) or not names:
         names.append(DEFAULT_STORE)
     return sorted(names)
+
+
+def first_partition_kinds(path: str, operator_id: int) -> set[str]:
+    """The kinds of state files in the operator's first partition, or its first store's folder
+    there that has any (Spark writes every partition and store of an operator alike): a listing or
+    two, not the whole state tree. Empty when none holds a version file yet."""
+    files = open_files(path)
+    op_rel = f"state/{operator_id}"
+    parts = sorted((d for d in files.subdirs(op_rel) if DIGITS.match(d)), key=int)
+    if not parts:
+        return set()
+    first = f"{op_rel}/{parts[0]}"
+    for folder in [first] + [f"{first}/{s}" for s in _store_names_on_disk(files, first) if s != DEFAULT_STORE]:
+        kinds = files.versioned_kinds(folder)
+        if kinds:  # the first folder with versions tells (a store's checkpointing is its operator's)
+            return kinds
+    return set()
 
 
 def read_operators(files: Files) -> list[OperatorInfo]:
@@ -289,6 +306,7 @@ def read_checkpoint(path: str) -> CheckpointInfo:
     Local folders are read directly (no JVM); other URIs through Spark (``SparkFiles``).
     """
     files = open_files(path)
+    files.map(files.subdirs, ["offsets", "commits", "state"])  # listed at once (remote: in parallel), read below
     batches, conf = read_batches(files)
     commits = files.numbered("commits")
     offsets = files.numbered("offsets")

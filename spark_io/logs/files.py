@@ -49,7 +49,8 @@ class Files:
     def subdirs(self, folder: str) -> list[str]:
         raise NotImplementedError
 
-    def has_versioned_files(self, folder: str) -> bool:
+    def versioned_kinds(self, folder: str) -> set[str]:
+        """The kinds of state version files directly in ``folder`` (delta, snapshot, changelog, zip)."""
         raise NotImplementedError
 
     def walk(self, folder: str, unreadable: list[str] | None = None) -> list[tuple[str, int]]:
@@ -105,8 +106,8 @@ class StorageFiles(Files):
     def subdirs(self, folder: str) -> list[str]:
         return sorted(n for n, e in self._list(folder).items() if e.is_dir)
 
-    def has_versioned_files(self, folder: str) -> bool:
-        return any(not e.is_dir and VERSIONED.match(n) for n, e in self._list(folder).items())
+    def versioned_kinds(self, folder: str) -> set[str]:
+        return {m.group(2) for n, e in self._list(folder).items() if not e.is_dir and (m := VERSIONED.match(n))}
 
     def walk(self, folder: str, unreadable: list[str] | None = None) -> list[tuple[str, int]]:
         try:
@@ -200,12 +201,10 @@ class SparkFiles(Files):
             {rel[len(prefix) :].split("/", 1)[0] for rel in self._sizes if rel.startswith(prefix) and "/" in rel[len(prefix) :]}
         )
 
-    def has_versioned_files(self, folder: str) -> bool:
+    def versioned_kinds(self, folder: str) -> set[str]:
         prefix = f"{folder}/"
-        return any(
-            rel.startswith(prefix) and "/" not in rel[len(prefix) :] and VERSIONED.match(rel[len(prefix) :])
-            for rel in self._sizes
-        )
+        names = (rel[len(prefix) :] for rel in self._sizes if rel.startswith(prefix) and "/" not in rel[len(prefix) :])
+        return {m.group(2) for n in names if (m := VERSIONED.match(n))}
 
     def walk(self, folder: str, unreadable: list[str] | None = None) -> list[tuple[str, int]]:
         return sorted((rel, size) for rel, size in self._sizes.items() if rel.startswith(f"{folder}/"))

@@ -41,9 +41,14 @@ def has_change_feed(info: CheckpointInfo, operator_id: int) -> bool:
         return True
     cache_key = (info.path, operator_id)
     if cache_key not in _FEEDS:
-        from spark_io.logs.checkpoint import list_state_files
+        from spark_io.logs.checkpoint import first_partition_kinds, list_state_files
 
-        _FEEDS[cache_key] = any(f.kind == "changelog" for f in list_state_files(info.path) if f.operator_id == operator_id)
+        kinds = first_partition_kinds(info.path, operator_id)  # a listing or two; the whole tree when it holds none
+        _FEEDS[cache_key] = (
+            "changelog" in kinds
+            if kinds
+            else any(f.kind == "changelog" for f in list_state_files(info.path) if f.operator_id == operator_id)
+        )
     return _FEEDS[cache_key]
 
 
