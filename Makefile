@@ -15,7 +15,7 @@ compat-samples:  ## checkpoints of PySpark 3.4-4.3 (one venv per version under ~
 golden:     ## Spark's reads of every sample, for the native reader's equality test (done by the two above)
 	.venv/bin/python sample_checkpoints/generate.py --golden
 
-bench:      ## benchmarks (the first run builds the 1M-key checkpoints, a few minutes)
+bench:      ## benchmarks (the first run builds the 1M- and 5M-key checkpoints, several minutes)
 	.venv/bin/python bench/bench_native.py
 	.venv/bin/python bench/bench_app_why_missing.py
 	.venv/bin/python bench/bench_overview.py
@@ -23,3 +23,5 @@ bench:      ## benchmarks (the first run builds the 1M-key checkpoints, a few mi
 	.venv/bin/python bench/bench_growth.py
 	.venv/bin/python bench/bench_load.py
 	.venv/bin/python bench/bench_formats.py
+	.venv/bin/python bench/bench_remote.py
+	.venv/bin/python bench/bench_big_state.py
