@@ -29,7 +29,7 @@ class Batch:
     committed: bool
     watermark_ms: int
     timestamp_ms: int
-    next_watermark_ms: int | None = None  # from commits/<batch>, when the commit says it
+    next_watermark_ms: int | None = None  # from commits/<batch> of the last committed batch, when it says it
     shuffle_partitions: int | None = None  # spark.sql.shuffle.partitions in offsets/<batch>: its state partitions
 
 

@@ -109,7 +109,10 @@ def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
     conf: dict[str, str] = {}
     if not offsets and commits:
         raise CorruptCheckpoint("commits/ has files but offsets/ has none: the checkpoint is damaged.")
-    texts = files.read_many([*offsets.values(), *(commits[b] for b in offsets if b in commits)])
+    # every offset file (each batch's watermark, time and conf); of the commit files only the last
+    # committed batch's content, as Spark reads it on restart (the others tell by being there)
+    last_commit = max((b for b in offsets if b in commits), default=None)
+    texts = files.read_many([*offsets.values(), *([commits[last_commit]] if last_commit is not None else [])])
     for batch_id in sorted(offsets):
         rel = f"offsets/{batch_id}"
         entry = _log_entry(files, offsets[batch_id], texts)
@@ -121,7 +124,7 @@ def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
         conf = {str(k): str(v) for k, v in raw_conf.items()}
         next_wm = None
         committed = batch_id in commits
-        if committed:
+        if batch_id == last_commit:
             crel = f"commits/{batch_id}"
             next_wm = _int_field(_log_entry(files, commits[batch_id], texts), "nextBatchWatermarkMs", crel, None)
         shuffle = conf.get("spark.sql.shuffle.partitions", "")
