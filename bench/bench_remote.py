@@ -36,6 +36,12 @@ import object_stores as stores  # noqa: E402
 from big_checkpoints import join_1m  # noqa: E402
 
 
+def server_cpu(server: stores.Server) -> float:
+    """CPU seconds the S3 server process has used so far."""
+    fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(args: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], env=env, capture_output=True, text=True, timeout=600)
@@ -101,22 +107,26 @@ def main() -> None:
 
         prefix, folder = fleet(server, Path(tempfile.mkdtemp()))
         ls_local = statistics.median(run(["ls", str(folder), "--json"], base) for _ in range(args.runs))
-        remote, again, cold_requests, warm_requests = [], [], Counter(), Counter()
+        remote, again, cold_requests, warm_requests, cpu = [], [], Counter(), Counter(), [0.0, 0.0]
         for _ in range(args.runs):
             env = base | {"STATELENS_CACHE_DIR": tempfile.mkdtemp()}
+            before = server_cpu(server)
             with server.proxy.counting() as got:
                 remote.append(run(["ls", prefix, "--json"], env))
-            cold_requests = Counter(m for m, _ in got)
+            cold_requests, cpu[0] = Counter(m for m, _ in got), server_cpu(server) - before
+            before = server_cpu(server)
             with server.proxy.counting() as got:  # the next look (log files of committed batches kept)
                 again.append(run(["ls", prefix, "--json"], env))
-            warm_requests = Counter(m for m, _ in got)
+            warm_requests, cpu[1] = Counter(m for m, _ in got), server_cpu(server) - before
         r, r2 = statistics.median(remote), statistics.median(again)
         print(f"ls of {FLEET} checkpoints, local folder: {ls_local:6.2f} s")
         print(
             f"ls of {FLEET} checkpoints, S3 cold:      {r:6.2f} s  ({r / ls_local:.1f}x local; target < 5 s) requests {dict(cold_requests)}"
+            f"; the S3 server's CPU {cpu[0]:.1f} s"
         )
         print(
             f"ls of {FLEET} checkpoints, S3 warm:      {r2:6.2f} s  ({r2 / ls_local:.1f}x local; target < 5 s) requests {dict(warm_requests)}"
+            f"; the S3 server's CPU {cpu[1]:.1f} s"
         )
     finally:
         server.stop()
