@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -39,7 +40,8 @@ def test_cancel_interrupts_the_spark_job(spark) -> None:  # type: ignore[no-unty
     while tracker.getActiveJobsIds() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert tracker.getActiveJobsIds() == []  # the job was interrupted, not left running
-    workers = [t for t in threading.enumerate() if t.name.startswith("statelens-") and t.name != "statelens-spark-start"]
+    # the reads' worker threads (named by their job tag), not the shared pools' idle threads
+    workers = [t for t in threading.enumerate() if re.fullmatch(r"statelens-[0-9a-f]{12}", t.name)]
     for t in workers:
         t.join(30)
     assert not any(t.is_alive() for t in workers)

@@ -360,3 +360,24 @@ def test_the_app_opens_an_s3_uri_as_it_opens_the_local_folder(
         remote = opened(stores.uri_of("s3", "checkpoints/join_rocksdb"))
     local = opened(local_copies["join_rocksdb"])
     assert remote == local and len(local[1]) == 2 and local[0]["Batches"] != "0"
+
+
+def test_a_download_bar_drawn_inside_a_cached_read_is_not_replayed(
+    servers: dict[str, stores.Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Downloads show a bar once they take a while (here: at once), also while a cached function
+    reads; the page's next run answers from that cache without replaying the bar (a block of an
+    earlier run: Streamlit would fail the cached function)."""
+    from streamlit.testing.v1 import AppTest
+
+    from spark_io.storage import progress
+
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
+    with using(servers["s3"]):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+        at.session_state["checkpoint"] = stores.uri_of("s3", "checkpoints/join_hdfs")
+        at.run()
+        first = {m.label: m.value for m in at.metric}
+        at.run()  # the checkpoint's facts from the cache
+        assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+        assert {m.label: m.value for m in at.metric} == first and first["Batches"] != "0"

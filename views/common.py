@@ -8,6 +8,7 @@ by ``guard()``, as one ``st.error`` with a title and a message.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import logging
 import os
@@ -138,12 +139,15 @@ def asking() -> Iterator[None]:
     """One run of a page is one question: each remote folder is listed once in it, and downloads from
     object storage that take over a second show a bar above the page (removed when they are done)."""
     bar = st.empty()
+    page = contextvars.copy_context()  # the page's own context, outside any cached function
 
     def show(done: int, total: int, files: int) -> None:
         text = (
             f"Downloading state files: {human_bytes(done)} of {human_bytes(total)} ({files:,} files; kept for the next question)"
         )
-        bar.progress(min(done / total, 1.0) if total else 0.0, text=text)
+        # drawn in the page's context: a download inside a cached function must not become part
+        # of what its cache replays (the bar is not the function's output, and is gone by then)
+        page.copy().run(bar.progress, min(done / total, 1.0) if total else 0.0, text=text)
 
     try:
         with storage.question(), storage.progress.reporting(show):
