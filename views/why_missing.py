@@ -117,9 +117,6 @@ def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, eve
             engine_caption(report.engine, None)
 
 
-st.header("Why is my key missing?")  # the same words as its navigation entry
-
-
 def verdict_heading(r: KeyDiagnosis) -> None:
     """A key, its verdict and the explanation."""
     color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
@@ -141,6 +138,7 @@ def show_verdicts(results: list[KeyDiagnosis]) -> None:
                 st.caption("Looking for look-alike keys in the other partitions…")
 
 
+st.header("Why is my key missing?")  # the same words as its navigation entry
 info = checkpoint_info()
 if info is not None and info.operators and info.committed_batches:
     params = st.query_params
