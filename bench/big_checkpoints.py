@@ -82,59 +82,14 @@ def join_1m(batches: int = 40, per_batch: int = 25_000) -> Path:
     return dest
 
 
-def agg_1m(batches: int = 4, per_batch: int = 250_000) -> Path:
-    """``agg_1m``: count per key with no watermark over ever-new keys: 1,000,000 state keys."""
-    dest = DATA / f"agg_{batches * per_batch}"
-    if (dest / "commits" / str(batches - 1)).exists():
-        return dest
+def _aggregation(dest: Path, batches: int, per_batch: int, conf: dict[str, str]) -> Path:
+    """Count and sum per key with no watermark over ever-new keys (``per_batch`` new keys a batch,
+    one Parquet file each, in order), written by a streaming query with ``conf`` set for it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     spark = spark_session()
     shutil.rmtree(dest, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix="statelens-bench-") as tmp:
-        for b in range(batches):
-            n = range(b * per_batch, (b + 1) * per_batch)
-            path = Path(tmp) / f"part-{b:05d}.parquet"
-            pq.write_table(pa.table({"user_id": [f"user-{i}" for i in n], "value": [i % 13 for i in n]}), path)
-            os.utime(path, (1_767_225_600 + b, 1_767_225_600 + b))
-        spark.conf.set("spark.sql.shuffle.partitions", "8")
-        events = spark.readStream.schema("user_id STRING, value BIGINT").option("maxFilesPerTrigger", 1).parquet(tmp)
-        counts = events.groupBy("user_id").agg({"value": "sum", "*": "count"})
-        q = (
-            counts.writeStream.format("noop")
-            .outputMode("update")
-            .option("checkpointLocation", str(dest))
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination()
-        spark.conf.unset("spark.sql.shuffle.partitions")
-    return dest
-
-
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-
-
-def agg_5m(provider: str = "rocksdb", batches: int = 20, per_batch: int = 250_000) -> Path:
-    """``agg_5m_rocksdb`` / ``agg_5m_hdfs``: count and sum per key with no watermark over ever-new
-    keys, 8 partitions, 20 batches of 250,000 new keys: 5,000,000 state keys. RocksDB with
-    changelog checkpointing (a snapshot every 10 versions), HDFS with its deltas and snapshots."""
-    dest = DATA / f"agg_{batches * per_batch // 1_000_000}m_{provider}"
-    if (dest / "commits" / str(batches - 1)).exists():
-        return dest
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 6g pyspark-shell")  # the HDFS provider holds 5M keys in the JVM
-    spark = spark_session()
-    shutil.rmtree(dest, ignore_errors=True)
-    conf = {
-        "spark.sql.shuffle.partitions": "8",
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB if provider == "rocksdb" else HDFS,
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "10",
-    }
     with tempfile.TemporaryDirectory(prefix="statelens-bench-") as tmp:
         for b in range(batches):
             n = range(b * per_batch, (b + 1) * per_batch)
@@ -156,6 +111,34 @@ def agg_5m(provider: str = "rocksdb", batches: int = 20, per_batch: int = 250_00
         for k in conf:
             spark.conf.unset(k)
     return dest
+
+
+def agg_1m(batches: int = 4, per_batch: int = 250_000) -> Path:
+    """``agg_1m``: count per key with no watermark over ever-new keys: 1,000,000 state keys."""
+    dest = DATA / f"agg_{batches * per_batch}"
+    if (dest / "commits" / str(batches - 1)).exists():
+        return dest
+    return _aggregation(dest, batches, per_batch, {"spark.sql.shuffle.partitions": "8"})
+
+
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def agg_5m(provider: str = "rocksdb", batches: int = 20, per_batch: int = 250_000) -> Path:
+    """``agg_5m_rocksdb`` / ``agg_5m_hdfs``: count and sum per key with no watermark over ever-new
+    keys, 8 partitions, 20 batches of 250,000 new keys: 5,000,000 state keys. RocksDB with
+    changelog checkpointing (a snapshot every 10 versions), HDFS with its deltas and snapshots."""
+    dest = DATA / f"agg_{batches * per_batch // 1_000_000}m_{provider}"
+    if (dest / "commits" / str(batches - 1)).exists():
+        return dest
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 6g pyspark-shell")  # the HDFS provider holds 5M keys in the JVM
+    conf = {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB if provider == "rocksdb" else HDFS,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "10",
+    }
+    return _aggregation(dest, batches, per_batch, conf)
 
 
 if __name__ == "__main__":
