@@ -26,6 +26,7 @@ from analysis.state_access import (
     near_columns,
     near_keys_among,
     near_seen_among,
+    typed_values,
 )
 from spark_io.readers.native.hashing import partition_of
 from spark_io.readers.native.key_index import KeyIndex
@@ -41,13 +42,6 @@ def simple_type(t: Any) -> str:
     if isinstance(t, dict):
         return str(t.get("type", "struct"))
     return _SIMPLE.get(str(t), str(t))
-
-
-def _as_integer(text: str) -> int | None:
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
 
 
 class NativeState(ArrowState):
@@ -118,9 +112,11 @@ class NativeState(ArrowState):
     def _known_first(self, source: StateSource, batch: int, keys: tuple[str, ...]) -> list[int]:
         """The store's partitions: those of ``keys`` (when the key is one field) and those already
         read for a key first."""
-        fields = [f["name"] for f in self.reader.key_fields(source) if f["name"] not in JOIN_ROW_FIELDS]
-        typed = tuple((k, v) for k in keys if (v := _as_integer(k)) is not None)
-        asked = (self._partitions(source, KeyQuery(fields[0], keys, typed), batch) or []) if keys and len(fields) == 1 else []
+        fields = [f for f in self.reader.key_fields(source) if f["name"] not in JOIN_ROW_FIELDS]
+        asked: list[int] = []
+        if keys and len(fields) == 1:  # the keys' values as the diagnosis compares them
+            _, typed = typed_values(simple_type(fields[0]["type"]), list(keys))
+            asked = self._partitions(source, KeyQuery(fields[0]["name"], keys, tuple(typed.items())), batch) or []
         known = asked + sorted({p for k in self._parts if k[:2] == (source, batch) for p in k[2]} - set(asked))
         return known + [p for p in range(self.reader.partitions(source, batch)) if p not in known]
 
