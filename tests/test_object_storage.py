@@ -381,3 +381,22 @@ def test_a_download_bar_drawn_inside_a_cached_read_is_not_replayed(
         at.run()  # the checkpoint's facts from the cache
         assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
         assert {m.label: m.value for m in at.metric} == first and first["Batches"] != "0"
+
+
+def test_a_cache_folder_that_cannot_be_written_is_said_not_blamed_on_the_checkpoint(
+    servers: dict[str, stores.Server], local_copies: dict[str, str], tmp_path: Path
+) -> None:
+    """Log files are read without their local copy (the overview answers as on the local folder);
+    state files are read from a local copy, so a question that needs them names the cache folder
+    and what to set, in one line."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "files").write_text("a file where the cache's folder goes")
+    uri = stores.uri_of("s3", "checkpoints/join_hdfs")
+    with using(servers["s3"], cache=cache):
+        overview = cli("overview", uri, "--json")
+        code, out, err = cli("why-missing", uri, "ord-155", "--operator", "0", "--json")
+    local = cli("overview", local_copies["join_hdfs"], "--json")
+    _same(local, overview, {uri: local_copies["join_hdfs"]}, "overview")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "could not be written" in err and "STATELENS_CACHE_DIR" in err and "Corrupt" not in err, err

@@ -48,7 +48,8 @@ class FileCache:
             return None
         return p
 
-    def put(self, uri: str, size: int, mtime_ns: int, data: bytes) -> Path:
+    def put(self, uri: str, size: int, mtime_ns: int, data: bytes) -> Path | None:
+        """The kept copy's path; None when the cache folder cannot be written (full, read-only)."""
         p = self.path_of(uri, size, mtime_ns)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -57,7 +58,7 @@ class FileCache:
                 f.write(data)
             os.replace(tmp, p)
         except OSError:
-            return p  # a full or read-only cache folder only costs the next download
+            return None
         with self._lock:
             self._added += len(data)
             over = self._added > self.budget // 10

@@ -192,9 +192,13 @@ class CloudStorage(Storage):
         entry = entry or self._listed(rel)
         if not IMMUTABLE.search(rel) or (entry is None and not _STATE.search(rel)):
             return self._download(rel, entry.size if entry else None)
-        path = self._cached(rel, entry)
-        with open(path, "rb") as f:
-            return f.read()
+        e = self._entry_of(rel, entry)
+        hit = shared().get(self.where(rel), e.size, e.mtime_ns)
+        if hit is not None:
+            return hit.read_bytes()
+        data = self._download(rel, e.size)
+        shared().put(self.where(rel), e.size, e.mtime_ns, data)  # a cache that cannot be written costs the next download
+        return data
 
     def _cached(self, rel: str, entry: Entry | None) -> str:
         e = self._entry_of(rel, entry)
@@ -203,7 +207,13 @@ class CloudStorage(Storage):
         hit = cache.get(uri, e.size, e.mtime_ns)
         if hit is not None:
             return str(hit)
-        return str(cache.put(uri, e.size, e.mtime_ns, self._download(rel, e.size)))
+        kept = cache.put(uri, e.size, e.mtime_ns, self._download(rel, e.size))
+        if kept is None:
+            raise StorageError(
+                f"{uri} is read from a local copy, which could not be written under {cache.folder}: make that folder "
+                "writable and not full, or set STATELENS_CACHE_DIR to one that is."
+            )
+        return str(kept)
 
     def has_copy(self, rel: str, entry: Entry | None = None) -> bool:
         return (
