@@ -31,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
-from analysis.errors import InvalidInput, StateLensError
+from analysis.core.errors import InvalidInput, StateLensError
 
 
 def _invoked_as() -> str:
@@ -86,7 +86,7 @@ def _engine_summary(engines: Any) -> str | None:
 
 
 def cmd_overview(args: argparse.Namespace) -> None:
-    from analysis.overview import overview_dict, repartition_lines
+    from analysis.checkpoint.overview import overview_dict, repartition_lines
     from spark_io.logs.checkpoint import read_checkpoint
 
     info = read_checkpoint(args.checkpoint)
@@ -129,7 +129,7 @@ def _ago(ms: int | None) -> str:
 
 
 def cmd_ls(args: argparse.Namespace) -> None:
-    from analysis.health import human_bytes
+    from analysis.checkpoint.health import human_bytes
     from spark_io.gather.fleet import list_checkpoints
 
     rows = list_checkpoints(args.prefix)
@@ -202,7 +202,7 @@ def cmd_sql(args: argparse.Namespace) -> None:
 def cmd_why_missing(args: argparse.Namespace) -> None:
     import textwrap
 
-    from analysis.progress import parse_event_time
+    from analysis.runs.progress import parse_event_time
     from spark_io.gather.diagnosis import why_missing
 
     event_time = parse_event_time(args.event_time) if args.event_time is not None else None
@@ -256,12 +256,20 @@ def cmd_why_missing(args: argparse.Namespace) -> None:
     for r in report.results:
         side = f" ({r.side_text})" if r.side else ""
         typed = f" [matched {r.matched_as}]" if r.matched_as and r.matched_as != "as text" else ""
-        reason = f" (reason: {r.reason})" if r.reason else ""
-        print(f"\n{r.key}: {r.verdict}{side}{typed}{reason}")
+        if r.outcome is not None:  # the whole query: what reached the output and why the rest did not, first
+            at = r.cause_at or {}
+            where = ", ".join(
+                f"{k.replace('_id', '')} {at[k]}" for k in ("operator_id", "batch_id", "side") if at.get(k) is not None
+            )
+            cause = f" · cause {r.cause}" + (f" ({where})" if where else "") if r.cause else ""
+            print(f"\n{r.key}: {r.outcome}{cause} · operator {r.verdict_operator}'s verdict {r.verdict}{side}{typed}")
+        else:
+            reason = f" (reason: {r.reason})" if r.reason else ""
+            print(f"\n{r.key}: {r.verdict}{side}{typed}{reason}")
         print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
         if r.fate is not None:
             _print_fate(r.fate)
-        for n in r.near_misses:
+        for n in r.near_misses if r.fate is None or not r.fate.near_fates else []:
             print(f"  near miss: {n['key']!r} ({n['reason']}; {n['where']}, {n['seen']})")
         if r.evidence:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
@@ -286,14 +294,19 @@ def _print_fate(fate: Any) -> None:
         print(f"  output: {o.group}: {o.kind.replace('_', ' ')} in batch {o.batch_id} ({where})")
     for w in fate.waiting:
         print(f"  waiting: {w.detail}")
-    for n in fate.near:
-        print(f"  near miss in the input: {n.values.get(n.column)!r} ({n.near}) at {n.where()}")
+    for n in fate.near_fates:
+        where = f" in batch {', '.join(map(str, n.batches))}" if n.batches else ""
+        files = f" ({', '.join(n.files[:2])})" if n.files else ""
+        print(f"  near miss: {n.key!r} ({n.reason}; {n.where}): {n.outcome.replace('_', ' ')}{where}{files}")
+    if not fate.near_fates:
+        for n in fate.near:
+            print(f"  near miss in the input: {n.values.get(n.column)!r} ({n.near}) at {n.where()}")
     for note in fate.notes:
         print(f"  note: {note}")
 
 
 def cmd_progress(args: argparse.Namespace) -> None:
-    from analysis.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
+    from analysis.runs.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
     from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
 
     info = read_checkpoint(args.checkpoint)
@@ -369,7 +382,7 @@ def cmd_skew(args: argparse.Namespace) -> None:
     parts = sorted(r.rows_by_partition)
     print(_table(["partition", "rows", "bytes"], [[p, r.rows_by_partition[p], r.bytes_by_partition.get(p, 0)] for p in parts]))
     if any(k["rows"] > 1 for k in r.top_keys):
-        from analysis.health import key_json
+        from analysis.checkpoint.health import key_json
 
         print("\nhottest keys: " + ", ".join(f"{key_json(k['key'])} ({k['rows']} rows)" for k in r.top_keys[:5]))
     _print_findings(r.findings)
@@ -417,9 +430,9 @@ def cmd_growth(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from analysis import charts
-    from analysis.errors import InvalidInput
-    from analysis.export import FIGURE_FORMATS, figure_bytes, to_csv_bytes
+    from analysis.charts import charts
+    from analysis.core.errors import InvalidInput
+    from analysis.core.export import FIGURE_FORMATS, figure_bytes, to_csv_bytes
     from spark_io.logs.checkpoint import read_checkpoint
 
     out = Path(args.out)
@@ -447,8 +460,8 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from analysis.errors import InvalidInput
-    from analysis.report import checkup_report
+    from analysis.charts.report import checkup_report
+    from analysis.core.errors import InvalidInput
     from spark_io.gather.health import checkup
 
     out = Path(args.out)
@@ -481,7 +494,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         run = read_progress(args.event_log, read_checkpoint(args.checkpoint)).run
     explained = None
     if args.error:
-        from analysis.doctor import RunState
+        from analysis.checkpoint.doctor import RunState
         from spark_io.logs.checkpoint import explain_restart_error
         from spark_io.logs.progress import read_error_source
 
@@ -508,7 +521,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
     print(f"format       checkpoint format version {report.checkpoint_format_version}")
     print(f"checksums    {report.checksums_verified} file(s) verified against their .crc sidecars")
     if report.restart_cost:
-        from analysis.health import human_bytes
+        from analysis.checkpoint.health import human_bytes
 
         print("\nrestart cost (the store partitions that replay the most):")
         rows = [
@@ -572,7 +585,7 @@ def app_command(options: list[str]) -> list[str]:
     for i, opt in enumerate(options):
         value_of_previous = i > 0 and options[i - 1].startswith("--") and "=" not in options[i - 1]
         if not (value_of_previous or (opt.startswith("--") and "." in opt.split("=")[0])):
-            from analysis.errors import InvalidInput
+            from analysis.core.errors import InvalidInput
 
             raise InvalidInput(f"{opt!r} is not a Streamlit option: app takes options like --server.port 8600.")
     app = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.py")
@@ -807,7 +820,7 @@ def _download_progress(args: argparse.Namespace) -> Iterator[None]:
     if getattr(args, "json", False) or not sys.stderr.isatty():
         yield
         return
-    from analysis.health import human_bytes
+    from analysis.checkpoint.health import human_bytes
     from spark_io.storage import progress
 
     shown = []
@@ -842,7 +855,7 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
         if process:
             engine.one_question_per_process()
         if args.master and args.remote:
-            from analysis.errors import InvalidInput
+            from analysis.core.errors import InvalidInput
 
             raise InvalidInput("Give either --master or --remote, not both.")
         if args.master or args.remote:

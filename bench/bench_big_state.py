@@ -56,7 +56,7 @@ def decoded_mb(cp: str) -> float:
     process stays small: a child's peak memory counts its parent's at the fork)."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[2]);"
-        "from analysis.model import sources_of; from spark_io.logs.checkpoint import read_checkpoint;"
+        "from analysis.core.model import sources_of; from spark_io.logs.checkpoint import read_checkpoint;"
         "from spark_io.readers.native.reader import NativeReader;"
         "i = read_checkpoint(sys.argv[1]);"
         "print(NativeReader(i).state(sources_of(i.operators[0])[0], i.committed_batches[-1].batch_id).nbytes)"
@@ -124,7 +124,7 @@ def main() -> None:
             print(f"  {label:40s} {statistics.median(x[i] for x in shown):6.2f} s  (in the running app)")
     if args.skip_spark:
         return
-    from analysis.model import sources_of
+    from analysis.core.model import sources_of
     from spark_io.logs.checkpoint import read_checkpoint
 
     spark = spark_session()

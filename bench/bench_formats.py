@@ -89,7 +89,7 @@ def _tws(events: Any) -> Any:
 
 
 def main() -> int:
-    from analysis.model import StateSource
+    from analysis.core.model import StateSource
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers.native.reader import NativeReader
 

@@ -28,7 +28,7 @@ def main() -> None:
     args = ap.parse_args()
     cp = str(join_1m())
     spark = spark_session()
-    from analysis.model import StateSource
+    from analysis.core.model import StateSource
     from spark_io.gather.health import store_growth
     from spark_io.logs.checkpoint import list_state_files, read_checkpoint
 

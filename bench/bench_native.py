@@ -119,8 +119,8 @@ def main() -> None:
     row(f"growth over {len(plain_rows)} batches, 1M-key join store (cli.py vs count per batch)", ours, plain, 20)
 
     # 4. a key lookup with its history: the key's partition against every partition
-    from analysis.model import StateSource
-    from analysis.state_access import KeyQuery
+    from analysis.core.model import StateSource
+    from analysis.core.state_access import KeyQuery
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers.native.access import NativeState
     from spark_io.readers.native.reader import NativeReader
@@ -182,7 +182,7 @@ def main() -> None:
         import sys, tracemalloc
         sys.path.insert(0, {str(ROOT)!r})
         import pyarrow as pa
-        from analysis.model import StateSource
+        from analysis.core.model import StateSource
         from spark_io.logs.checkpoint import read_checkpoint
         from spark_io.readers.native.reader import NativeReader
         small = read_checkpoint({str(ROOT / "sample_checkpoints" / "windowed_agg")!r})

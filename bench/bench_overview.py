@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from timing import median_seconds  # noqa: E402
 
-from analysis.overview import overview_dict  # noqa: E402
+from analysis.checkpoint.overview import overview_dict  # noqa: E402
 from spark_io.logs.checkpoint import read_checkpoint  # noqa: E402
 
 

@@ -32,7 +32,7 @@ def main() -> None:
     args = ap.parse_args()
     cp = str(join_1m())
     spark = spark_session()
-    from analysis import diagnose
+    from analysis.verdicts import diagnose
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers.spark_state import SparkState
 

@@ -94,7 +94,7 @@ def spark_feed(info: Any, src: Any, start: int, end: int) -> Any:
 
 def spark_reads(name: str) -> list[dict[str, Any]]:
     """Every read of one sample through Spark, as golden lines (without the header)."""
-    from analysis.model import sources_of
+    from analysis.core.model import sources_of
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers import state_reader
 

@@ -74,10 +74,10 @@ def ad_campaigns_batches(n_batches: int = 16) -> list[dict[str, Rows]]:
         imps: Rows = []
         clicks: Rows = []
 
-        def imp(ad: str, campaign: str, t: str) -> None:
+        def imp(ad: str, campaign: str, t: str, imps: Rows = imps) -> None:
             imps.append({"impression_id": f"imp-{ad}", "ad_id": ad, "campaign": campaign, "impression_time": t})
 
-        def click(click_id: str, ad: str, t: str, is_bot: bool | None = False) -> None:
+        def click(click_id: str, ad: str, t: str, is_bot: bool | None = False, clicks: Rows = clicks) -> None:
             row: dict[str, Any] = {"click_id": click_id, "ad_id": ad, "click_time": t}
             if is_bot is not None:
                 row["is_bot"] = is_bot
@@ -145,7 +145,7 @@ def sessions_batches(n_batches: int = 12) -> list[dict[str, Rows]]:
     for b in range(n_batches):
         rows: Rows = []
 
-        def view(user: str, page: str, t: str) -> None:
+        def view(user: str, page: str, t: str, rows: Rows = rows) -> None:
             rows.append({"user_id": user, "page": page, "event_time": t})
 
         view("u-busy", f"/p/{b}", ts(4 * b, 5))
@@ -189,7 +189,7 @@ def rollup_batches(n_batches: int = 16) -> list[dict[str, Rows]]:
     for b in range(n_batches):
         rows: Rows = []
 
-        def ev(user: str, kind: str, amount: int, t: str) -> None:
+        def ev(user: str, kind: str, amount: int, t: str, rows: Rows = rows) -> None:
             rows.append({"user_id": user, "kind": kind, "amount": amount, "event_time": t})
 
         ev("u-steady", "buy", 10, ts(3 * b, 5))
@@ -230,10 +230,10 @@ def shipments_batches(n_batches: int = 16) -> list[dict[str, Rows]]:
         orders: Rows = []
         ships: Rows = []
 
-        def order(oid: str, store: str, amount: str, t: str) -> None:
+        def order(oid: str, store: str, amount: str, t: str, orders: Rows = orders) -> None:
             orders.append({"order_id": oid, "store": store, "amount": amount, "order_time": t})
 
-        def ship(oid: str, t: str) -> None:
+        def ship(oid: str, t: str, ships: Rows = ships) -> None:
             ships.append({"shipment_id": f"s-{oid}", "order_id": oid, "ship_time": t})
 
         order(f"ord-{b}", "store-1", "12.50", ts(3 * b, 10))
@@ -294,7 +294,9 @@ def ad_campaigns(_spark: Any, s: dict[str, Any]) -> Any:
     imps = s["impressions"].withWatermark("impression_time", "5 minutes")
     joined = imps.alias("i").join(
         clicks.alias("c"),
-        expr("i.ad_id = c.ad_id AND c.click_time >= i.impression_time AND c.click_time <= i.impression_time + INTERVAL 10 MINUTES"),
+        expr(
+            "i.ad_id = c.ad_id AND c.click_time >= i.impression_time AND c.click_time <= i.impression_time + INTERVAL 10 MINUTES"
+        ),
         "inner",
     )
     return joined.groupBy(window(col("i.impression_time"), "10 minutes"), col("i.campaign")).agg(count("*").alias("clicks"))
@@ -441,8 +443,7 @@ def pipelines() -> list[Scenario]:
         ),
         Scenario(
             "user_timeouts",
-            "applyInPandasWithState per user with an event-time timeout, a summary row per timed-out user -> "
-            "Parquet file sink.",
+            "applyInPandasWithState per user with an event-time timeout, a summary row per timed-out user -> Parquet file sink.",
             {"events": "user_id STRING, value BIGINT, event_time TIMESTAMP"},
             timeouts_batches(),
             timeouts,

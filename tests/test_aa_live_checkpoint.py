@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import StateLensError
-from analysis.model import StateSource
+from analysis.core.errors import StateLensError
+from analysis.core.model import StateSource
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.state_reader import read_state

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import NotAllowed
+from analysis.core.errors import NotAllowed
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.storage.locations import check_allowed
 from support import ROOT, SAMPLES

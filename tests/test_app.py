@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from analysis.progress import snapshot_lags
+from analysis.runs.progress import snapshot_lags
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.logs.progress import read_progress
 from support import ROOT, SAMPLES, sample, scenario

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from analysis import why_missing as wm
+from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_source_offsets
 

@@ -17,9 +17,9 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from analysis import charts
-from analysis.export import figure_bytes
-from analysis.report import checkup_figures
+from analysis.charts import charts
+from analysis.charts.report import checkup_figures
+from analysis.core.export import figure_bytes
 from spark_io.gather import health as spark_health
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.logs.progress import read_progress

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
+from analysis.core.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint, read_schema_file
 from support import SAMPLE_NAMES, ms, sample, scenario
 
@@ -213,8 +213,8 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
     ``index`` counter is not part of its key)."""
     import pyarrow as pa
 
-    from analysis.diagnose import lookup_sources
-    from analysis.overview import operators_table
+    from analysis.checkpoint.overview import operators_table
+    from analysis.verdicts.diagnose import lookup_sources
     from spark_io.logs.checkpoint import read_key_fields
     from spark_io.readers.state_reader import read_state
 
@@ -244,7 +244,7 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
 
 def test_a_damaged_schema_file_is_named_not_hidden(copy_sample) -> None:  # type: ignore[no-untyped-def]
     """The operators table says the key is unknown and why, instead of leaving it blank."""
-    from analysis.overview import operators_table
+    from analysis.checkpoint.overview import operators_table
     from spark_io.logs.checkpoint import read_key_fields
 
     cp = copy_sample("windowed_agg")

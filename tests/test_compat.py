@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from analysis import why_missing as wm
-from analysis.doctor import examine
-from analysis.model import StateSource, table_name
-from analysis.report import checkup_report
+from analysis.charts.report import checkup_report
+from analysis.checkpoint.doctor import examine
+from analysis.core.model import StateSource, table_name
+from analysis.verdicts import why_missing as wm
 from spark_io.gather import health
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.workspace import Workspace

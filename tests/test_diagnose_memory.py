@@ -11,11 +11,11 @@ import datetime as dt
 
 import pyarrow as pa
 
-from analysis import why_missing as wm
-from analysis.diagnose import why_missing
-from analysis.errors import StateReadError
-from analysis.model import Batch, CheckpointInfo, OperatorInfo, StateSource, StoreInfo
-from analysis.state_access import ArrowState
+from analysis.core.errors import StateReadError
+from analysis.core.model import Batch, CheckpointInfo, OperatorInfo, StateSource, StoreInfo
+from analysis.core.state_access import ArrowState
+from analysis.verdicts import why_missing as wm
+from analysis.verdicts.diagnose import why_missing
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 LEFT = StateSource(0, store_name="left-keyWithIndexToValue")

@@ -94,7 +94,7 @@ def test_the_restart_cost_is_the_newest_snapshot_and_the_changes_after_it() -> N
 
 
 def test_the_health_report_carries_the_doctor() -> None:
-    from analysis.report import checkup_report
+    from analysis.charts.report import checkup_report
     from spark_io.gather.health import checkup
 
     c = checkup(str(V2))

@@ -128,7 +128,8 @@ def test_duplicates_across_and_within_batches(chain: dict[str, Any]) -> None:
         (4, "ev-dup-2", F.DROPPED_AS_DUPLICATE),
     ]
     dup_across, dup_within = (x for x in r.fate.records if x.outcome == F.DROPPED_AS_DUPLICATE)
-    assert "part-00002.json, row 5 (batch 2)" in dup_across.steps[0].detail
+    assert "read in batch 2 (events/part-00002.json row 5)" in dup_across.steps[0].detail
+    assert dup_across.cause.earlier.batch_id == 2 and dup_across.cause.earlier.row == 5
     assert "came first in the same batch" in dup_within.steps[0].detail
 
 
@@ -184,8 +185,15 @@ def test_a_click_that_came_after_its_impression_was_emitted(clicks: dict[str, An
     r = clicks["ad-late-click"]
     assert (r.verdict, r.reason) == ("emitted_unmatched", "late_record")
     imp, click = r.fate.records
-    assert (imp.record.source, imp.outcome, imp.side, imp.at_batch) == ("impressions", F.REACHED_STATE, "left", 1)
+    assert (imp.record.source, imp.outcome, imp.side, imp.at_batch) == ("impressions", F.EVICTED_UNMATCHED, "left", 1)
     assert (click.record.source, click.outcome, click.side, click.at_batch) == ("clicks", F.DROPPED_AS_LATE, "right", 10)
+    # written null-padded; the click the impression waited for came too late: the root cause is the click's
+    assert (r.outcome, r.cause, r.cause_at["operator_id"], r.cause_at["batch_id"]) == (
+        "written_unmatched",
+        "dropped_as_late",
+        0,
+        10,
+    )
     assert click.record.file_name.endswith(".parquet")
     assert dropped_by_watermark(CLICKS)[10][0] == 1
     [out] = r.fate.outputs
@@ -252,7 +260,7 @@ def test_a_join_then_an_aggregation_per_customer(eng: str) -> None:
 def test_the_operator_watermarks_worked_out_equal_the_plans() -> None:
     """Without the event log's plans the per-operator watermarks are worked out as Spark's
     PropagateWatermarkSimulator does: they must equal what each batch's plan states."""
-    from analysis.query_plan import operator_watermarks
+    from analysis.core.query_plan import operator_watermarks
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.logs.progress import read_progress
 

@@ -10,7 +10,7 @@ import sys
 
 from streamlit.testing.v1 import AppTest
 
-from analysis.overview import overview_dict
+from analysis.checkpoint.overview import overview_dict
 from spark_io.gather.fleet import find_checkpoints, list_checkpoints
 from spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
 from support import ROOT, SAMPLE_NAMES, SAMPLES

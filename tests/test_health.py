@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cli
-from analysis import health
-from analysis.model import Batch, StateSource
+from analysis.checkpoint import health
+from analysis.core.model import Batch, StateSource
 from spark_io.gather.health import checkup, growth, skew
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.state_reader import read_state

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import charts, health
-from analysis.export import figure_bytes
-from analysis.model import Batch
-from analysis.report import checkup_figures
+from analysis.charts import charts
+from analysis.charts.report import checkup_figures
+from analysis.checkpoint import health
+from analysis.core.export import figure_bytes
+from analysis.core.model import Batch
 from spark_io.gather import health as spark_health
 from support import COMPAT, sample
 

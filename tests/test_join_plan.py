@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from analysis import why_missing as wm
-from analysis.query_plan import join_plans, readable
+from analysis.core.query_plan import join_plans, readable
+from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.logs.progress import read_progress

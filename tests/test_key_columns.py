@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from analysis.model import StateSource
+from analysis.core.model import StateSource
 from spark_io.gather.diagnosis import key_field_labels, why_missing
 from spark_io.gather.unmatched import unmatched
 from spark_io.readers import engine

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from analysis import why_missing as wm
-from analysis.model import sources_of
+from analysis.core.model import sources_of
+from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.native.key_index import KeyIndex

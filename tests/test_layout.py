@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from support import ROOT
 
 
@@ -64,7 +66,11 @@ def test_analysis_imports_without_pyspark_duckdb_or_streamlit() -> None:
     import subprocess
     import sys
 
-    modules = sorted(p.stem for p in (ROOT / "analysis").glob("*.py") if p.stem != "__init__")
+    modules = sorted(
+        ".".join(p.relative_to(ROOT / "analysis").with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "analysis").rglob("*.py")
+        if p.relative_to(ROOT / "analysis").as_posix() != "__init__.py"
+    )
     code = (
         "import sys\n"
         "for name in ('pyspark', 'py4j', 'duckdb', 'streamlit'):\n"
@@ -77,12 +83,15 @@ def test_analysis_imports_without_pyspark_duckdb_or_streamlit() -> None:
     assert len(modules) >= 12
 
 
-# spark_io's rooms, lowest first: a module imports its own room and the rooms before it, never after
-ROOMS = ("storage", "runtime", "logs", "readers", "gather")
+# each package's rooms, lowest first: a module imports its own room and the rooms before it, never after
+ROOMS = {
+    "spark_io": ("storage", "runtime", "logs", "readers", "gather"),
+    "analysis": ("core", "checkpoint", "runs", "verdicts", "fate", "charts"),
+}
 
 
-def _spark_io_imports() -> dict[str, set[str]]:
-    """spark_io module -> the spark_io modules it imports (at the top or inside a function; for a
+def _imports(package: str) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports (at the top or inside a function; for a
     TYPE_CHECKING import too: a loop there is a loop in the design)."""
 
     def module_of(name: str) -> str:
@@ -90,33 +99,35 @@ def _spark_io_imports() -> dict[str, set[str]]:
         return name if path.with_suffix(".py").exists() or path.is_dir() else name.rsplit(".", 1)[0]
 
     out: dict[str, set[str]] = {}
-    for path in sorted((ROOT / "spark_io").rglob("*.py")):
+    for path in sorted((ROOT / package).rglob("*.py")):
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         deps: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spark_io"):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
                 deps |= {module_of(f"{node.module}.{a.name}") for a in node.names}
             elif isinstance(node, ast.Import):
-                deps |= {a.name for a in node.names if a.name.startswith("spark_io")}
+                deps |= {a.name for a in node.names if a.name.split(".")[0] == package}
         out[name] = deps - {name}
     return out
 
 
-def test_spark_io_rooms_import_downwards_only() -> None:
-    imports = _spark_io_imports()
+@pytest.mark.parametrize("package", sorted(ROOMS))
+def test_rooms_import_downwards_only(package: str) -> None:
+    imports, rooms_of = _imports(package), ROOMS[package]
     rooms = {m.split(".")[1] for m in imports if m.count(".")}
-    assert rooms == set(ROOMS), rooms  # every module is in a room; a new room is placed in ROOMS
-    assert [m for m in imports if m.count(".") == 0] == ["spark_io"]
+    assert rooms == set(rooms_of), rooms  # every module is in a room; a new room is placed in ROOMS
+    assert [m for m in imports if m.count(".") == 0] == [package]
     for module, deps in imports.items():
-        if module == "spark_io":
+        if module == package:
             continue
-        mine = ROOMS.index(module.split(".")[1])
+        mine = rooms_of.index(module.split(".")[1])
         for dep in deps:
-            assert dep.count(".") and ROOMS.index(dep.split(".")[1]) <= mine, f"{module} imports {dep}: rooms import downwards"
+            assert dep.count(".") and rooms_of.index(dep.split(".")[1]) <= mine, f"{module} imports {dep}: rooms import downwards"
 
 
-def test_spark_io_has_no_import_loop() -> None:
-    imports = _spark_io_imports()
+@pytest.mark.parametrize("package", sorted(ROOMS))
+def test_no_import_loop(package: str) -> None:
+    imports = _imports(package)
     state: dict[str, int] = {}
     loops: list[list[str]] = []
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.model import sources_of
+from analysis.core.model import sources_of
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine, state_reader
 from support import COMPAT, SAMPLE_NAMES, SAMPLES, tree_checksums

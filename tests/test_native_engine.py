@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import no_java_env, run_cli
 
-from analysis import diagnose
-from analysis.errors import NativeUnsupported
-from analysis.model import StateSource, sources_of
+from analysis.core.errors import NativeUnsupported
+from analysis.core.model import StateSource, sources_of
+from analysis.verdicts import diagnose
 from spark_io.gather import health
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine

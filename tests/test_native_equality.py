@@ -19,8 +19,8 @@ import golden
 import pyarrow as pa
 import pytest
 
-from analysis.errors import StateReadError
-from analysis.model import CheckpointInfo, StateSource, sources_of
+from analysis.core.errors import StateReadError
+from analysis.core.model import CheckpointInfo, StateSource, sources_of
 from spark_io.logs.checkpoint import read_checkpoint, state_metadata_table
 from spark_io.readers.native.reader import NativeReader
 from spark_io.readers.native.stores import RocksPartition

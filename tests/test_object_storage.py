@@ -99,7 +99,7 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 def _key_of(path: str) -> list[str]:
     """A key the query really had (the first row of its first store's newest state) and one never seen."""
-    from analysis.model import sources_of
+    from analysis.core.model import sources_of
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers.native.reader import NativeReader
 
@@ -119,7 +119,7 @@ def _key_of(path: str) -> list[str]:
 
 
 def commands(cp: str, event_log: str | None, every: bool) -> list[list[str]]:
-    from analysis.model import sources_of, table_name
+    from analysis.core.model import sources_of, table_name
     from spark_io.logs.checkpoint import read_checkpoint
 
     info = read_checkpoint(cp)
@@ -228,7 +228,7 @@ def test_a_key_lookup_lists_each_folder_once_and_fetches_only_the_keys_partition
     """why-missing of a key in state on an 8-partition join: the state files fetched are those of
     the key's partition (Spark's hash of the key, as the native reader computes it), each folder
     listed once."""
-    from analysis.model import sources_of
+    from analysis.core.model import sources_of
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers.native.reader import NativeReader
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import diagnose
-from analysis.diagnose import lookup_sources
-from analysis.model import default_operator
+from analysis.core.model import default_operator
+from analysis.verdicts import diagnose
+from analysis.verdicts.diagnose import lookup_sources
 from spark_io.gather.diagnosis import key_fields_of
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.spark_state import SparkState

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.inputs import event_time_us, filter_verdict
-from analysis.query_plan import Window, join_plans
+from analysis.core.inputs import event_time_us
+from analysis.core.query_plan import Window, join_plans, readable
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.logs.progress import read_progress
 from support import SAMPLES, sample
@@ -37,7 +36,7 @@ def test_dedup_then_window_as_the_query_wrote_it() -> None:
     assert agg.output_mode == "Append"
     [scan] = q.scans.values()
     assert scan.format == "json" and q.chain(scan.node_id) == [(dedup, ""), (agg, "")]
-    assert any("NOT (kind = test)" in f for f in dedup.filters[scan.node_id])  # .where(col("kind") != "test")
+    assert any("NOT (kind = test)" in readable(f) for f in dedup.filters[scan.node_id])  # .where(col("kind") != "test")
     # every batch's plan states each operator's two watermarks; the dedup and the aggregation share them
     marks = log.operator_watermarks()
     info = read_checkpoint(sample("dedup_window_chain"))
@@ -90,23 +89,6 @@ def test_windows_cover_their_event_time(t: int, slide: int, k: int) -> None:
     w = Window("t", slide * k, slide)
     found = w.of(t)
     assert len(found) == k and all(s <= t < e and e - s == slide * k and s % slide == 0 for s, e in found)
-
-
-@pytest.mark.parametrize(
-    ("condition", "values", "expected"),
-    [
-        ("isnotnull(kind) AND NOT (kind = test)", {"kind": "test"}, False),
-        ("isnotnull(kind) AND NOT (kind = test)", {"kind": "view"}, True),
-        ("isnotnull(kind) AND NOT (kind = test)", {"kind": None}, False),
-        ("(amount > 10) OR (status IN (vip,gold))", {"amount": 5, "status": "gold"}, True),
-        ("(amount > 10) OR (status IN (vip,gold))", {"amount": 5, "status": "new"}, False),
-        ("amount >= 10.5", {"amount": "10.5"}, True),
-        ("upper(status) = VIP", {"status": "vip"}, None),  # an expression it does not evaluate: unknown
-        ("missing = 1", {"other": 1}, None),  # a column the record does not have: unknown
-    ],
-)
-def test_the_plans_filters_on_a_record(condition: str, values: dict[str, object], expected: bool | None) -> None:
-    assert filter_verdict(condition, values) is expected
 
 
 def test_event_times_are_read_as_spark_reads_them() -> None:

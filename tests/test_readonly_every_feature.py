@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import cli
-from analysis.model import sources_of
-from analysis.report import checkup_report
+from analysis.charts.report import checkup_report
+from analysis.core.model import sources_of
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.health import checkup
 from spark_io.gather.workspace import Workspace

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from analysis.errors import CheckpointNotFound, NotACheckpoint
+from analysis.core.errors import CheckpointNotFound, NotACheckpoint
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from spark_io.logs.files import SparkFiles, open_files

@@ -12,8 +12,8 @@ import golden
 import pytest
 from test_cli import run_cli
 
-from analysis.errors import BatchOutOfRange
-from analysis.model import StateSource
+from analysis.core.errors import BatchOutOfRange
+from analysis.core.model import StateSource
 from spark_io.logs.checkpoint import doctor, read_checkpoint
 from spark_io.readers import engine, state_reader
 from spark_io.readers.native.access import simple_type

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import restart_errors
 
-from analysis.restart_error import RestartExplanation
+from analysis.checkpoint.restart_error import RestartExplanation
 from spark_io.logs.checkpoint import doctor, explain_restart_error
 from support import ROOT, SAMPLES
 

@@ -15,8 +15,8 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.errors import StateReadError
-from analysis.model import StateSource
+from analysis.core.errors import StateReadError
+from analysis.core.model import StateSource
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.logs.codecs import decompress
 from spark_io.readers.native import kernels

@@ -7,8 +7,8 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from analysis.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
-from analysis.model import StateSource, sources_of
+from analysis.core.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
+from analysis.core.model import StateSource, sources_of
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.state_reader import read_changes, read_state, read_state_metadata
 from support import SAMPLE_NAMES, ms, sample, scenario

@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import cli
-from analysis import why_missing as wm
+from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from support import COMPAT, ROOT, SAMPLES, tree_checksums
 
@@ -124,9 +124,9 @@ LOADED = [
 @pytest.mark.parametrize("name", LOADED)
 def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ignore[no-untyped-def]
     """The app's loaded state (Arrow in memory) gives the verdicts of reading through Spark per key."""
-    from analysis import diagnose
-    from analysis.diagnose import lookup_sources
-    from analysis.model import default_operator
+    from analysis.core.model import default_operator
+    from analysis.verdicts import diagnose
+    from analysis.verdicts.diagnose import lookup_sources
     from spark_io.gather.diagnosis import key_fields_of
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers.access import load_state
@@ -153,7 +153,7 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
 
 
 def test_eviction_delay_in_spark_equals_the_python_reference(spark) -> None:  # type: ignore[no-untyped-def]
-    from analysis.model import StateSource
+    from analysis.core.model import StateSource
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers.spark_state import SparkState
 

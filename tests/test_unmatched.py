@@ -9,9 +9,9 @@ import sys
 import pyarrow.compute as pc
 import pytest
 
-from analysis import why_missing as wm
-from analysis.errors import InvalidInput
-from analysis.model import StateSource
+from analysis.core.errors import InvalidInput
+from analysis.core.model import StateSource
+from analysis.verdicts import why_missing as wm
 from spark_io.gather.unmatched import unmatched
 from spark_io.readers import engine
 from support import COMPAT, ROOT, SAMPLES, sample, scenario

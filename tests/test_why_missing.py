@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import why_missing as wm
-from analysis.errors import BatchOutOfRange, InvalidInput, UnknownOperator
-from analysis.model import StateSource
+from analysis.core.errors import BatchOutOfRange, InvalidInput, UnknownOperator
+from analysis.core.model import StateSource
+from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.workspace import Workspace
 from spark_io.logs.checkpoint import read_checkpoint
@@ -240,7 +240,10 @@ def test_bad_input() -> None:
     with pytest.raises(UnknownOperator):
         why_missing(sample("join_hdfs"), ["ord-1"], operator_id=3)
     with pytest.raises(InvalidInput, match=r"no field 'amount'.*field0 \(order_id\)"):
-        why_missing(sample("join_hdfs"), ["ord-1"], key_field="amount")
+        why_missing(sample("join_hdfs"), ["ord-1"], operator_id=0, key_field="amount")
+    # the whole query: a state key field or an input column; neither is refused, naming the key columns
+    with pytest.raises(InvalidInput, match=r"no field 'nope'.*key columns: order_id"):
+        why_missing(sample("join_hdfs"), ["ord-1"], key_field="nope")
     with pytest.raises(InvalidInput, match="at least one key"):
         why_missing(sample("join_hdfs"), [])
     with pytest.raises(BatchOutOfRange):
@@ -258,7 +261,7 @@ def test_timeline_draws_the_keys_own_event_times_from_batch_0() -> None:
     payment times, from the generator's data, not on the watermark line."""
     import datetime as dt
 
-    from analysis.charts import key_timeline_figure
+    from analysis.charts.charts import key_timeline_figure
 
     report = why_missing(sample("join_hdfs"), ["ord-3"])
     (r,) = report.results
@@ -284,7 +287,7 @@ def test_near_miss_columns_equal_the_regular_expressions(words: list[str | None]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from analysis.arrow_numpy import ALNUM_LOWER, DIGITS, translate_ascii
+    from analysis.core.arrow_numpy import ALNUM_LOWER, DIGITS, translate_ascii
 
     column = pa.array(words, pa.string()).slice(min(cut, len(words)))
     digits = pc.replace_substring_regex(column, "[^0-9]", "")

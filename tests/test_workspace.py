@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import BatchOutOfRange, SqlError
-from analysis.examples import example_queries
+from analysis.checkpoint.examples import example_queries
+from analysis.core.errors import BatchOutOfRange, SqlError
 from spark_io.gather.workspace import Workspace, table_specs
 from spark_io.logs.checkpoint import read_checkpoint
 from support import sample, scenario
@@ -105,8 +105,8 @@ def test_examples_run_on_every_sample() -> None:
 def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from collections import Counter
 
-    from analysis.errors import RowBudgetExceeded
-    from analysis.model import StateSource
+    from analysis.core.errors import RowBudgetExceeded
+    from analysis.core.model import StateSource
     from spark_io.readers.state_reader import RowFilter, read_state
 
     full, _ = read_state(sample("unbounded_agg"), StateSource(0))

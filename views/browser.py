@@ -7,10 +7,10 @@ from functools import partial
 import pyarrow as pa
 import streamlit as st
 
-from analysis import charts
-from analysis.export import display_table
-from analysis.key_columns import columns_equal_to_key
-from analysis.model import sources_of, table_name
+from analysis.charts import charts
+from analysis.core.export import display_table
+from analysis.core.key_columns import columns_equal_to_key
+from analysis.core.model import sources_of, table_name
 from spark_io.gather import crosscheck
 from spark_io.readers import engine
 from spark_io.readers.state_reader import RowFilter, arrow_schema_rows

@@ -23,16 +23,16 @@ import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from analysis import diagnose
-from analysis.doctor import DoctorReport
-from analysis.errors import SparkUnavailable, StateLensError
-from analysis.export import figure_bytes, to_csv_bytes
-from analysis.health import SkewReport, human_bytes
-from analysis.model import CheckpointInfo, StateSource
-from analysis.progress import ProgressLog
-from analysis.sources import SourceBatch
-from analysis.state_access import StateAccess
-from analysis.unmatched import UnmatchedReport
+from analysis.checkpoint.doctor import DoctorReport
+from analysis.checkpoint.health import SkewReport, human_bytes
+from analysis.core.errors import SparkUnavailable, StateLensError
+from analysis.core.export import figure_bytes, to_csv_bytes
+from analysis.core.model import CheckpointInfo, StateSource
+from analysis.core.sources import SourceBatch
+from analysis.core.state_access import StateAccess
+from analysis.runs.progress import ProgressLog
+from analysis.verdicts import diagnose
+from analysis.verdicts.unmatched import UnmatchedReport
 from spark_io import storage
 from spark_io.gather import diagnosis, health, unmatched
 from spark_io.gather.arrivals import arrivals_for

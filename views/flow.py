@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from analysis.export import display_rows
+from analysis.core.export import display_rows
 from analysis.fate import (
     CONDITION_NOT_MET,
     DROPPED_AS_DUPLICATE,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis import charts
-from analysis.health import counted_stores_text, key_json, rows_in_state
-from analysis.model import sources_of
-from analysis.report import checkup_report
+from analysis.charts import charts
+from analysis.charts.report import checkup_report
+from analysis.checkpoint.health import counted_stores_text, key_json, rows_in_state
+from analysis.core.model import sources_of
 from spark_io.gather import crosscheck
 from spark_io.gather.health import default_store
 from views.common import (

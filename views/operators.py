@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.layout import schema_files, store_files_summary, version_history
+from analysis.checkpoint.layout import schema_files, store_files_summary, version_history
 from spark_io.gather import crosscheck
 from spark_io.logs.checkpoint import list_state_files
 from spark_io.readers import engine, state_reader

@@ -8,10 +8,10 @@ import zoneinfo
 
 import streamlit as st
 
-from analysis import charts
-from analysis.health import human_bytes
-from analysis.overview import batches_table, conf_table, operators_table, repartition_lines, summary
-from analysis.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
+from analysis.charts import charts
+from analysis.checkpoint.health import human_bytes
+from analysis.checkpoint.overview import batches_table, conf_table, operators_table, repartition_lines, summary
+from analysis.runs.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
 from spark_io.logs.checkpoint import explain_restart_error
 from views.common import (
     chart,

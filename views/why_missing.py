@@ -8,11 +8,11 @@ import urllib.parse
 
 import streamlit as st
 
-from analysis.charts import key_timeline_figure
-from analysis.diagnose import WhyMissingReport, looks_for_near_misses
-from analysis.export import display_rows
-from analysis.key_verdicts import AGGREGATION, KeyDiagnosis, operator_kind
-from analysis.progress import parse_event_time
+from analysis.charts.charts import key_timeline_figure
+from analysis.core.export import display_rows
+from analysis.runs.progress import parse_event_time
+from analysis.verdicts.diagnose import WhyMissingReport, looks_for_near_misses
+from analysis.verdicts.key_verdicts import AGGREGATION, KeyDiagnosis, operator_kind
 from spark_io.gather import crosscheck
 from views.common import (
     chart,

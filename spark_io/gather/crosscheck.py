@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis import diagnose
-from analysis.model import CheckpointInfo, StateSource
+from analysis.core.model import CheckpointInfo, StateSource
+from analysis.verdicts import diagnose
 from spark_io.readers import state_reader
 
 

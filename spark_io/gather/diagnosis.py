@@ -5,10 +5,11 @@ the late arrivals in the input files, the event log's plan and progress, handed 
 
 from __future__ import annotations
 
-from analysis import diagnose, key_columns
-from analysis.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
-from analysis.model import CheckpointInfo, operator_of, resolve_batch
-from analysis.state_access import StateAccess
+from analysis.core import key_columns
+from analysis.core.model import CheckpointInfo, operator_of, resolve_batch
+from analysis.core.state_access import StateAccess
+from analysis.verdicts import diagnose
+from analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.access import state_access

@@ -2,33 +2,58 @@
 
 The default of why-missing when no operator is chosen. It reads what the answer needs and hands
 it to the pure parts: the query's event log (its plan: sources, filters, watermarks and operators;
-its progress: late rows per operator and batch; the sink), the files each batch read searched for
-the key (``spark_io.gather.inputs``), each operator's state (``state_access``: native or Spark), and a
-file sink's files. ``analysis.fate`` follows each record; the verdict of the last operator whose
-key holds the key column (``analysis.diagnose``) stays the key's verdict unless the fate decides it
-(every record dropped as late; never in the input).
+its progress: late and duplicate rows per operator and batch; the sink), the files each batch read
+searched for the key and, on demand, for the records a stage needs besides (``spark_io.gather.inputs``),
+each operator's state (``state_access``: native or Spark), and a file sink's files. ``analysis.fate``
+follows each record and derives the key's outcome and root cause (the answer's first sentence); the
+verdict of the last operator whose key holds the key column (``analysis.verdicts.diagnose``) follows
+below it.
 """
 
 from __future__ import annotations
 
-from analysis import diagnose
-from analysis import why_missing as wm
-from analysis.diagnose import WhyMissingReport
-from analysis.errors import InvalidInput
-from analysis.fate import NEVER_IN_INPUT, WRITTEN, FateWalk, KeyFate, Output, group_text, key_fate, search_columns
-from analysis.inputs import InputSearch
-from analysis.model import CheckpointInfo, default_operator, require_state
-from analysis.progress import ProgressLog
-from analysis.query_plan import operator_watermarks
-from analysis.state_access import StateAccess
+from collections.abc import Callable
+
+from analysis.core.errors import InvalidInput
+from analysis.core.inputs import InputSearch
+from analysis.core.model import CheckpointInfo, default_operator, require_state
+from analysis.core.near_miss import near_miss_reason
+from analysis.core.query_plan import operator_watermarks
+from analysis.core.state_access import StateAccess
+from analysis.fate import (
+    NEVER_IN_INPUT,
+    STAGES,
+    UNKNOWN,
+    WRITTEN,
+    FateWalk,
+    KeyFate,
+    NearFate,
+    Output,
+    RecordFinder,
+    group_text,
+    key_fate,
+    search_columns,
+)
+from analysis.fate.outcome import from_state, headline
+from analysis.runs.progress import ProgressLog
+from analysis.verdicts import diagnose
+from analysis.verdicts import why_missing as wm
+from analysis.verdicts.diagnose import WhyMissingReport
 from spark_io.gather.arrivals import arrivals_for
-from spark_io.gather.inputs import search_inputs, search_sink, sink_folder
+from spark_io.gather.inputs import Listing, RecordSearch, listed_files, search_inputs, search_sink, sink_folder
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.runtime.engine_choice import reads_natively
 
+MAX_NEAR = 3  # look-alikes of a key followed as keys of their own
+
 
 def _walk(
-    info: CheckpointInfo, access: StateAccess, progress: ProgressLog | None, join_type: str | None, keys: tuple[str, ...] = ()
+    info: CheckpointInfo,
+    access: StateAccess,
+    progress: ProgressLog | None,
+    join_type: str | None,
+    keys: tuple[str, ...] = (),
+    finder: RecordFinder | None = None,
 ) -> FateWalk:
     plan = progress.query_plan() if progress is not None else None
     planned = progress.operator_watermarks() if progress is not None else {}
@@ -36,8 +61,21 @@ def _walk(
         [(b.batch_id, b.watermark_ms) for b in info.batches], planned, [o.operator_id for o in info.operators]
     )
     tz = (progress.time_zone if progress else None) or "UTC"
-    drops = progress.drops() if progress is not None else None
-    return FateWalk(access, info, plan, marks, drops, join_type, {}, tz, planned=planned, asked=keys)
+    return FateWalk(
+        access,
+        info,
+        plan,
+        marks,
+        progress.drops() if progress is not None else None,
+        join_type,
+        {},
+        tz,
+        planned=planned,
+        asked=keys,
+        finder=finder,
+        duplicates=progress.duplicates() if progress is not None else None,
+        stages=STAGES,
+    )
 
 
 def key_columns_of(info: CheckpointInfo, access: StateAccess, progress: ProgressLog | None) -> list[str]:
@@ -71,23 +109,29 @@ def why_missing_whole(
     require_state(info)
     walk = _walk(info, access, progress, join_type, tuple(keys))
     plan, tz = walk.plan, walk.tz
-    columns = search_columns(walk, key_field)
+    columns = search_columns(walk, None)
     why_not = None
+    listing: Listing | None = None
+
+    def format_of(source: str) -> str | None:  # the plan's Scan says how the files are read
+        return next((s.format for s in plan.scans.values() if f"/{source}/" in s.location), None) if plan else None
+
+    search = InputSearch()
     if not reads_natively(info.path):
-        search = InputSearch()
         why_not = "The input of a checkpoint read through Spark is not searched: the answer comes from the state."
     else:
-
-        def format_of(source: str) -> str | None:  # the plan's Scan says how the files are read
-            return next((s.format for s in plan.scans.values() if f"/{source}/" in s.location), None) if plan else None
-
-        search = searched or search_inputs(info, keys, columns, input_root, format_of, tz)
+        listing = listed_files(info, input_root, format_of)
+        walk.finder = RecordSearch(listing)
+    if key_field is not None:
+        columns = _key_columns(walk, key_field, columns, listing)
+    if listing is not None:
+        search = searched or search_inputs(info, keys, columns, input_root, format_of, tz, listing=listing)
         if not search.files_listed:
             why_not = search.note() or "The query reads no file source: its input cannot be searched here."
     walk.source_names = search.sources
     walk.prefetch(search.records)
-    written = _written(progress, sink, keys, columns)
-    fates = {k: key_fate(k, search, walk, written.get(k, []), why_not) for k in keys}
+    written, sink_searched = _written(progress, sink, keys, columns)
+    fates = {k: key_fate(k, search, walk, written.get(k, []), why_not, sink_searched) for k in keys}
     # the verdict of the last operator whose key holds the key's column, as one operator's diagnosis gives it
     reports: dict[tuple[int, str | None], WhyMissingReport] = {}
     chosen: dict[str, tuple[int, str | None]] = {}
@@ -99,17 +143,44 @@ def why_missing_whole(
         reports[(op_id, field_name)] = diagnose.why_missing(
             access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals, near_misses
         )
-    first = reports[chosen[keys[0]]]
     results = []
     for k in keys:
-        d = next(r for r in reports[chosen[k]].results if r.key == k)
-        _apply(d, fates[k])
-        results.append(d)
+        results.append(next(r for r in reports[chosen[k]].results if r.key == k))
+    if near_misses and listing is not None:
+        _near_fates(info, results, fates, walk, listing, columns, progress, sink, format_of, tz)
+        for k, fate in fates.items():  # a look-alike that was written is part of the answer
+            if fate.near_fates:
+                fate.headline = headline(fate, written.get(k, []))
+    for d in results:
+        _apply(d, fates[d.key], chosen[d.key][0], reports[chosen[d.key]].kind)
+    first = reports[chosen[keys[0]]]
     first.results = results
     first.whole_query = True
     first.input_search = search
     first.plan_from = progress.location if plan is not None and progress is not None else None
     return first
+
+
+def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Listing | None) -> list[str]:
+    """The columns a key given with ``--key-field`` is searched in: that state key field's column, or
+    that input column; a field that is neither is refused, naming the ones there are."""
+    of_field = search_columns(walk, key_field)
+    if of_field:
+        return of_field
+    inputs: set[str] = set()
+    if walk.plan is not None:
+        inputs |= {c for s in walk.plan.scans.values() for c in s.columns}
+    if listing is not None:
+        inputs |= RecordSearch(listing).columns()
+    if key_field in inputs:
+        return [key_field]
+    known = ", ".join(columns) or "none"
+    others = ", ".join(sorted(inputs - set(columns)))
+    raise InvalidInput(
+        f"The query has no field '{key_field}': no state key field or input column is named so. Its key columns: {known}"
+        + (f"; its other input columns: {others}" if others else "")
+        + "."
+    )
 
 
 def _verdict_operator(walk: FateWalk, fate: KeyFate, key_field: str | None, info: CheckpointInfo) -> tuple[int, str | None]:
@@ -122,49 +193,115 @@ def _verdict_operator(walk: FateWalk, fate: KeyFate, key_field: str | None, info
             found = view.lookup(side)
             if found and column and (found[1].source_column or found[1].name) == column:
                 return op.operator_id, found[0]
-    # found in a column no operator is keyed by: the default operator's own key field (the fate tells the rest)
-    return default_operator(info).operator_id, None if column else key_field
+    # no record found: the operator nearest the output whose key has the field asked for, else the
+    # default operator's own key field (the fate tells the rest)
+    for op in sorted(info.operators, key=lambda o: o.operator_id):
+        view = walk.view(op)
+        for cols in view.keys.values():
+            for i, c in enumerate(cols):
+                if key_field is not None and key_field in (c.name, c.source_column, f"field{i}"):
+                    return op.operator_id, f"field{i}" if view.kind == "join" else c.name
+    return default_operator(info).operator_id, None
 
 
-def _written(progress: ProgressLog | None, given: str | None, keys: list[str], columns: list[str]) -> dict[str, list[Output]]:
+def _written(
+    progress: ProgressLog | None, given: str | None, keys: list[str], columns: list[str]
+) -> tuple[dict[str, list[Output]], bool]:
+    """The keys' rows in the file sink's files, and whether a sink was searched."""
     folder = sink_folder(progress.sink if progress else None, given)
     if not folder:
-        return {}
+        return {}, False
     rows, why = search_sink(folder, keys, columns)
     if why:
-        return {}
+        return {}, False
     return {
         k: [
             Output(
                 None,
-                group_text(r.values),
+                group_text({c: x for c, x in r.values.items() if c not in ("filename", "file_row_number")}),
                 r.batch_id,
                 WRITTEN,
-                f"{r.file}" + ("" if r.batch_id is not None else f" (written in one of batches {r.batches[0]}-{r.batches[1]})"),
+                r.file if r.batch_id is not None else f"{r.file} (written in one of batches {r.batches[0]}-{r.batches[1]})",
+                file=r.file,
             )
             for r in v
         ]
         for k, v in rows.items()
-    }
+    }, True
 
 
-def _apply(d: wm.KeyDiagnosis, fate: KeyFate) -> None:
-    """The fate on one key's single-operator diagnosis: its verdict where the fate decides it, the cause."""
+def _near_fates(
+    info: CheckpointInfo,
+    results: list[wm.KeyDiagnosis],
+    fates: dict[str, KeyFate],
+    walk: FateWalk,
+    listing: Listing,
+    columns: list[str],
+    progress: ProgressLog | None,
+    sink: str | None,
+    format_of: Callable[[str], str | None],
+    tz: str,
+) -> None:
+    """Each key's look-alikes (in the input, in a store), followed as keys of their own: was that
+    spelling written, when, and where (the actual answer to a mistyped key)."""
+    wanted: dict[str, list[tuple[str, str, str]]] = {}  # key -> (look-alike, why, where seen)
+    for d in results:
+        fate = fates[d.key]
+        seen: dict[str, tuple[str, str, str]] = {}
+        for r in fate.near:
+            value = str(r.values.get(r.column))
+            seen.setdefault(value, (value, r.near or near_miss_reason(d.key, value) or "looks alike", f"input: {r.where()}"))
+        for n in d.near_misses:
+            seen.setdefault(n["key"], (n["key"], n["reason"], f"{n['where']} store: {n['seen']}"))
+        wanted[d.key] = list(seen.values())[:MAX_NEAR]
+    near_keys = sorted({n for found in wanted.values() for n, _, _ in found})
+    if not near_keys:
+        return
+    search = search_inputs(info, near_keys, columns, None, format_of, tz, listing=listing)
+    written, sink_searched = _written(progress, sink, near_keys, columns)
+    for key, found in wanted.items():
+        for near_key, reason, where in found:
+            f = key_fate(near_key, search, walk, written.get(near_key, []), None, sink_searched)
+            if f.outcome == UNKNOWN:  # its input was not searched either: the store's sighting says it all
+                continue
+            out = [o for o in f.outputs if o.kind == WRITTEN] or f.outputs
+            fates[key].near_fates.append(
+                NearFate(
+                    near_key,
+                    reason,
+                    where,
+                    f.outcome,
+                    sorted({o.batch_id for o in out if o.batch_id is not None}),
+                    sorted({o.file for o in out if o.file}),
+                    f.headline,
+                )
+            )
+
+
+def _apply(d: wm.KeyDiagnosis, fate: KeyFate, operator_id: int, kind: str) -> None:
+    """The fate on one key's single-operator diagnosis: the outcome and its root cause first, then the
+    operator's verdict (the whole query's where it decides: every record dropped as late, never in the input)."""
     d.fate = fate
     d.reason = fate.reason
-    if fate.verdict == NEVER_IN_INPUT and d.verdict != wm.NEVER_IN_STATE:
+    if fate.outcome == NEVER_IN_INPUT and d.verdict != wm.NEVER_IN_STATE:
         # the key is in the state but no input column holds it: the operator's key is computed (an
         # expression of the input), so its records were not found: the state's verdict stands
-        fate.verdict = None
+        fate.outcome = UNKNOWN
+        fate.cause = None
         fate.notes.append(
             "No input column holds this key as it is, yet the state does: the operator's key is computed from the input "
             "(an expression), so its records were not found; the verdict is the state's."
         )
-        fate.summary = ""
-    if fate.verdict in (wm.DROPPED_AS_LATE, NEVER_IN_INPUT):
-        d.verdict = fate.verdict
+        fate.headline = ""
+    if fate.outcome == UNKNOWN and not fate.records and operator_id == 0:
+        from_state(fate, d.verdict, d.was_matched, kind, d.explanation, operator_id)
+    verdict = fate.verdict
+    if verdict in (wm.DROPPED_AS_LATE, NEVER_IN_INPUT):
+        d.verdict = verdict
         late = [s for r in fate.records for s in r.steps if s.outcome == wm.DROPPED_AS_LATE]
         d.dropped_in_batch = late[0].batch if late else None
-        d.explanation = " ".join([fate.summary, *dict.fromkeys(s.detail for s in late)])
-    elif fate.summary:
-        d.explanation = f"{fate.summary} {d.explanation}"
+    d.verdict_operator = operator_id
+    d.outcome = fate.outcome
+    d.cause = fate.cause.kind if fate.cause else None
+    d.cause_at = fate.cause.to_dict() if fate.cause else None
+    d.explanation = " ".join(t for t in (fate.headline, fate.summary, f"Operator {operator_id}'s verdict: {d.explanation}") if t)

@@ -9,9 +9,9 @@ import contextvars
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from analysis.doctor import examine
-from analysis.errors import NotACheckpoint, StateLensError
-from analysis.fleet import CheckpointRow, row_of
+from analysis.checkpoint.doctor import examine
+from analysis.core.errors import NotACheckpoint, StateLensError
+from analysis.runs.fleet import CheckpointRow, row_of
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from spark_io.storage import open_storage
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis import health
-from analysis import why_missing as wm
-from analysis.diagnose import MAX_STATE_BATCHES, lookup_sources
-from analysis.doctor import DoctorReport
-from analysis.errors import UnknownStore
-from analysis.model import (
+from analysis.checkpoint import health
+from analysis.checkpoint.doctor import DoctorReport
+from analysis.core.errors import UnknownStore
+from analysis.core.model import (
     JOIN_V4_ROWS,
     CheckpointInfo,
     OperatorInfo,
@@ -30,7 +28,9 @@ from analysis.model import (
     sources_of,
     validate_source,
 )
-from analysis.progress import ProgressLog, progress_findings
+from analysis.runs.progress import ProgressLog, progress_findings
+from analysis.verdicts import why_missing as wm
+from analysis.verdicts.diagnose import MAX_STATE_BATCHES, lookup_sources
 from spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
 from spark_io.logs.progress import read_progress
 from spark_io.readers import engine

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.errors import StateLensError
-from analysis.inputs import InputRecord, InputSearch
-from analysis.model import CheckpointInfo
-from analysis.near_miss import digits, near_miss_reason, normalize
+from analysis.core.errors import StateLensError
+from analysis.core.inputs import InputRecord, InputSearch
+from analysis.core.model import CheckpointInfo
+from analysis.core.near_miss import digits, near_miss_reason, normalize
 from spark_io.logs.checkpoint import read_source_offsets
 from spark_io.runtime.engine_choice import reads_natively
 from spark_io.storage import Entry, open_storage
@@ -193,6 +193,9 @@ def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tup
 # --------------------------------------------------------------------------- the search
 
 
+Listing = tuple[list[ListedFile], list[str], dict[int, str]]  # what ``listed_files`` returns
+
+
 def search_inputs(
     info: CheckpointInfo,
     keys: list[str],
@@ -200,11 +203,12 @@ def search_inputs(
     input_root: str | None = None,
     format_of: Callable[[str], str | None] | None = None,
     time_zone: str = "UTC",
+    listing: Listing | None = None,
 ) -> InputSearch:
     """Every record of the keys in the files each batch read. ``columns``: the columns the key may
     be in, the likeliest first ([]: any column holding it); ``format_of``: a source's format by its
-    name (the plan's Scan), else told by the files' names."""
-    files, notes, names = listed_files(info, input_root, format_of)
+    name (the plan's Scan), else told by the files' names; ``listing``: the files, listed already."""
+    files, notes, names = listing or listed_files(info, input_root, format_of)
     search = InputSearch(files_listed=len(files), unsearched=list(notes), time_zone=time_zone, sources=names)
     readable = [f for f in files if f.path is not None]
     for f in files:
@@ -228,8 +232,26 @@ def search_inputs(
     return search
 
 
-def _has_column(files: list[ListedFile], column: str) -> bool:
-    """Whether a source's files have a column (its first readable file's header, first record or schema)."""
+class RecordSearch:
+    """The records of one source whose column holds one of some values, over one listing of the input
+    (the fate's ``RecordFinder``: the other side of a join, the record a duplicate repeated)."""
+
+    def __init__(self, listing: Listing) -> None:
+        self.files = [f for f in listing[0] if f.path is not None]
+
+    def __call__(self, source: str, column: str, values: list[str]) -> list[InputRecord]:
+        files = [f for f in self.files if f.source == source]
+        return _exact(files, values, [column]) if files and _has_column(files, column) else []
+
+    def columns(self, source: str | None = None) -> set[str]:
+        """The columns of every source's files (their first readable file's header, record or schema)."""
+        out: set[str] = set()
+        for name in {f.source for f in self.files if source is None or f.source == source}:
+            out |= _columns([f for f in self.files if f.source == name])
+        return out
+
+
+def _columns(files: list[ListedFile]) -> set[str]:
     for f in files:
         assert f.path is not None
         try:
@@ -237,21 +259,24 @@ def _has_column(files: list[ListedFile], column: str) -> bool:
                 import pyarrow.parquet as pq
 
                 with _local_copies([f.path]) as local:
-                    return column in pq.read_schema(local[f.path]).names
+                    return set(pq.read_schema(local[f.path]).names)
             if f.format == "text":
-                return column == "value"
-            lines = _read(f.path).split(b"\n", 100)[:100]
-            head = [line.decode("utf-8", "replace").strip() for line in lines]
-            head = [line for line in head if line]
-            if not head:
+                return {"value"}
+            lines = [line.decode("utf-8", "replace").strip() for line in _read(f.path).split(b"\n", 100)[:100]]
+            lines = [line for line in lines if line]
+            if not lines:
                 continue
             if f.format == "csv":
-                return column in next(csv.reader([head[0]]))
-            if any(column in obj for line in head if isinstance(obj := json.loads(line), dict)):
-                return True
+                return set(next(csv.reader([lines[0]])))
+            return {k for line in lines if isinstance(obj := json.loads(line), dict) for k in obj}
         except (OSError, ValueError):
             continue
-    return False
+    return set()
+
+
+def _has_column(files: list[ListedFile], column: str) -> bool:
+    """Whether a source's files have a column (its first readable file's header, records or schema)."""
+    return column in _columns(files)
 
 
 def _exact(files: list[ListedFile], keys: list[str], columns: list[str]) -> list[InputRecord]:

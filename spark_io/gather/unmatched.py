@@ -3,12 +3,12 @@ the batch and its change feed, or an aggregation's state) through the chosen eng
 
 from __future__ import annotations
 
-from analysis import key_columns
-from analysis import why_missing as wm
-from analysis.errors import InvalidInput
-from analysis.key_columns import columns_equal_to_key
-from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
-from analysis.unmatched import UnmatchedReport, join_unmatched, waiting_windows
+from analysis.core import key_columns
+from analysis.core.errors import InvalidInput
+from analysis.core.key_columns import columns_equal_to_key
+from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
+from analysis.verdicts import why_missing as wm
+from analysis.verdicts.unmatched import UnmatchedReport, join_unmatched, waiting_windows
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine
 from spark_io.readers.state_reader import has_change_feed

@@ -29,8 +29,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analysis.errors import RowBudgetExceeded, SqlError
-from analysis.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
+from analysis.core.errors import RowBudgetExceeded, SqlError
+from analysis.core.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
 from spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine

@@ -24,16 +24,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from analysis.doctor import DoctorReport, RunState, examine, unreadable_report
-from analysis.errors import (
+from analysis.checkpoint.doctor import DoctorReport, RunState, examine, unreadable_report
+from analysis.checkpoint.integrity import integrity_problems
+from analysis.checkpoint.restart_error import RestartExplanation, explain
+from analysis.core.errors import (
     CheckpointUnreadable,
     CorruptCheckpoint,
     StateLensError,
 )
-from analysis.integrity import integrity_problems
-from analysis.model import DEFAULT_STORE, JOIN_STORES, JOIN_V4_ROWS, Batch, CheckpointInfo, OperatorInfo, StateFile, StoreInfo
-from analysis.restart_error import RestartExplanation, explain
-from analysis.sources import SourceBatch, batch_sources, offset_lines, parse_offset
+from analysis.core.model import (
+    DEFAULT_STORE,
+    JOIN_STORES,
+    JOIN_V4_ROWS,
+    Batch,
+    CheckpointInfo,
+    OperatorInfo,
+    StateFile,
+    StoreInfo,
+)
+from analysis.core.sources import SourceBatch, batch_sources, offset_lines, parse_offset
 from spark_io.logs.files import DIGITS, VERSIONED, Files, StorageFiles, open_files
 from spark_io.logs.integrity import verify_sidecars
 from spark_io.storage import LocalStorage

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from analysis.errors import CheckpointNotFound, CheckpointUnreadable, CorruptCheckpoint, NotACheckpoint
+from analysis.core.errors import CheckpointNotFound, CheckpointUnreadable, CorruptCheckpoint, NotACheckpoint
 from spark_io.runtime.engine_choice import reads_natively
 from spark_io.storage import Entry, LocalStorage, Storage, open_storage
 from spark_io.storage.locations import check_allowed, is_local, local_path

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from analysis.errors import StateLensError
-from analysis.integrity import SidecarReport, hadoop_sidecar_problem, spark_sidecar_problem
+from analysis.checkpoint.integrity import SidecarReport, hadoop_sidecar_problem, spark_sidecar_problem
+from analysis.core.errors import StateLensError
 from spark_io.logs.files import Files
 
 _STATE_FILE = re.compile(r"^\d+(_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")

@@ -25,9 +25,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.errors import InvalidInput, ProgressNotFound, ProgressReadError, StateLensError
-from analysis.model import CheckpointInfo
-from analysis.progress import ProgressLog, collect, progress_of
+from analysis.core.errors import InvalidInput, ProgressNotFound, ProgressReadError, StateLensError
+from analysis.core.model import CheckpointInfo
+from analysis.runs.progress import ProgressLog, collect, progress_of
 from spark_io.logs.codecs import Cut, codec_of, decompress
 from spark_io.runtime.engine_choice import reads_natively
 from spark_io.storage import Entry, Storage, open_storage

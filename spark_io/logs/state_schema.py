@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.errors import NativeUnsupported
+from analysis.core.errors import NativeUnsupported
 
 
 @dataclass

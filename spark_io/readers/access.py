@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.diagnose import lookup_sources
-from analysis.errors import NativeUnsupported, StateReadError
-from analysis.model import CheckpointInfo, StateSource, operator_of
-from analysis.state_access import ArrowState, StateAccess
+from analysis.core.errors import NativeUnsupported, StateReadError
+from analysis.core.model import CheckpointInfo, StateSource, operator_of
+from analysis.core.state_access import ArrowState, StateAccess
+from analysis.verdicts.diagnose import lookup_sources
 from spark_io.readers import engine
 from spark_io.readers.native.access import NativeState
 from spark_io.readers.spark_state import SparkState

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.errors import NativeUnsupported
-from analysis.model import CheckpointInfo, StateSource, resolve_batch, validate_source
-from analysis.state_access import key_text
+from analysis.core.errors import NativeUnsupported
+from analysis.core.model import CheckpointInfo, StateSource, resolve_batch, validate_source
+from analysis.core.state_access import key_text
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import state_reader
 from spark_io.readers.state_reader import RowFilter

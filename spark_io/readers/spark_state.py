@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis import why_missing as wm
-from analysis.key_columns import columns_equal_to_key
-from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
-from analysis.near_miss import NearSeen
-from analysis.state_access import KeyQuery, near_seen
+from analysis.core.key_columns import columns_equal_to_key
+from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
+from analysis.core.near_miss import NearSeen
+from analysis.core.state_access import KeyQuery, near_seen
+from analysis.verdicts import why_missing as wm
 from spark_io.readers.state_reader import change_frame, has_change_feed, state_frame, to_arrow
 from spark_io.runtime import engine_choice
 

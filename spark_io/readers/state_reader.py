@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.errors import BatchOutOfRange, StateLensError, StateReadError, UnknownStore
-from analysis.model import (
+from analysis.core.errors import BatchOutOfRange, StateLensError, StateReadError, UnknownStore
+from analysis.core.model import (
     JOIN_V4_ROWS,
     CheckpointInfo,
     StateSource,
@@ -256,7 +256,7 @@ def driver_limit() -> tuple[int, str]:
 def _fits_in_driver(info: CheckpointInfo, source: StateSource, batch: int, what: str) -> bool:
     """Whether the read's rows, estimated from the state files it is made from, fit in the driver;
     if not, local Spark writes them to Parquet instead, and a cluster or Connect says so."""
-    from analysis.restart import load_cost
+    from analysis.checkpoint.restart import load_cost
     from spark_io.logs.checkpoint import list_state_files
 
     op = operator_of(info, source.operator_id)

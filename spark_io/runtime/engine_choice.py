@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-from analysis.errors import InvalidInput
+from analysis.core.errors import InvalidInput
 from spark_io.storage.locations import cloud_of, is_local
 
 ENGINES = ("auto", "native", "spark")

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from analysis.errors import SparkUnavailable
+from analysis.core.errors import SparkUnavailable
 from spark_io.runtime.session import connect_problem, java_problem
 
 START_TIMEOUT_S = 120

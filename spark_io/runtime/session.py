@@ -23,7 +23,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.errors import SparkUnavailable
+from analysis.core.errors import SparkUnavailable
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Nothing outside this package opens a path of the user's."""
 
 from __future__ import annotations
 
-from analysis.errors import StorageError
+from analysis.core.errors import StorageError
 from spark_io.storage import progress
 from spark_io.storage.base import Entry, Storage, question
 from spark_io.storage.cloud import CloudStorage

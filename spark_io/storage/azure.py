@@ -66,7 +66,7 @@ class Azure(Cloud):
 
     @staticmethod
     def bad(uri: str) -> Exception:
-        from analysis.errors import StorageError
+        from analysis.core.errors import StorageError
 
         return StorageError(
             f"{uri} is not an Azure storage URI: write abfss://<container>@<account>.dfs.core.windows.net/<path>."

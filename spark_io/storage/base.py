@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar, cast
 
-from analysis.errors import StateLensError
+from analysis.core.errors import StateLensError
 from spark_io.storage import progress
 
 T = TypeVar("T")

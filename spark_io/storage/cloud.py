@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, cast
 
 import pyarrow.fs as pafs
 
-from analysis.errors import StorageError
+from analysis.core.errors import StorageError
 from spark_io.storage import progress
 from spark_io.storage.base import IMMUTABLE, Entry, Storage, join, recalled, remembered
 from spark_io.storage.cache import shared

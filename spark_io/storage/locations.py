@@ -7,7 +7,7 @@ import os
 import re
 import urllib.parse
 
-from analysis.errors import NotAllowed
+from analysis.core.errors import NotAllowed
 from spark_io.storage.azure import Azure
 from spark_io.storage.cloud import Cloud
 from spark_io.storage.gcs import Gcs

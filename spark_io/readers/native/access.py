@@ -14,11 +14,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.errors import NativeUnsupported, StateReadError
-from analysis.key_columns import columns_equal_to_key
-from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
-from analysis.near_miss import NearSeen
-from analysis.state_access import (
+from analysis.core.errors import NativeUnsupported, StateReadError
+from analysis.core.key_columns import columns_equal_to_key
+from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
+from analysis.core.near_miss import NearSeen
+from analysis.core.state_access import (
     ArrowState,
     KeyQuery,
     _matching,

@@ -28,11 +28,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis import why_missing as wm
-from analysis.arrow_numpy import numpy_of
-from analysis.errors import StateLensError
-from analysis.model import StateSource
-from analysis.state_access import near_columns
+from analysis.core.arrow_numpy import numpy_of
+from analysis.core.errors import StateLensError
+from analysis.core.model import StateSource
+from analysis.core.state_access import near_columns
+from analysis.verdicts import why_missing as wm
 from spark_io.readers.native.kernels import string_hashes
 from spark_io.readers.native.reader import NativeReader
 from spark_io.storage.cache import cache_dir

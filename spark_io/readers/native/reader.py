@@ -25,9 +25,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.arrow_numpy import arrow_of, numpy_of, string_array
-from analysis.errors import NativeUnsupported, StateReadError
-from analysis.model import (
+from analysis.core.arrow_numpy import arrow_of, numpy_of, string_array
+from analysis.core.errors import NativeUnsupported, StateReadError
+from analysis.core.model import (
     DEFAULT_STORE,
     JOIN_ROW_FIELDS,
     JOIN_V4_ROWS,

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from analysis.errors import NativeUnsupported, StateReadError
+from analysis.core.errors import NativeUnsupported, StateReadError
 from spark_io.logs.codecs import Cut, decompress
 from spark_io.readers.native import kernels
 

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis import why_missing as wm
-from analysis.arrow_numpy import numpy_of
-from analysis.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
+from analysis.core.arrow_numpy import numpy_of
+from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
+from analysis.verdicts import why_missing as wm
 from spark_io.readers.native.reader import NativeReader
 from spark_io.readers.spark_stats import EvictionStats
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
 
-from analysis.errors import NativeUnsupported, StateReadError
+from analysis.core.errors import NativeUnsupported, StateReadError
 from spark_io.readers.native import kernels
 from spark_io.readers.native.records import Chain, Records, changelog_header, decompressed, from_pairs, scan_file
 from spark_io.storage import Entry, Storage

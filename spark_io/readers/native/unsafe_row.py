@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.arrow_numpy import arrow_of
-from analysis.errors import NativeUnsupported
+from analysis.core.arrow_numpy import arrow_of
+from analysis.core.errors import NativeUnsupported
 from spark_io.readers.native import kernels
 
 _FIXED = {

@@ -1,0 +1,116 @@
+"""The one-file HTML health report of a checkpoint: summary, every finding, every chart.
+
+Self-contained: plotly.js is embedded once, so the file opens offline and can be attached
+to an incident ticket.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from typing import Any
+
+from analysis.checkpoint.health import Finding
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1150px;color:#222}
+h1{margin-bottom:.2rem} .sub{color:#666;margin-top:0}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem} td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:left}
+.finding{border-left:5px solid #d9822b;background:#fff8f0;padding:.5rem .8rem;margin:.5rem 0}
+.finding.info{border-color:#4a90d9;background:#f3f8fe} code{background:#f2f2f2;padding:0 .2rem}
+.ok{border-left:5px solid #2e9e44;background:#f1faf3;padding:.5rem .8rem}
+"""
+
+
+def _finding_html(f: Finding) -> str:
+    setting = f"<br>Setting: <code>{html.escape(f.setting)}</code>" if f.setting else ""
+    return (
+        f'<div class="finding {html.escape(f.severity)}"><b>{html.escape(f.code)}</b> '
+        f"({html.escape(f.severity)}): {html.escape(f.message)}{setting}</div>"
+    )
+
+
+def health_report_html(title: str, summary: dict[str, Any], findings: list[Finding], figures: list[tuple[str, Any]]) -> str:
+    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items())
+    warnings = [f for f in findings if f.severity == "warning"]
+    verdict = (
+        f"<p>{len(warnings)} warning(s), {len(findings) - len(warnings)} note(s).</p>"
+        if warnings
+        else '<div class="ok">No warnings: the state looks healthy.</div>'
+    )
+    charts = []
+    for i, (name, fig) in enumerate(figures):
+        div = fig.to_html(full_html=False, include_plotlyjs=(i == 0), default_width="100%")
+        charts.append(f"<h3>{html.escape(name)}</h3>{div}")
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p class='sub'>State Lens health report, generated {generated}</p>"
+        f"<h2>Summary</h2><table>{rows}</table>"
+        f"<h2>Findings</h2>{verdict}{''.join(_finding_html(f) for f in findings)}"
+        f"<h2>Charts</h2>{''.join(charts)}"
+        "</body></html>"
+    )
+
+
+def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any], progress: Any = None) -> list[tuple[str, Any]]:
+    """Every chart of a health check, titled, in report order (``progress``: a ProgressLog or None)."""
+    from analysis.charts import charts
+
+    figs: list[tuple[str, Any]] = [("Watermark", charts.watermark_figure(batches))]
+    if progress is not None:
+        figs += [
+            ("Late rows dropped by the watermark", charts.late_rows_figure(progress)),
+            ("Input per batch", charts.rates_figure(progress)),
+            ("Batch duration by phase", charts.durations_figure(progress)),
+            ("State memory against rows", charts.memory_figure(progress)),
+        ]
+    if stores:
+        figs.append(("Growth", charts.growth_figure(stores)))
+    for s in skews:
+        figs.append((f"Skew: operator {s.operator_id} {s.store_name}", charts.skew_figure(s)))
+        g = next((g for g in stores if g.operator_id == s.operator_id and g.store_name == s.store_name), None)
+        if g is not None:
+            figs.append(
+                (
+                    f"Skew over time: operator {s.operator_id} {s.store_name}",
+                    charts.skew_heatmap_figure(g, len(s.rows_by_partition)),
+                )
+            )
+    return figs
+
+
+def checkup_report(
+    info: Any, skews: list[Any], stores: list[Any], findings: list[Finding], progress: Any = None, doctor: Any = None
+) -> str:
+    """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.gather.health;
+    ``progress`` the query's ProgressLog when an event log was given; ``doctor`` its DoctorReport)."""
+    from analysis.checkpoint.health import counted_stores_text, rows_in_state
+
+    summary = {
+        "checkpoint": info.path,
+        "query id": info.query_id,
+        "batches": f"{len(info.batches)} ({len(info.committed_batches)} committed, last {info.last_committed})",
+        "watermark": dt.datetime.fromtimestamp(info.batches[-1].watermark_ms / 1000, dt.UTC).isoformat()
+        if info.batches and info.batches[-1].watermark_ms
+        else "none",
+        "provider": info.provider,
+        "shuffle partitions": info.conf.get("spark.sql.shuffle.partitions", "?"),
+        "operators": ", ".join(f"{o.operator_id}: {o.operator_name}" for o in info.operators),
+        "rows in state": f"{rows_in_state(stores):,} ({counted_stores_text(stores)})",
+        "progress": f"{progress.format}: {progress.location}" if progress is not None else "none (no event log given)",
+    }
+    if doctor is not None:
+        summary["checkpoint doctor"] = "; ".join(f"{p.severity}: {p.title}" for p in doctor.problems) or "no problems"
+        summary["checksums"] = f"{doctor.checksums_verified:,} file(s) verified against their .crc sidecars"
+        if doctor.restart_cost:
+            worst = doctor.restart_cost[0]
+            summary["restart reads"] = (
+                f"up to {worst.replayed} change file(s) after snapshot {worst.snapshot_version} "
+                f"(operator {worst.operator_id} {worst.store} partition {worst.partition}, {worst.bytes:,} bytes)"
+            )
+        fixed = [s.setting for s in doctor.restart_settings if s.may_change == "no" and s.setting.startswith("spark.")]
+        summary["fixed by the checkpoint"] = ", ".join(x.removeprefix("spark.sql.") for x in fixed) or "none recorded"
+    figures = checkup_figures(info.batches, skews, stores, progress)
+    return health_report_html(f"State health: {info.path}", summary, findings, figures)

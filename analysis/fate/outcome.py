@@ -1,0 +1,305 @@
+"""The key's outcome, derived from its records' fates: what reached the output, the root cause of what
+did not (where and when), and the sentence a user reads first.
+
+A record's contribution reached the output when the last operator of its path emitted what it
+became (a file sink's files confirm it; for a user's function, whose output is not in its state, the
+sink's files alone tell); it waits while a row of it is held in some state; else it was lost, to the
+cause its steps name (its own drop, or, for a join row that never matched, the other side's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from analysis.core.inputs import InputSearch
+from analysis.fate.model import (
+    CONDITION_NOT_MET,
+    DROPPED,
+    EMITTED_UNMATCHED,
+    EVICTED_UNMATCHED,
+    HELD,
+    LOST,
+    NEVER_IN_INPUT,
+    OUTCOME_WRITTEN,
+    PARTLY_WRITTEN,
+    REACHED,
+    STATE_REMOVED,
+    UNKNOWN,
+    WAITING,
+    WAITING_FOR_WATERMARK,
+    WRITTEN,
+    WRITTEN_UNMATCHED,
+    Cause,
+    KeyFate,
+    Output,
+    RecordFate,
+    Waiting,
+    fmt_time,
+)
+
+WORDS = {
+    OUTCOME_WRITTEN: "Written",
+    PARTLY_WRITTEN: "Partly written",
+    WRITTEN_UNMATCHED: "Written unmatched",
+    WAITING: "Waiting",
+    LOST: "Lost",
+    NEVER_IN_INPUT: "Never in the input",
+    UNKNOWN: "Unknown",
+}
+STEP_WORDS = {
+    "dropped_as_late": "dropped as late",
+    "dropped_as_duplicate": "dropped as duplicates",
+    "condition_not_met": "rejected by the join condition",
+    "filtered": "filtered out",
+    "reached_state": "reached state",
+    "evicted_unmatched": "evicted unmatched",
+    "not_found_in_state": "never found in state",
+    "unknown": "of unknown fate",
+}
+
+
+def judge(fate: KeyFate, written: list[Output], sink_searched: bool, function_ops: set[int], search: InputSearch) -> None:
+    """Set each record's contribution and cause, and the key's outputs, waiting rows, outcome, cause,
+    headline and summary. ``written``: the key's rows in a file sink's files (``sink_searched``: a
+    file sink was searched, so no row there is an answer too); ``function_ops``: the operators whose
+    output is a user's function's (group state, transformWithState)."""
+    for rf in fate.records:
+        _contribution(rf, written, sink_searched, function_ops)
+    outputs = [o for rf in fate.records for o in rf.outputs if o.kind != STATE_REMOVED]
+    fate.outputs = sorted(
+        dict.fromkeys(outputs + written), key=lambda o: (o.batch_id if o.batch_id is not None else -1, o.group, o.kind)
+    )
+    fate.waiting = list(dict.fromkeys(w for rf in fate.records if rf.contribution == HELD or rf.waiting for w in rf.waiting))
+    reached = [r for r in fate.records if r.contribution == REACHED]
+    held = [r for r in fate.records if r.contribution == HELD]
+    lost = [r for r in fate.records if r.contribution == DROPPED]
+    unknown = [r for r in fate.records if r.contribution == UNKNOWN]
+    if not fate.records:
+        if written:
+            fate.outcome, fate.cause = (
+                OUTCOME_WRITTEN,
+                None,
+            )  # in the sink: a key computed from the input (no record holds it as is)
+        elif fate.input_searched and search.complete:
+            fate.outcome = NEVER_IN_INPUT
+            detail = f"none of the {search.files_searched:,} input files the query read holds {fate.key!r}"
+            fate.cause = Cause(NEVER_IN_INPUT, None, None, None, None, detail)
+        else:
+            why = fate.input_note or "the input was not searched"
+            fate.outcome, fate.cause = UNKNOWN, Cause(UNKNOWN, None, None, None, None, why, why=why)
+    elif reached:
+        padded = [r for r in reached if all(o.null_padded for o in r.outputs if o.kind != STATE_REMOVED)]
+        if len(padded) == len(reached) and any(o.null_padded for r in reached for o in r.outputs):
+            fate.outcome, fate.cause = WRITTEN_UNMATCHED, _first([_unmatched_cause(r) for r in padded])
+        elif lost or unknown:
+            fate.outcome, fate.cause = PARTLY_WRITTEN, _first([r.cause for r in lost + unknown])
+        else:
+            fate.outcome = OUTCOME_WRITTEN
+            fate.cause = _waiting_cause(held, fate.waiting) if held else None
+    elif held:
+        fate.outcome, fate.cause = WAITING, _waiting_cause(held, fate.waiting)
+    elif lost:
+        fate.outcome, fate.cause = LOST, _first([r.cause for r in lost])
+    else:
+        fate.outcome, fate.cause = UNKNOWN, _first([r.cause for r in unknown])
+    if fate.outcome == UNKNOWN and fate.cause is None:
+        why = "what became of its records cannot be told"
+        fate.cause = Cause(UNKNOWN, None, None, None, None, why, why=why)
+    fate.summary = summary(fate)
+    fate.headline = headline(fate, written)
+
+
+def _contribution(rf: RecordFate, written: list[Output], sink_searched: bool, function_ops: set[int]) -> None:
+    b = rf.record.batch_id or 0
+    derived = [o for o in rf.outputs if o.kind != STATE_REMOVED]
+    last = rf.steps[-1] if rf.steps else None
+    by_function = last is not None and last.operator_id in function_ops
+    later = [w for w in written if w.batch_id is None or w.batch_id >= b]
+    if derived:
+        rf.contribution = REACHED
+        rf.cause = _unmatched_cause(rf) if all(o.null_padded for o in derived) else None
+    elif by_function and later:  # the function's output is the sink's to tell
+        rf.contribution = REACHED
+        rf.outputs = later
+    elif rf.waiting:
+        rf.contribution = HELD
+        rf.cause = next((s.cause for s in reversed(rf.steps) if s.cause is not None), None)
+    elif by_function and any(o.kind == STATE_REMOVED for o in rf.outputs):
+        removed = next(o for o in rf.outputs if o.kind == STATE_REMOVED)
+        if sink_searched:
+            rf.contribution = DROPPED
+            why = (
+                f"its group's state was removed by operator {removed.operator_id} in batch {removed.batch_id}, and the "
+                f"sink's files hold no row of it written since batch {b}: the user's function emitted none"
+            )
+            rf.cause = Cause(UNKNOWN, removed.operator_id, removed.batch_id, None, rf.record, why, why=why)
+        else:
+            rf.contribution = UNKNOWN
+            why = (
+                f"its group's state was removed by operator {removed.operator_id} in batch {removed.batch_id}; what the "
+                "user's function emitted then is not in the state, and no file sink was searched"
+            )
+            rf.cause = Cause(UNKNOWN, removed.operator_id, removed.batch_id, None, rf.record, why, why=why)
+    else:
+        cause = next((s.cause for s in reversed(rf.steps) if s.cause is not None), None)
+        rf.cause = cause
+        rf.contribution = UNKNOWN if cause is None or (cause.kind == UNKNOWN and rf.outcome == UNKNOWN) else DROPPED
+
+
+def _unmatched_cause(rf: RecordFate) -> Cause | None:
+    """Why a join row went out null-padded: the cause its join step names."""
+    return next((s.cause for s in rf.steps if s.outcome in (EVICTED_UNMATCHED, CONDITION_NOT_MET) and s.cause is not None), None)
+
+
+def _first(causes: list[Cause | None]) -> Cause | None:
+    """The cause to headline: the first that is known, else the first."""
+    found = [c for c in causes if c is not None]
+    return next((c for c in found if c.kind != UNKNOWN), found[0] if found else None)
+
+
+def _waiting_cause(held: list[RecordFate], waiting: list[Waiting]) -> Cause:
+    w = min(waiting, key=lambda w: (w.released_at_watermark is None, w.released_at_watermark or 0)) if waiting else None
+    step_cause = next((r.cause for r in held if r.cause is not None and w is not None and w.cause == r.cause.kind), None)
+    if step_cause is not None:  # a join row waiting for a match that never came (or was lost upstream)
+        return step_cause
+    rec = held[0].record
+    op = w.operator_id if w else None
+    return Cause(WAITING_FOR_WATERMARK, op, None, None, rec, w.detail if w else "it waits in state")
+
+
+# --------------------------------------------------------------------------- words
+
+
+def _where(o: Output) -> str:
+    if o.kind == WRITTEN:
+        return f"{o.group}: written in batch {o.batch_id}" + (f" ({o.file})" if o.file else "")
+    return f"{o.group}: {o.kind.replace('_', ' ')} by operator {o.operator_id} in batch {o.batch_id}"
+
+
+def _reached_text(fate: KeyFate, written: list[Output]) -> str:
+    if written:
+        rows = sorted(written, key=lambda o: (o.batch_id or -1, o.group))
+        shown = "; ".join(f"batch {o.batch_id} ({o.file})" if o.file else f"batch {o.batch_id}" for o in rows[:3])
+        more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+        return f"{len(rows)} row(s) of it are in the sink's files, written in {shown}{more}"
+    outs = [o for o in fate.outputs if o.kind != WRITTEN]
+    groups = list(dict.fromkeys(_where(o) for o in outs))
+    more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
+    return f"{len(groups)} row(s) of it reached the output ({'; '.join(groups[:3])}{more})"
+
+
+def _cause_text(cause: Cause | None) -> str:
+    if cause is None:
+        return ""
+    text = cause.detail.rstrip(".")
+    return text + (f"; {cause.then}" if cause.then else "")
+
+
+def headline(fate: KeyFate, written: list[Output]) -> str:
+    """Outcome and root cause in plain words: the answer's first sentence."""
+    word = WORDS.get(fate.outcome, fate.outcome)
+    c = fate.cause
+    if fate.outcome == NEVER_IN_INPUT:
+        text = f"{word}: {_cause_text(c)}."
+        near = [n for n in fate.near_fates if n.outcome in (OUTCOME_WRITTEN, PARTLY_WRITTEN, WRITTEN_UNMATCHED)]
+        if near:
+            n = near[0]
+            where = f" in batch {', '.join(map(str, n.batches[:3]))}" if n.batches else ""
+            files = f" ({n.files[0]})" if n.files else ""
+            text += f" A look-alike, {n.key!r} ({n.reason}), was written{where}{files}."
+        return text
+    if fate.outcome == OUTCOME_WRITTEN:
+        text = f"{word}: {_reached_text(fate, written)}."
+        if c is not None and c.kind == WAITING_FOR_WATERMARK and fate.waiting:
+            w = min(fate.waiting, key=lambda w: (w.released_at_watermark is None, w.released_at_watermark or 0))
+            text += f" {len(fate.waiting)} more wait: {w.detail}."
+        return text
+    if fate.outcome == WRITTEN_UNMATCHED:
+        padded = [o for o in fate.outputs if o.kind == EMITTED_UNMATCHED]
+        first = padded[0] if padded else None
+        emitted = (
+            f"its row was emitted null-padded by operator {first.operator_id} in batch {first.batch_id}"
+            if first
+            else "its row went out null-padded"
+        )
+        return f"{word}: {emitted}, and {_reached_text(fate, written)}. It never matched: {_cause_text(c) or 'no match came'}."
+    if fate.outcome == PARTLY_WRITTEN:
+        n_lost = sum(1 for r in fate.records if r.contribution in (DROPPED, UNKNOWN))
+        return f"{word}: {_reached_text(fate, written)}; {n_lost} of its {len(fate.records)} records were lost: {_cause_text(c)}."
+    if fate.outcome == WAITING:
+        w = (
+            min(fate.waiting, key=lambda w: (w.released_at_watermark is None, w.released_at_watermark or 0))
+            if fate.waiting
+            else None
+        )
+        text = f"{word}: {w.detail}" if w else f"{word}: a row of it is held in state"
+        if c is not None and c.kind != WAITING_FOR_WATERMARK:
+            text += f"; {_cause_text(c)}"
+        return text + "."
+    return f"{word}: {_cause_text(c) or 'what became of it cannot be told'}."
+
+
+def summary(fate: KeyFate) -> str:
+    """The records by what became of them: ``3 input record(s) of u-1: 2 reached state, 1 dropped as late.``"""
+    if not fate.records:
+        return ""
+    counts = Counter(r.outcome for r in fate.records)
+    parts = ", ".join(f"{c} {STEP_WORDS.get(o, o.replace('_', ' '))}" for o, c in counts.most_common())
+    text = f"{len(fate.records)} input record(s) of {fate.key}: {parts}."
+    waiting = [w for w in fate.waiting]
+    if waiting:
+        text += " Still waiting: " + "; ".join(w.group for w in waiting[:3]) + "."
+    return text
+
+
+def release_time(w: Waiting) -> str:
+    return fmt_time(w.released_at_watermark) if w.released_at_watermark is not None else "never"
+
+
+# a verdict of the operator nearest the output -> the outcome it means, when no input record was followed
+_FROM_VERDICT = {
+    "matched": OUTCOME_WRITTEN,
+    "emitted_unmatched": WRITTEN_UNMATCHED,
+    "waiting_for_other_side": WAITING,
+    "waiting_for_watermark": WAITING,
+    "session_open": WAITING,
+    "dropped_as_late": LOST,
+    "condition_not_met": LOST,
+}
+_CAUSE_OF_VERDICT = {
+    "waiting_for_watermark": WAITING_FOR_WATERMARK,
+    "session_open": WAITING_FOR_WATERMARK,
+    "dropped_as_late": "dropped_as_late",
+    "condition_not_met": CONDITION_NOT_MET,
+}
+
+
+def from_state(fate: KeyFate, verdict: str, was_matched: bool | None, kind: str, explanation: str, operator_id: int) -> None:
+    """No record of the key was followed (the input was not searched): the outcome as the last
+    operator's state tells it, said to come from there. Only where the verdict says it: a key in a
+    join's or an aggregation's state, evicted, matched or waiting; else it stays unknown."""
+    outcome = _FROM_VERDICT.get(verdict)
+    if verdict == "evicted":
+        outcome = (
+            (OUTCOME_WRITTEN if was_matched else LOST)
+            if kind == "join"
+            else OUTCOME_WRITTEN
+            if kind in ("aggregation", "session_window")
+            else None
+        )
+    if outcome is None:
+        return
+    first = explanation.split(". ")[0].rstrip(".")
+    note = "its input files were not searched" + (
+        ": they are no longer where the query read them (give where they are now: --input-root)"
+        if "no longer there" in (fate.input_note or "")
+        else ""
+    )
+    fate.outcome = outcome
+    kind_of_cause = _CAUSE_OF_VERDICT.get(verdict)
+    if outcome in (OUTCOME_WRITTEN,) and kind_of_cause is None:
+        fate.cause = None
+    else:
+        why = f"{first} (operator {operator_id}'s state; {note})"
+        fate.cause = Cause(kind_of_cause or UNKNOWN, operator_id, None, None, None, why, why=None if kind_of_cause else why)
+    fate.headline = f"{WORDS[outcome]}, as operator {operator_id}'s state tells ({note}): {first}."

@@ -1,0 +1,118 @@
+"""An aggregation (time windows or plain groups): the state row the record was counted in, then when
+that row went out (append: the batch the watermark evicted it; update: the batch it changed; complete:
+every batch), as the next operator's input row or the query's output, or the watermark it waits for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.core.inputs import InputRecord
+from analysis.core.query_plan import Window
+from analysis.fate.model import EMITTED, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
+from analysis.fate.stages.base import Stage, key_has
+from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, key_id, value_at, window_of_key
+from analysis.verdicts.key_verdicts import AGGREGATION
+
+
+def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:
+    """The operator's output mode: the plan's, else append for windows with a watermark (said once)."""
+    mode = (view.output_mode or ("Append" if windowed and any(walk.watermarks.values()) else "Update")).lower()
+    if view.output_mode is None:
+        walk.note(f"The output mode is not in the checkpoint; {mode} mode was assumed (give the query's event log to know).")
+    return mode
+
+
+def group_values(key: dict[str, Any]) -> dict[str, Any]:
+    """A state key as the row the next operator reads: its columns by name (a window as a struct)."""
+    return dict(key)
+
+
+class AggregationStage(Stage):
+    kinds = (AGGREGATION,)
+
+    def step(
+        self,
+        walk: FateWalk,
+        view: OpView,
+        side: str,
+        flow: Flow,
+        rec: InputRecord,
+        records: list[InputRecord],
+        final: bool,
+        t_us: int | None,
+        window: Window | None,
+    ) -> StepResult:
+        op_id, b = view.operator_id, flow.batch
+        state = self.state_of(walk, view, side, flow, rec)
+        if isinstance(state, StepResult):
+            return state
+        col, value, [hist] = state
+        wanted = {
+            c.name: value_at(flow.values, c.source_column or c.name)
+            for c in view.keys.get("", [])
+            if c.window is None and c.name not in ("window", "session_window")
+        }
+        t = t_us // 1000 if t_us is not None else None
+        windows = window.of(t) if window is not None and t is not None else None
+        updates = [
+            c
+            for c in hist.changes
+            if c["change_type"] == "update" and c["batch_id"] == b and key_has(c.get("key") or {}, wanted, walk.tz)
+        ]
+        if t is not None:
+            updates = [
+                c
+                for c in updates
+                if (windows is None and (_covers(c["key"], t) or window_of_key(c["key"]) is None))
+                or (windows and window_of_key(c["key"]) in windows)
+            ]
+        if not updates:
+            held = f" holding {fmt_time(t)}" if t is not None else ""
+            return self.not_found(walk, view, flow, rec, f"The state row of {col.name} {value}{held}")
+        keys = {key_id(c["key"]): c["key"] for c in updates}
+        mode = output_mode(walk, view, any(window_of_key(k) for k in keys.values()))
+        outputs: list[Output] = []
+        flows: list[Flow] = []
+        waiting: list[Waiting] = []
+        texts = []
+        for kid, key in keys.items():
+            group = group_text(key)
+            later = sorted(
+                (c for c in hist.changes if key_id(c["key"]) == kid and c["batch_id"] > b), key=lambda c: c["batch_id"]
+            )
+            gone = next((c["batch_id"] for c in later if c["change_type"] == "delete"), None)
+            held = any(key_id(r["key"]) == kid for r in hist.rows)
+            out_at: int | None = None
+            if mode == "append":
+                if gone is not None:
+                    out_at = gone
+                    texts.append(f"{group}: emitted in batch {gone}, when the watermark passed its end")
+                elif held:
+                    win = window_of_key(key)
+                    if win is not None:
+                        waiting.append(walk.release(op_id, win[1], group, None, group))
+                    else:
+                        waiting.append(Waiting(op_id, group, None, None, f"{group}: no window: append mode never emits it"))
+                    texts.append(f"{group}: still in state, waiting for the watermark")
+            elif mode == "update":
+                out_at = b
+                texts.append(f"{group}: emitted updated in batch {b}")
+            else:
+                out_at = b
+                texts.append(f"{group}: in the output of batch {b} and every batch after (complete mode)")
+            if out_at is not None:
+                detail = {"append": "closed: the watermark passed its end", "update": "updated"}.get(
+                    mode, "complete mode: in every batch's output from then on"
+                )
+                outputs.append(Output(op_id, group, out_at, EMITTED, detail, null_padded=flow.null_padded))
+                flows.append(Flow(group_values(key), out_at, flow.null_padded, flow.unmatched_cause))
+        detail = f"Counted in {view.label} in batch {b}: " + "; ".join(texts) + "."
+        evidence = [dict(c) for c in updates][:10]
+        groups = "; ".join(group_text(k) for k in keys.values())
+        step = Step(op_id, REACHED_STATE if final else (PASSED if flows else REACHED_STATE), b, detail, None, groups, evidence)
+        return StepResult(step, flows, outputs, waiting)
+
+
+def _covers(key: dict[str, Any], t_ms: int) -> bool:
+    w = window_of_key(key)
+    return w is not None and w[0] <= t_ms < w[1]

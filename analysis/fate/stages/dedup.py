@@ -1,0 +1,132 @@
+"""dropDuplicates and dropDuplicatesWithinWatermark: a record passes when its dedup key enters the
+operator's state with it, and is dropped as a duplicate while an earlier record's key is held."""
+
+from __future__ import annotations
+
+from analysis.core.inputs import InputRecord
+from analysis.core.query_plan import Window
+from analysis.core.state_access import key_text
+from analysis.fate.model import DROPPED_AS_DUPLICATE, EMITTED, PASSED, REACHED_STATE, Cause, Output, Step, noun, record_text
+from analysis.fate.stages.base import Stage
+from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, same_value, value_at
+from analysis.verdicts.key_verdicts import DEDUP, DEDUP_WITHIN
+
+
+class DedupStage(Stage):
+    kinds = (DEDUP, DEDUP_WITHIN)
+
+    def step(
+        self,
+        walk: FateWalk,
+        view: OpView,
+        side: str,
+        flow: Flow,
+        rec: InputRecord,
+        records: list[InputRecord],
+        final: bool,
+        t_us: int | None,
+        window: Window | None,
+    ) -> StepResult:
+        op_id, b = view.operator_id, flow.batch
+        cols = view.keys.get("", [])
+        state = self.state_of(walk, view, side, flow, rec)
+        if isinstance(state, StepResult):
+            return state
+        col, value, [hist] = state
+        wanted = {c.name: value_at(flow.values, c.source_column or c.name) for c in cols}
+        mine = sorted(
+            (
+                c
+                for c in hist.changes
+                if all(same_value(v, wanted[k], walk.tz) for k, v in (c.get("key") or {}).items() if k in wanted)
+            ),
+            key=lambda c: c["batch_id"],
+        )
+        dk = ", ".join(f"{k} {key_text(v)}" for k, v in wanted.items())
+        present_from: int | None = None
+        for c in mine:
+            if c["batch_id"] > b:
+                break
+            if c["change_type"] == "update" and present_from is None:
+                present_from = c["batch_id"]
+            elif c["change_type"] == "delete" and c["batch_id"] < b:
+                present_from = None  # evicted before this batch: a later record is new again
+        evidence = [dict(c) for c in mine][:10]
+        if present_from is not None and present_from < b:
+            earlier = self._earlier(walk, rec, records, col.source_column or col.name, value, wanted, present_from, None)
+            return self._duplicate(walk, view, flow, rec, dk, earlier, present_from, evidence)
+        if present_from == b:
+            earlier = self._earlier(walk, rec, records, col.source_column or col.name, value, wanted, b, rec)
+            if earlier is not None:
+                return self._duplicate(walk, view, flow, rec, dk, earlier, b, evidence)
+            detail = f"Passed {view.label} in batch {b}: its dedup key ({dk}) entered the operator's state then."
+            outputs = [Output(op_id, dk, b, EMITTED, null_padded=flow.null_padded)]
+            return StepResult(
+                Step(op_id, PASSED if not final else REACHED_STATE, b, detail, group=dk, evidence=evidence),
+                [Flow(flow.values, b, flow.null_padded, flow.unmatched_cause)],
+                outputs,
+            )
+        return self.not_found(walk, view, flow, rec, f"Its dedup key ({dk})")
+
+    def _earlier(
+        self,
+        walk: FateWalk,
+        rec: InputRecord,
+        records: list[InputRecord],
+        column: str,
+        value: str,
+        wanted: dict[str, object],
+        batch: int,
+        before: InputRecord | None,
+    ) -> InputRecord | None:
+        """The record whose dedup key this one repeats: read in ``batch`` (before ``before`` in it)."""
+        found = walk.find(rec.source, column, [value])
+        pool = list(records) + (found or {}).get(value, [])
+        same = sorted(
+            {
+                (r.source, r.file, r.row): r
+                for r in pool
+                if (r.source, r.file, r.row) != (rec.source, rec.file, rec.row)
+                and r.batch_id == batch
+                and all(same_value(value_at(r.values, k), v, walk.tz) for k, v in wanted.items() if k in r.values)
+            }.values(),
+            key=lambda r: (r.file, r.row),
+        )
+        if before is not None:
+            same = [r for r in same if (r.file, r.row) < (before.file, before.row)]
+        return same[0] if same else None
+
+    def _duplicate(
+        self,
+        walk: FateWalk,
+        view: OpView,
+        flow: Flow,
+        rec: InputRecord,
+        dk: str,
+        earlier: InputRecord | None,
+        entered: int,
+        evidence: list[dict[str, object]],
+    ) -> StepResult:
+        op_id, b = view.operator_id, flow.batch
+        same_batch = entered == b
+        who = (
+            f"the {noun(earlier)} read in batch {earlier.batch_id} ({record_text(earlier)})"
+            if earlier is not None
+            else f"a {noun(rec)} with the same key that entered its state in batch {entered}"
+        )
+        detail = (
+            f"Dropped as a duplicate by {view.label} in batch {b}: {who} "
+            + ("came first in the same batch with the same dedup key" if same_batch else "had the same dedup key")
+            + f" ({dk})"
+            + ("" if same_batch else ", still in the operator's state")
+            + "."
+        )
+        dropped = (walk.duplicates or {}).get(b, {}).get(op_id) if walk.duplicates is not None else None
+        if dropped:
+            detail += f" The progress confirms it: operator {op_id} dropped {dropped:,} duplicate row(s) in batch {b}."
+        values = ", ".join(dk_value.split(" ", 1)[-1] for dk_value in dk.split(", "))
+        short = (
+            f"its {noun(rec)} {values} ({record_text(rec)}) was dropped as a duplicate of {who} by operator {op_id} in batch {b}"
+        )
+        cause = Cause(DROPPED_AS_DUPLICATE, op_id, b, None, rec, short, earlier=earlier)
+        return StepResult(Step(op_id, DROPPED_AS_DUPLICATE, b, detail, group=dk, evidence=evidence, cause=cause))

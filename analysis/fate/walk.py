@@ -1,0 +1,620 @@
+"""The walk: a key's records followed, operator by operator, from their source up to the sink.
+
+``FateWalk`` holds what every stage shares: the operators as the plan (or the checkpoint) states
+them, the order a record passes them in, each operator's state of a lookup value (read once), the
+watermarks each operator had per batch, and the input records a stage may need besides the key's own
+(the other side of a join, the record a duplicate repeated: ``RecordFinder``). Before an operator's
+stage looks at its state, the walk applies what every operator shares: the plan's filters on the
+way to it, and the late-row watermark. The stage (``analysis.fate.stages``, one per operator kind)
+tells what the operator did with the row and what it sends on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from analysis.core.errors import StateReadError
+from analysis.core.inputs import InputRecord, event_time_us
+from analysis.core.key_format import fmt_duration, jsonable, to_ms
+from analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
+from analysis.core.predicates import filter_passes
+from analysis.core.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
+from analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
+from analysis.fate.model import (
+    DROPPED_AS_LATE,
+    FILTERED,
+    KIND_WORDS,
+    PASSED,
+    REACHED,
+    REACHED_STATE,
+    UNKNOWN,
+    Cause,
+    Output,
+    RecordFate,
+    Step,
+    Waiting,
+    fmt_time,
+    noun,
+    record_text,
+    window_text,
+)
+from analysis.verdicts.key_verdicts import JOIN, SESSION, TWS, operator_kind
+
+MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches
+
+# input records of a source whose column holds one of the values: (source, column, values) -> records
+RecordFinder = Callable[[str, str, list[str]], list[InputRecord]]
+
+
+class StageLike(Protocol):
+    """An operator kind's stage (``analysis.fate.stages``)."""
+
+    def step(
+        self,
+        walk: FateWalk,
+        view: OpView,
+        side: str,
+        flow: Flow,
+        rec: InputRecord,
+        records: list[InputRecord],
+        final: bool,
+        t_us: int | None,
+        window: Window | None,
+    ) -> StepResult: ...
+
+
+@dataclass
+class OpView:
+    """One stateful operator: from the plan when there is one, else from the checkpoint."""
+
+    op: OperatorInfo
+    kind: str
+    keys: dict[str, list[Column]]  # input side ("" or left/right) -> the state key's columns
+    time: dict[str, Column | None]  # input side -> the column its watermark is on
+    output_mode: str | None = None
+    join_type: str | None = None
+    condition: str | None = None
+    filters: dict[int, list[str]] = field(default_factory=dict)  # the plan's scan -> filters between it and here
+    upstream_filters: dict[int, list[str]] = field(default_factory=dict)  # an operator below -> filters from it to here
+    planned: bool = False  # from the event log's plan
+
+    @property
+    def operator_id(self) -> int:
+        return self.op.operator_id
+
+    @property
+    def label(self) -> str:
+        return f"operator {self.operator_id} ({KIND_WORDS.get(self.kind, self.op.operator_name)})"
+
+    def lookup(self, side: str) -> tuple[str, Column] | None:
+        """The state key field a record is looked up by, and the column whose value it takes."""
+        for i, c in enumerate(self.keys.get(side, [])):
+            if c.window is None and c.name not in ("window", "session_window"):
+                return (f"field{i}" if self.kind == JOIN else c.name), c
+        return None
+
+
+@dataclass
+class Flow:
+    """A row on its way up the plan: a record, or the row it became (joined, a window's result)."""
+
+    values: dict[str, Any]  # by column name (a joined row: both sides' columns)
+    batch: int  # the batch it reaches the next operator in
+    null_padded: bool = False  # a preserved join side's row emitted without a match
+    unmatched_cause: Cause | None = None  # why it was not matched
+    unevaluated: list[str] = field(default_factory=list)  # filters on its way that could not be evaluated
+
+
+@dataclass
+class History:
+    rows: list[dict[str, Any]]  # state rows of the lookup value at the last batch
+    changes: list[dict[str, Any]]  # change-feed rows (or state replayed batch by batch)
+    error: str | None = None
+
+
+@dataclass
+class StepResult:
+    step: Step
+    flows: list[Flow] = field(default_factory=list)  # rows it sends on to the next operator (or out: the last)
+    outputs: list[Output] = field(default_factory=list)  # what it emitted (the last operator: the query's output)
+    waiting: list[Waiting] = field(default_factory=list)
+
+
+def value_at(values: dict[str, Any], path: str) -> Any:
+    """A column of a row, ``window.end`` a field of a struct column."""
+    if path in values:
+        return values[path]
+    head, _, rest = path.partition(".")
+    inner = values.get(head)
+    return value_at(inner, rest) if rest and isinstance(inner, dict) else None
+
+
+def same_value(state_value: Any, record_value: Any, tz: str) -> bool:
+    """Whether a state row's field holds what the input record's column holds."""
+    if state_value is None or record_value is None:
+        return state_value is None and record_value is None
+    if isinstance(state_value, dt.datetime):
+        t = event_time_us(record_value, tz)
+        return t is not None and t == event_time_us(state_value, tz)
+    if isinstance(state_value, dict) and isinstance(record_value, dict):
+        return all(same_value(v, record_value.get(k), tz) for k, v in state_value.items())
+    if isinstance(state_value, (int, float)) and not isinstance(state_value, bool):
+        try:
+            return float(state_value) == float(record_value)
+        except (TypeError, ValueError):
+            return False
+    return key_text(state_value) == key_text(record_value)
+
+
+def key_id(key: Any) -> str:
+    return json.dumps(jsonable(key), sort_keys=True, default=str)
+
+
+class FateWalk:
+    """Follows a key's records through the operators; each operator's state is read once per lookup value."""
+
+    def __init__(
+        self,
+        access: StateAccess,
+        info: CheckpointInfo,
+        plan: QueryPlan | None,
+        marks: dict[int, dict[int, OperatorWatermarks]],
+        drops: dict[int, dict[int, int]] | None,
+        join_type: str | None,
+        source_names: dict[int, str],
+        time_zone: str = "UTC",
+        planned: Iterable[int] = (),
+        asked: tuple[str, ...] = (),
+        finder: RecordFinder | None = None,
+        duplicates: dict[int, dict[int, int]] | None = None,
+        stages: dict[str, StageLike] | None = None,
+    ) -> None:
+        self.access = access
+        self.stages = stages or {}  # operator kind -> its stage (``analysis.fate.stages.STAGES``)
+        self.asked = asked  # the keys asked about (a reader of part of a store reads their partition first)
+        self.info = info
+        self.plan = plan
+        self.marks = marks
+        self.drops = drops  # batch -> operator -> rows dropped by the watermark (None: no progress read)
+        self.duplicates = duplicates  # batch -> operator -> duplicate rows dropped (a dedup's custom metric)
+        self.join_type = join_type
+        self.source_names = source_names
+        self.finder = finder
+        self.tz = time_zone
+        self.planned = set(planned)  # batches whose watermarks the event log's plan states
+        committed = [b.batch_id for b in info.committed_batches]
+        self.first, self.last = committed[0], committed[-1]
+        self.watermarks = {b.batch_id: b.watermark_ms for b in info.batches}
+        self._histories: dict[tuple[int, str, str], dict[str, History]] = {}
+        self._views: dict[int, OpView] = {}
+        self._chains: dict[tuple[str, frozenset[str]], list[tuple[OperatorInfo, str]]] = {}
+        self._found: dict[tuple[str, str], dict[str, list[InputRecord]]] = {}
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # ---- operators
+
+    def view(self, op: OperatorInfo) -> OpView:
+        if op.operator_id not in self._views:
+            self._views[op.operator_id] = self._view(op)
+        return self._views[op.operator_id]
+
+    def _view(self, op: OperatorInfo) -> OpView:
+        kind = operator_kind(op.operator_name)
+        planned = self.plan.operators.get(op.operator_id) if self.plan else None
+        if planned is not None and self.plan is not None:
+            keys = {"": planned.keys} if kind != JOIN else {"left": planned.keys, "right": planned.right_keys}
+            filters = {scan: planned.filters.get(scan, []) for scans in planned.sources.values() for scan in scans}
+            return OpView(
+                op,
+                kind,
+                keys,
+                {side: planned.watermark_columns.get(side) for side in keys},
+                planned.output_mode,
+                self.join_type or (planned.join.join_type if planned.join else None),
+                planned.join.condition if planned.join else None,
+                filters,
+                dict(planned.upstream_filters),
+                planned=True,
+            )
+        sides = ["left", "right"] if kind == JOIN else [""]
+        keys = {}
+        for side in sides:
+            src = self.source(op, side)
+            fields = self.access.key_fields(src, self.last)
+            named = self.access.key_columns(src, self.last, self.asked) if kind == JOIN else {}
+            keys[side] = [Column(n, named.get(n, n)) for n, _ in fields]
+        return OpView(op, kind, keys, dict.fromkeys(sides), join_type=self.join_type)
+
+    def scan_source(self, scan_id: int) -> str:
+        """The checkpoint's source a plan's scan reads (by the folder in its Location)."""
+        loc = self.plan.scans[scan_id].location if self.plan else ""
+        for name in self.source_names.values():
+            if name and f"/{name}/" in loc:
+                return name
+        return ""
+
+    def scan_columns(self, source: str) -> set[str] | None:
+        """The columns a source's scan reads (the plan's), None without a plan."""
+        if self.plan is None:
+            return None
+        return {c for scan_id, scan in self.plan.scans.items() if self.scan_source(scan_id) == source for c in scan.columns}
+
+    def filters(self, view: OpView, source: str) -> list[str]:
+        """The plan's filters between a source and an operator, as Spark printed them."""
+        return [c for scan, conds in view.filters.items() if self.scan_source(scan) == source for c in conds]
+
+    def source(self, op: OperatorInfo, side: str) -> StateSource:
+        if side:
+            return StateSource(op.operator_id, store_name=op.join_rows_store(side))
+        if operator_kind(op.operator_name) == TWS:
+            return sources_of(op)[0]
+        return StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None)
+
+    def chain(self, rec: InputRecord) -> list[tuple[OperatorInfo, str]]:
+        """The operators a record passes, from its source up to the sink, each with the side it enters by."""
+        k = (rec.source, frozenset(rec.values))
+        if k not in self._chains:
+            self._chains[k] = self._chain(rec)
+        return self._chains[k]
+
+    def _chain(self, rec: InputRecord) -> list[tuple[OperatorInfo, str]]:
+        if self.plan is not None:
+            scan = next((s for s in self.plan.scans if self.scan_source(s) == rec.source), None)
+            if scan is not None:
+                out = []
+                for planned, side in self.plan.chain(scan):
+                    op = self.info.operator(planned.operator_id)
+                    if op is not None:
+                        out.append((op, side))
+                return out
+        # no plan: the operators in the order Spark numbers them (the last is 0), each one the record's
+        # columns can reach: a join by the side whose columns it has, another operator when the record
+        # (or the join's output before it) has its key's columns
+        out: list[tuple[OperatorInfo, str]] = []
+        ops = sorted(self.info.operators, key=lambda o: -o.operator_id)
+        joined = False
+        for op in ops:
+            side = ""
+            if op.is_join:
+                fit = {
+                    s: len(set(self.access.value_fields(self.source(op, s), self.last)) & set(rec.values))
+                    for s in ("left", "right")
+                }
+                side = max(fit, key=lambda s: fit[s])
+                joined = True
+            elif not joined and len(ops) > 1:
+                view = self.view(op)
+                cols = [c.source_column or c.name for c in view.keys.get("", []) if c.window is None]
+                cols = [c for c in cols if c not in ("window", "session_window")]
+                if cols and not all(c in rec.values for c in cols):
+                    self.note(
+                        f"No event log: {view.label} was taken to be off the path of the {rec.source or 'input'} records "
+                        f"(they have no {', '.join(c for c in cols if c not in rec.values)} column); give the event log to know."
+                    )
+                    continue
+            out.append((op, side))
+        return out
+
+    # ---- state
+
+    def prefetch(self, records: list[InputRecord]) -> None:
+        """Read each operator's state of every record at once (through Spark, a read per lookup value
+        would be a job each)."""
+        wanted: dict[tuple[int, str, str], set[str]] = {}
+        for rec in records:
+            for op, side in self.chain(rec):  # every operator whose key column the record carries
+                view = self.view(op)
+                found = view.lookup(side)
+                value = key_text(value_at(rec.values, found[1].source_column or found[1].name)) if found else None
+                if found is None or value is None:
+                    continue
+                for s in [side, *(["right" if side == "left" else "left"] if view.kind == JOIN else [])]:
+                    wanted.setdefault((op.operator_id, s, found[0]), set()).add(value)
+        for (op_id, side, field_name), values in wanted.items():
+            found_op = self.info.operator(op_id)
+            if found_op is not None:
+                self.history(found_op, side, field_name, values)
+
+    def history(self, op: OperatorInfo, side: str, field_name: str, values: Iterable[str]) -> dict[str, History]:
+        """The state rows (last batch) and change feed of each lookup value, read once per value."""
+        values = list(values)
+        cache = self._histories.setdefault((op.operator_id, side, field_name), {})
+        wanted = sorted({v for v in values if v not in cache})
+        if wanted:
+            src = self.source(op, side)
+            try:
+                types = dict(self.access.key_fields(src, self.last))
+                _, typed = typed_values(types.get(field_name, "string"), wanted)
+                query = KeyQuery(field_name, tuple(wanted), tuple(typed.items()))
+                rows = self.access.rows(src, self.last, query)
+                changes = self._changes(op, src, query)
+                for v in wanted:
+                    cache[v] = History(
+                        [r for r in rows if v in query.owners(r["_raw"])],
+                        [c for c in changes if v in query.owners(c["_raw"])],
+                    )
+            except StateReadError as e:
+                for v in wanted:
+                    cache[v] = History([], [], f"the read of {src.describe()} failed: {e.message}")
+        return {v: cache[v] for v in values}
+
+    def _changes(self, op: OperatorInfo, src: StateSource, query: KeyQuery) -> list[dict[str, Any]]:
+        if self.access.has_change_feed(op.operator_id):
+            return self.access.changes(src, self.first, self.last, query)
+        from analysis.verdicts.diagnose import replay_as_changes
+
+        batches = [b.batch_id for b in self.info.committed_batches][-MAX_STATE_BATCHES:]
+        self.note(
+            f"Operator {op.operator_id} has no change feed: its history is its state at batches {batches[0]}-{batches[-1]}."
+        )
+        return replay_as_changes([(b, self.access.rows(src, b, query)) for b in batches])
+
+    # ---- other records of the input
+
+    def find(self, source: str, column: str, values: list[str]) -> dict[str, list[InputRecord]] | None:
+        """The input records of a source whose column holds each value (None: the input is not searched)."""
+        if self.finder is None or not source:
+            return None
+        cache = self._found.setdefault((source, column), {})
+        wanted = sorted({v for v in values if v not in cache})
+        if wanted:
+            for v in wanted:
+                cache[v] = []
+            for r in self.finder(source, column, wanted):
+                cache.setdefault(r.key, []).append(r)
+        return {v: cache.get(v, []) for v in values}
+
+    def sources_of(self, op_id: int, side: str) -> list[str]:
+        """The input sources whose records reach an operator's side (through the operators below it)."""
+        if self.plan is None or op_id not in self.plan.operators:
+            return []
+        planned = self.plan.operators[op_id]
+        out = [self.scan_source(s) for s in planned.sources.get(side, [])]
+        for below in planned.upstream.get(side, []):
+            for s in self.plan.operators[below].sides if below in self.plan.operators else []:
+                out += self.sources_of(below, s)
+        return [s for s in dict.fromkeys(out) if s]
+
+    # ---- watermarks
+
+    def late_mark(self, operator_id: int, batch: int) -> int | None:
+        m = self.marks.get(batch, {}).get(operator_id)
+        return m.late if m else None
+
+    def trail(self, operator_id: int, side: str | None = None) -> int | None:
+        """How far an operator's eviction watermark (a join side's: its state watermark) trails the query's."""
+        for b in sorted(self.marks, reverse=True):
+            m = self.marks[b].get(operator_id)
+            g = self.watermarks.get(b)
+            if not m or not g:
+                continue
+            if side:
+                if side in m.cleanup:
+                    return g - m.cleanup[side]
+            elif m.eviction is not None:
+                return g - m.eviction
+        return None if side else 0
+
+    def delay(self) -> int | None:
+        """The watermark's delay behind the newest event time (one watermark, or the largest of several)."""
+        delays = list(self.plan.watermark_delays.values()) if self.plan else []
+        return max(delays) if delays else None
+
+    def release(
+        self, operator_id: int, at_ms: int, group: str, side: str | None = None, what: str = "", cause: str = ""
+    ) -> Waiting:
+        """A row waiting in state until the operator's watermark passes ``at_ms`` (its window's end, its
+        event time...): the query's watermark that releases it, and the event time that moves it there."""
+        trail = self.trail(operator_id, side)
+        kw = {"cause": cause} if cause else {}
+        if trail is None:
+            return Waiting(
+                operator_id,
+                group,
+                None,
+                None,
+                f"{what}: when the watermark evicts it cannot be told without the event log's plan",
+                **kw,
+            )
+        wm = at_ms + trail
+        delay = self.delay()
+        needs = wm + delay if delay is not None else None
+        text = f"{what}: released once the query's watermark passes {fmt_time(wm)}"
+        if trail:
+            text += f" (operator {operator_id}'s own watermark, which trails the query's by {fmt_duration(trail)}, then passes {fmt_time(at_ms)})"
+        if needs is not None:
+            text += f", that is once an event time of {fmt_time(needs)} or later arrives (the watermark trails the newest event time by {fmt_duration(delay or 0)})"
+        return Waiting(operator_id, group, wm, needs, text, **kw)
+
+    def progress_drops(self, operator_id: int, batch: int) -> int | None:
+        if self.drops is None or batch not in self.drops:
+            return None
+        return self.drops[batch].get(operator_id, 0)
+
+    # ---- one record
+
+    def event_time(self, view: OpView, side: str, values: dict[str, Any]) -> tuple[int | None, Window | None, str | None]:
+        """The row's event time at an operator (µs), the window its watermark is on, and the column."""
+        col = view.time.get(side)
+        if col is not None:
+            if col.window is not None:
+                t = event_time_us(value_at(values, col.window.column), self.tz)
+                return (t + col.shift_us if t is not None else None), col.window, col.window.column
+            if col.source_column:
+                t = event_time_us(value_at(values, col.source_column), self.tz)
+                return (t + col.shift_us if t is not None else None), None, col.source_column
+        if view.planned:
+            return None, None, None  # the plan says this input carries no watermark
+        timed = [(k, event_time_us(v, self.tz)) for k, v in values.items() if isinstance(v, (str, dt.datetime))]
+        timed = [(k, t) for k, t in timed if t is not None]
+        if not timed:
+            return None, None, None
+        k, t = next(((k, t) for k, t in timed if "time" in k.lower()), timed[0])
+        return t, None, k
+
+    def follow(self, rec: InputRecord, records: list[InputRecord], stop_at: int | None = None) -> RecordFate:
+        """A record followed from its source up to the sink (``stop_at``: up to that operator, not into it)."""
+        chain = self.chain(rec)
+        first_time = None
+        if chain:
+            t, _, _ = self.event_time(self.view(chain[0][0]), chain[0][1], rec.values)
+            first_time = t // 1000 if t is not None else None
+        fate = RecordFate(rec, first_time, UNKNOWN, None, rec.batch_id, None)
+        if rec.batch_id is None or rec.batch_id > self.last:
+            why = (
+                f"{rec.file_name} is listed by the source, but the batch that read it is no longer in the checkpoint (purged)."
+                if rec.batch_id is None
+                else f"It arrived in batch {rec.batch_id}, which has not committed: its state is not written yet."
+            )
+            fate.steps.append(Step(-1, UNKNOWN, rec.batch_id, why))
+            fate.cause = Cause(UNKNOWN, None, rec.batch_id, None, rec, why, why=why)
+            return fate
+        flows = [Flow(dict(rec.values), rec.batch_id)]
+        last_results: list[StepResult] = []
+        below: int | None = None
+        for i, (op, side) in enumerate(chain):
+            if op.operator_id == stop_at:
+                fate.outcome, fate.operator_id, fate.side = PASSED, op.operator_id, side or None
+                fate.contribution = REACHED
+                fate.at_batch = min((f.batch for f in flows), default=rec.batch_id)
+                return fate
+            view = self.view(op)
+            stage = self.stages[view.kind]
+            final = i == len(chain) - 1
+            results = [self.step(stage, view, side, flow, rec, records, below, final) for flow in flows]
+            fate.steps += [r.step for r in results]
+            fate.waiting += [w for r in results for w in r.waiting]
+            if final:
+                fate.outputs += [o for r in results for o in r.outputs]
+            last_results = results
+            flows = [f for r in results for f in r.flows]
+            below = op.operator_id
+            if not flows:
+                break
+        if stop_at is not None:  # it never reached that operator
+            last_results = last_results or []
+        if last_results:
+            best = min(last_results, key=lambda r: _RANK.get(r.step.outcome, 9))
+            s = best.step
+            fate.outcome = REACHED_STATE if s.outcome == PASSED else s.outcome
+            fate.operator_id, fate.at_batch, fate.side = s.operator_id, s.batch, s.side
+        return fate
+
+    def step(
+        self,
+        stage: StageLike,
+        view: OpView,
+        side: str,
+        flow: Flow,
+        rec: InputRecord,
+        records: list[InputRecord],
+        below: int | None,
+        final: bool,
+    ) -> StepResult:
+        checked = self.pre_check(view, side, flow, rec, below)
+        if isinstance(checked, StepResult):
+            return checked
+        t_us, window = checked
+        return stage.step(self, view, side, flow, rec, records, final, t_us, window)
+
+    def pre_check(
+        self, view: OpView, side: str, flow: Flow, rec: InputRecord, below: int | None
+    ) -> StepResult | tuple[int | None, Window | None]:
+        """What every operator does before its own: the plan's filters on the way to it (from the source,
+        or from the operator ``below``), then its late-row watermark. The step that dropped the row, or
+        the row's event time (µs) and window at the operator."""
+        op_id, b, sd = view.operator_id, flow.batch, side or None
+        conditions = self.filters(view, rec.source) if below is None else view.upstream_filters.get(below, [])
+        columns = (self.scan_columns(rec.source) or set()) | set(flow.values) if below is None else None
+        for cond in conditions:
+            verdict = filter_passes(cond, flow.values, columns)
+            shown = readable(cond)
+            if verdict.passes is False:
+                detail = f"Removed by the filter `{shown}` before {view.label} in batch {b}."
+                short = f"its {noun(rec)} ({record_text(rec)}) was removed by the filter `{shown}` before operator {op_id} in batch {b}"
+                cause = Cause(FILTERED, op_id, b, sd, rec, short, predicate=cond)
+                return StepResult(Step(op_id, FILTERED, b, detail, sd, cause=cause))
+            if verdict.passes is None and f"`{shown}` ({verdict.why})" not in flow.unevaluated:
+                flow.unevaluated.append(f"`{shown}` ({verdict.why})")
+        t_us, window, column = self.event_time(view, side, flow.values)
+        late = self.late_mark(op_id, b)
+        session_unknown = view.kind == SESSION and window is None  # its gap is the plan's: the session stage tells
+        if late is not None and t_us is not None and not session_unknown:
+            ends = [e for _, e in window.of(t_us // 1000)] if window else [t_us // 1000]
+            behind = all(e * 1000 <= late * 1000 for e in ends) if window else t_us <= late * 1000
+            if behind:
+                return StepResult(self._late(view, side, flow, rec, t_us, window, column, late))
+        return t_us, window
+
+    def _late(
+        self,
+        view: OpView,
+        side: str,
+        flow: Flow,
+        rec: InputRecord,
+        t_us: int,
+        window: Window | None,
+        column: str | None,
+        late: int,
+    ) -> Step:
+        b, op_id = flow.batch, view.operator_id
+        t = t_us // 1000
+        what = f"its {column} {fmt_time(t)}" if column else f"its event time {fmt_time(t)}"
+        if window is not None:
+            s, e = window.of(t)[-1]
+            kind = "session" if window.session else window_text(s, e)
+            what = (
+                f"its session ({fmt_time(s)[:-4]} plus the {fmt_duration(window.size_ms)} gap: it ends at {fmt_time(e)})"
+                if window.session
+                else f"its {kind} (from {column} {fmt_time(t)}), whose end"
+            )
+        drops = self.progress_drops(op_id, b)
+        source = "as the event log's plan states" if b in self.planned else "as worked out from the checkpoint's watermarks"
+        detail = (
+            f"Dropped as late by {view.label} in batch {b}: {what} is at or before the operator's late-row watermark "
+            f"{fmt_time(late)} ({source})."
+        )
+        evidence = [
+            {"operator_id": op_id, "batch_id": b, "late_row_watermark": fmt_time(late), "rows_dropped_by_watermark": drops}
+        ]
+        if drops is None:
+            detail += " No progress of this batch was given (an event log) to confirm the drop."
+        elif drops:
+            detail += f" The progress confirms it: operator {op_id} dropped {drops:,} row(s) by the watermark in batch {b}."
+        else:
+            detail += f" But the progress shows operator {op_id} dropped no rows by the watermark in batch {b}: the two disagree."
+        short = (
+            f"its {noun(rec)} ({record_text(rec)}, event time {fmt_time(t)[:-4]}) was dropped as late by "
+            f"operator {op_id} in batch {b}, behind its late-row watermark {fmt_time(late)[:-4]}"
+        )
+        cause = Cause(DROPPED_AS_LATE, op_id, b, side or None, rec, short)
+        return Step(op_id, DROPPED_AS_LATE, b, detail, side or None, evidence=evidence, cause=cause)
+
+
+_RANK = {
+    REACHED_STATE: 0,
+    PASSED: 0,
+    "evicted_unmatched": 1,
+    "condition_not_met": 1,
+    DROPPED_AS_LATE: 2,
+    "dropped_as_duplicate": 3,
+    FILTERED: 4,
+    "not_found_in_state": 5,
+    UNKNOWN: 6,
+}
+
+
+def window_of_key(key: dict[str, Any]) -> tuple[int, int] | None:
+    """The window (or session) a state key or value holds."""
+    for v in key.values():
+        if isinstance(v, dict) and to_ms(v.get("start")) is not None and to_ms(v.get("end")) is not None:
+            return to_ms(v["start"]) or 0, to_ms(v["end"]) or 0
+    return None
