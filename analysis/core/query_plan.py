@@ -110,6 +110,7 @@ class Window:
     slide_ms: int
     start_ms: int = 0  # offset of the window starts
     session: bool = False
+    shift_us: int = 0  # added to ``column``'s time (``window_time(window)``: an upstream window's end less 1 µs)
 
     def of(self, t_ms: int) -> list[tuple[int, int]]:
         """The windows holding an event time, earliest first (a session: the record's own)."""
@@ -347,14 +348,14 @@ def _window_of(expr: str, lineage: dict[int, Column]) -> Window | None:
     gap = _SESSION_GAP.search(expr)
     if gap and "%" not in expr:  # a session: its end is the event time plus the gap (a dynamic gap is not read)
         ms = _interval_ms(gap.group("gap"))
-        return Window(col, ms, ms, session=True) if ms else None
+        return Window(col, ms, ms, session=True, shift_us=found.shift_us) if ms else None
     slide = _WINDOW_SLIDE.search(expr)
     sizes = _WINDOW_SIZE.findall(expr)
     offset = _WINDOW_OFFSET.search(expr)
     if not slide or not sizes:
         return None
     start = int(offset.group(1)) // 1000 if offset else 0
-    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start)
+    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start, shift_us=found.shift_us)
 
 
 def _lineage(root: PlanNode) -> dict[int, Column]:
@@ -418,6 +419,11 @@ def _marks(args: str) -> tuple[int | None, int | None]:
         return None, None
     rest = args[m.end() :]
     rest = re.sub(r"^\s*stateStoreCkptIds = (None|\S+?),", "", rest)
+    # a user's function (flatMapGroupsWithState, applyInPandasWithState, transformWithState) prints its
+    # state format, output mode, timeout or time mode and the batch's timestamp first: the watermarks follow
+    timed = re.search(r"\b(NoTimeout|ProcessingTimeTimeout|EventTimeTimeout|NoTime|ProcessingTime|EventTime)\s*,\s*-?\d+\s*,", rest)
+    if timed:
+        rest = rest[timed.end() :]
     found: list[int | None] = []
     for token in split_top(rest):
         token = token.strip()
@@ -512,7 +518,9 @@ def query_plan(plan: str) -> QueryPlan | None:
                     op.watermark_columns[side] = col
         else:
             keys = _bracketed(args)
-            op.keys = [_column(p, lineage) for p in split_top(keys[0])] if keys and args.startswith("[") else []
+            # [keys], ... ; a user's function first: func(...)#id, [grouping keys], ...
+            grouped = args.startswith("[") or kind in ("group_state", "transform_with_state")
+            op.keys = [_column(p, lineage) for p in split_top(keys[0])] if keys and grouped else []
             col = _watermark_column(node, "Input", lineage)
             if col:
                 op.watermark_columns[""] = col

@@ -447,7 +447,7 @@ class FateWalk:
         if col is not None:
             if col.window is not None:
                 t = event_time_us(value_at(values, col.window.column), self.tz)
-                return (t + col.shift_us if t is not None else None), col.window, col.window.column
+                return (t + col.window.shift_us if t is not None else None), col.window, col.window.column
             if col.source_column:
                 t = event_time_us(value_at(values, col.source_column), self.tz)
                 return (t + col.shift_us if t is not None else None), None, col.source_column

@@ -22,11 +22,6 @@ def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:
     return mode
 
 
-def group_values(key: dict[str, Any]) -> dict[str, Any]:
-    """A state key as the row the next operator reads: its columns by name (a window as a struct)."""
-    return dict(key)
-
-
 class AggregationStage(Stage):
     kinds = (AGGREGATION,)
 
@@ -54,11 +49,8 @@ class AggregationStage(Stage):
         }
         t = t_us // 1000 if t_us is not None else None
         windows = window.of(t) if window is not None and t is not None else None
-        updates = [
-            c
-            for c in hist.changes
-            if c["change_type"] == "update" and c["batch_id"] == b and key_has(c.get("key") or {}, wanted, walk.tz)
-        ]
+        # the rows it was counted in: changed in its batch (a row closed in the same batch shows as a delete)
+        updates = [c for c in hist.changes if c["batch_id"] == b and key_has(c.get("key") or {}, wanted, walk.tz)]
         if t is not None:
             updates = [
                 c
@@ -77,8 +69,9 @@ class AggregationStage(Stage):
         texts = []
         for kid, key in keys.items():
             group = group_text(key)
+            # closed by the watermark: its delete from this batch on (a row counted and closed in one batch too)
             later = sorted(
-                (c for c in hist.changes if key_id(c["key"]) == kid and c["batch_id"] > b), key=lambda c: c["batch_id"]
+                (c for c in hist.changes if key_id(c["key"]) == kid and c["batch_id"] >= b), key=lambda c: c["batch_id"]
             )
             gone = next((c["batch_id"] for c in later if c["change_type"] == "delete"), None)
             held = any(key_id(r["key"]) == kid for r in hist.rows)
@@ -105,7 +98,7 @@ class AggregationStage(Stage):
                     mode, "complete mode: in every batch's output from then on"
                 )
                 outputs.append(Output(op_id, group, out_at, EMITTED, detail, null_padded=flow.null_padded))
-                flows.append(Flow(group_values(key), out_at, flow.null_padded, flow.unmatched_cause))
+                flows.append(Flow(dict(key), out_at, flow.null_padded, flow.unmatched_cause))
         detail = f"Counted in {view.label} in batch {b}: " + "; ".join(texts) + "."
         evidence = [dict(c) for c in updates][:10]
         groups = "; ".join(group_text(k) for k in keys.values())

@@ -19,12 +19,13 @@ from analysis.fate.model import (
     Output,
     Step,
     fmt_time,
+    noun,
     record_text,
     window_text,
 )
 from analysis.fate.stages.aggregation import output_mode
 from analysis.fate.stages.base import Stage, key_has
-from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, key_id
+from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, key_id, value_at
 from analysis.verdicts.key_verdicts import SESSION
 
 
@@ -57,7 +58,11 @@ class SessionStage(Stage):
         if isinstance(state, StepResult):
             return state
         col, value, [hist] = state
-        wanted = {c.name: flow.values.get(c.source_column or c.name) for c in view.keys.get("", []) if c.window is None}
+        wanted = {  # the group's columns the row has (without a plan the key also names the session's start)
+            c.name: v
+            for c in view.keys.get("", [])
+            if c.window is None and (v := value_at(flow.values, c.source_column or c.name)) is not None
+        }
         mine = [
             c for c in hist.changes if key_has({k: v for k, v in (c.get("key") or {}).items() if k in wanted}, wanted, walk.tz)
         ]
@@ -76,8 +81,8 @@ class SessionStage(Stage):
                     "is not known: a session ending after the watermark would have been kept)."
                 )
                 short = (
-                    f"its {rec.source or 'input'} record ({record_text(rec)}, event time {fmt_time(t)[:-4]}) was dropped as "
-                    f"late by operator {op_id} in batch {b}"
+                    f"its {noun(rec)} ({record_text(rec)}, event time {fmt_time(t)[:-4]}) was dropped as late by operator "
+                    f"{op_id} in batch {b}, behind its late-row watermark {fmt_time(late)[:-4]}"
                 )
                 return StepResult(
                     Step(op_id, DROPPED_AS_LATE, b, detail, cause=Cause(DROPPED_AS_LATE, op_id, b, None, rec, short))
