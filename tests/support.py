@@ -41,7 +41,7 @@ def sample_checksums() -> dict[str, dict[str, str]]:
     return (
         {name: tree_checksums(SAMPLES / name) for name in SAMPLE_NAMES}
         | {f"compat/{name}": tree_checksums(COMPAT / name) for name in COMPAT_NAMES}
-        | {extra: tree_checksums(SAMPLES / extra) for extra in ("event_logs", "sources", "inputs", "sinks")}
+        | {extra: tree_checksums(SAMPLES / extra) for extra in ("event_logs", "sources", "inputs", "sinks", "pipelines")}
     )
 
 
