@@ -193,6 +193,13 @@ class _Func(_Node):
                     return v
             return None
         vals = [a.eval(row) for a in self.args]
+        if name in ("trim", "ltrim", "rtrim"):  # trim(col, None): Spark's default trims spaces
+            chars = " " if len(vals) < 2 or vals[1] in (None, "None") else _text(vals[1])
+            if vals[0] is None:
+                return None
+            return {"trim": str.strip, "ltrim": str.lstrip, "rtrim": str.rstrip}[name](_text(vals[0]), chars)
+        if name == "rlike":
+            return None if None in vals else re.search(_text(vals[1]), _text(vals[0])) is not None
         if name in _STRING_TESTS:
             if None in vals:
                 return None
@@ -256,9 +263,6 @@ _STRING_TESTS = {
 _FUNCTIONS = {
     "lower": lambda v: _text(v).lower(),
     "upper": lambda v: _text(v).upper(),
-    "trim": lambda v: _text(v).strip(" "),
-    "ltrim": lambda v: _text(v).lstrip(" "),
-    "rtrim": lambda v: _text(v).rstrip(" "),
     "length": lambda v: len(_text(v)),
     "char_length": lambda v: len(_text(v)),
     "abs": lambda v: abs(_number(v) or 0),
