@@ -306,7 +306,7 @@ ORDERS = "orders_shipments"
 
 @pytest.fixture(scope="module", params=ENGINES)
 def orders(request: pytest.FixtureRequest) -> dict[str, Any]:
-    return run(ORDERS, ["ord-unshipped", "ord-lateship", "ord-free", "ord-wait", "store-2"], request.param)
+    return run(ORDERS, ["ord-0", "ord-unshipped", "ord-lateship", "ord-free", "ord-wait", "store-2"], request.param)
 
 
 def test_an_order_never_shipped_is_written_null_padded(orders: dict[str, Any]) -> None:
@@ -331,6 +331,15 @@ def test_a_filtered_order_and_one_still_waiting(orders: dict[str, Any]) -> None:
     assert "cast(amount" in r.cause_at["predicate"]
     w = orders["ord-wait"]
     assert (w.outcome, w.cause, w.cause_at["operator_id"]) == ("waiting", "waiting_for_watermark", 1)
+
+
+def test_a_shipped_order_is_in_its_stores_window_in_the_sink(orders: dict[str, Any]) -> None:
+    # the join's row went on into the store's window: the order's outcome is that window's row in the sink
+    r = orders["ord-0"]
+    assert located(ORDERS, "orders", order_id="ord-0")
+    [truth] = [e for e in emitted(ORDERS, "store", "store-1") if e["window"]["start"].startswith("2026-01-01T00:00")]
+    assert (r.outcome, r.cause, written(r)) == ("written", None, {(truth["batch_id"], truth["file"])})
+    assert first_sentence(r).startswith("Written: 1 row(s) its records went into are in the sink's files")
 
 
 def test_a_store_written_from_null_padded_orders(orders: dict[str, Any]) -> None:

@@ -421,7 +421,9 @@ def _marks(args: str) -> tuple[int | None, int | None]:
     rest = re.sub(r"^\s*stateStoreCkptIds = (None|\S+?),", "", rest)
     # a user's function (flatMapGroupsWithState, applyInPandasWithState, transformWithState) prints its
     # state format, output mode, timeout or time mode and the batch's timestamp first: the watermarks follow
-    timed = re.search(r"\b(NoTimeout|ProcessingTimeTimeout|EventTimeTimeout|NoTime|ProcessingTime|EventTime)\s*,\s*-?\d+\s*,", rest)
+    timed = re.search(
+        r"\b(NoTimeout|ProcessingTimeTimeout|EventTimeTimeout|NoTime|ProcessingTime|EventTime)\s*,\s*-?\d+\s*,", rest
+    )
     if timed:
         rest = rest[timed.end() :]
     found: list[int | None] = []

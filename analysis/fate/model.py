@@ -191,6 +191,7 @@ class Output:
     detail: str = ""
     null_padded: bool = False  # a preserved join side's row emitted without a match (here or upstream)
     file: str | None = None  # written: the sink's file
+    key: str | None = None  # the state key it was emitted for, as JSON (a window, the group's columns): found in a sink
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -181,7 +181,8 @@ def _reached_text(fate: KeyFate, written: list[Output]) -> str:
         rows = sorted(written, key=lambda o: (o.batch_id or -1, o.group))
         shown = "; ".join(f"batch {o.batch_id} ({o.file})" if o.file else f"batch {o.batch_id}" for o in rows[:3])
         more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
-        return f"{len(rows)} row(s) of it are in the sink's files, written in {shown}{more}"
+        whose = "of it are" if any(o.key is None for o in rows) else "its records went into are"  # downstream: another key's rows
+        return f"{len(rows)} row(s) {whose} in the sink's files, written in {shown}{more}"
     outs = [o for o in fate.outputs if o.kind != WRITTEN]
     groups = list(dict.fromkeys(_where(o) for o in outs))
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""

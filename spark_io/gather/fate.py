@@ -13,6 +13,7 @@ below it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from analysis.core.errors import InvalidInput
 from analysis.core.inputs import InputSearch
@@ -34,6 +35,7 @@ from analysis.fate import (
     key_fate,
     search_columns,
 )
+from analysis.fate.key import SinkSearch
 from analysis.fate.outcome import from_state, headline
 from analysis.runs.progress import ProgressLog
 from analysis.verdicts import diagnose
@@ -131,7 +133,8 @@ def why_missing_whole(
     walk.source_names = search.sources
     walk.prefetch(search.records)
     written, sink_searched = _written(progress, sink, keys, columns)
-    fates = {k: key_fate(k, search, walk, written.get(k, []), why_not, sink_searched) for k in keys}
+    downstream = _sink_rows(progress, sink) if sink_searched else None
+    fates = {k: key_fate(k, search, walk, written.get(k, []), why_not, sink_searched, downstream) for k in keys}
     # the verdict of the last operator whose key holds the key's column, as one operator's diagnosis gives it
     reports: dict[tuple[int, str | None], WhyMissingReport] = {}
     chosen: dict[str, tuple[int, str | None]] = {}
@@ -228,6 +231,21 @@ def _written(
         ]
         for k, v in rows.items()
     }, True
+
+
+def _sink_rows(progress: ProgressLog | None, given: str | None) -> SinkSearch:
+    """The file sink's rows by a column's values (each search made once)."""
+    folder = sink_folder(progress.sink if progress else None, given) or ""
+    done: dict[tuple[str, tuple[str, ...]], list[tuple[int | None, str, dict[str, Any]]]] = {}
+
+    def rows(column: str, values: list[str]) -> list[tuple[int | None, str, dict[str, Any]]]:
+        k = (column, tuple(values))
+        if k not in done:
+            found, why = search_sink(folder, values, [column])
+            done[k] = [(r.batch_id, r.file, r.values) for v in found.values() for r in v] if not why else []
+        return done[k]
+
+    return rows
 
 
 def _near_fates(

@@ -97,7 +97,7 @@ class AggregationStage(Stage):
                 detail = {"append": "closed: the watermark passed its end", "update": "updated"}.get(
                     mode, "complete mode: in every batch's output from then on"
                 )
-                outputs.append(Output(op_id, group, out_at, EMITTED, detail, null_padded=flow.null_padded))
+                outputs.append(Output(op_id, group, out_at, EMITTED, detail, null_padded=flow.null_padded, key=kid))
                 flows.append(Flow(dict(key), out_at, flow.null_padded, flow.unmatched_cause))
         detail = f"Counted in {view.label} in batch {b}: " + "; ".join(texts) + "."
         evidence = [dict(c) for c in updates][:10]

@@ -120,9 +120,9 @@ class SessionStage(Stage):
                 if closed is not None
                 else f"emitted updated in batch {b}"
             )
-            outputs.append(Output(op_id, group, out_at, EMITTED, text, null_padded=flow.null_padded))
-            session = {"start": _utc(s0), "end": _utc(e0)}
-            flows.append(Flow({**wanted, "session_window": session}, out_at, flow.null_padded, flow.unmatched_cause))
+            row = {**wanted, "session_window": {"start": _utc(s0), "end": _utc(e0)}}
+            outputs.append(Output(op_id, group, out_at, EMITTED, text, null_padded=flow.null_padded, key=key_id(row)))
+            flows.append(Flow(row, out_at, flow.null_padded, flow.unmatched_cause))
         elif any(key_id(r["key"]) == cur_key for r in hist.rows):
             waiting.append(walk.release(op_id, e0, group, None, f"the session {window_text(s0, e0)[7:]}{merged}"))
             text = f"still open, waiting for the watermark{merged}"
