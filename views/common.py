@@ -64,10 +64,14 @@ T = TypeVar("T")
 
 
 def sample_checkpoints() -> dict[str, str]:
-    """Bundled samples: name -> path."""
+    """Bundled samples: name -> path (the pipelines' checkpoints under pipelines/<name>/checkpoint)."""
     if not SAMPLES_DIR.is_dir():
         return {}
-    return {p.name: str(p) for p in sorted(SAMPLES_DIR.iterdir()) if (p / "offsets").is_dir()}
+    out = {p.name: str(p) for p in sorted(SAMPLES_DIR.iterdir()) if (p / "offsets").is_dir()}
+    pipelines = SAMPLES_DIR / "pipelines"
+    if pipelines.is_dir():
+        out |= {p.name: str(p / "checkpoint") for p in sorted(pipelines.iterdir()) if (p / "checkpoint" / "offsets").is_dir()}
+    return out
 
 
 def samples_folder() -> str:
@@ -82,25 +86,32 @@ def checkpoints_under(prefix: str) -> list[Any]:
     return list_checkpoints(prefix)
 
 
-def sample_event_log(checkpoint_path: str) -> str:
-    """The event log the generator wrote beside a bundled sample (event_logs/<name>), or ''."""
+def _beside(checkpoint_path: str, shared: str, own: str) -> str:
+    """What the generator kept beside a bundled sample: ``<shared>/<name>`` for a sample, ``<own>`` in a
+    pipeline's folder (pipelines/<name>/checkpoint beside pipelines/<name>/<own>); '' when there is none."""
     p = Path(checkpoint_path)
-    log = SAMPLES_DIR / "event_logs" / p.name
-    return str(log) if p.parent == SAMPLES_DIR and log.exists() else ""
+    if p.parent == SAMPLES_DIR:
+        found = SAMPLES_DIR / shared / p.name
+    elif p.name == "checkpoint" and p.parent.parent == SAMPLES_DIR / "pipelines":
+        found = p.parent / own
+    else:
+        return ""
+    return str(found) if found.exists() else ""
+
+
+def sample_event_log(checkpoint_path: str) -> str:
+    """The event log the generator wrote beside a bundled sample, or ''."""
+    return _beside(checkpoint_path, "event_logs", "event_log")
 
 
 def sample_input_root(checkpoint_path: str) -> str:
-    """Where the generator kept a bundled sample's input files (inputs/<name>), or ''."""
-    p = Path(checkpoint_path)
-    folder = SAMPLES_DIR / "inputs" / p.name
-    return str(folder) if p.parent == SAMPLES_DIR and folder.is_dir() else ""
+    """Where the generator kept a bundled sample's input files, or ''."""
+    return _beside(checkpoint_path, "inputs", "inputs")
 
 
 def sample_sink(checkpoint_path: str) -> str:
-    """Where the generator kept a bundled sample's file sink (sinks/<name>), or ''."""
-    p = Path(checkpoint_path)
-    folder = SAMPLES_DIR / "sinks" / p.name
-    return str(folder) if p.parent == SAMPLES_DIR and folder.is_dir() else ""
+    """Where the generator kept a bundled sample's file sink, or ''."""
+    return _beside(checkpoint_path, "sinks", "sink")
 
 
 def current_tz() -> str:

@@ -17,6 +17,7 @@ from analysis.fate import (
     DROPPED_AS_LATE,
     EMITTED,
     EMITTED_UNMATCHED,
+    EVICTED_UNMATCHED,
     FILTERED,
     MATCHED,
     NOT_FOUND,
@@ -37,6 +38,7 @@ STEP_STYLE = {
     CONDITION_NOT_MET: ("red", "join condition not met"),
     FILTERED: ("violet", "filtered out"),
     NOT_FOUND: ("red", "not in state"),
+    EVICTED_UNMATCHED: ("red", "evicted unmatched"),
     UNKNOWN: ("gray", "unknown: a read failed"),
 }
 OUTPUT_STYLE = {
@@ -45,11 +47,14 @@ OUTPUT_STYLE = {
     EMITTED_UNMATCHED: ("green", "Emitted null-padded"),
     WRITTEN: ("green", "Written by the sink"),
 }
-REASON_TEXT = {
-    "late_record": "a record arrived late",
-    "duplicate": "a record was a duplicate",
-    "condition_not_met": "the join condition rejected a pair",
-    "filtered": "a filter removed a record",
+NEAR_STYLE = {
+    "written": ("green", "written"),
+    "partly_written": ("orange", "partly written"),
+    "written_unmatched": ("violet", "written null-padded"),
+    "waiting": ("orange", "waiting"),
+    "lost": ("red", "lost"),
+    "never_in_input": ("gray", "never in the input"),
+    "unknown": ("gray", "unknown"),
 }
 
 
@@ -72,8 +77,17 @@ def render_fate(fate: KeyFate, tz: str) -> None:
     """The flow of one key: a table of its records through the operators, then its outputs and what waits."""
     if fate.input_note:
         st.caption(f"Input: {fate.input_note}")
-    if fate.reason:
-        st.markdown(f"Cause: {_badge(('red', REASON_TEXT.get(fate.reason, fate.reason)))}")
+    if fate.cause is not None and fate.cause.record is not None:
+        c = fate.cause
+        rec = c.record
+        assert rec is not None
+        where = f"{rec.source} · batch {rec.batch_id} · {rec.file_name}, row {rec.row}"
+        extra = ""
+        if c.earlier is not None:
+            extra = f" · the record it repeated: {c.earlier.file_name}, row {c.earlier.row} (batch {c.earlier.batch_id})"
+        if c.predicate:
+            extra = f" · the filter as Spark printed it: `{c.predicate}`"
+        st.caption(f"Where: {where}{extra}")
     if fate.records:
         ops = sorted({s.operator_id for r in fate.records for s in r.steps if s.operator_id >= 0}, reverse=True)
         head = ["input record", *(f"operator {o}" for o in ops), "output"]
@@ -132,7 +146,16 @@ def render_fate(fate: KeyFate, tz: str) -> None:
             height=grid_height(len(rows), 420),
             column_config={"batch": st.column_config.NumberColumn("batch", format="%d")},
         )
-    if fate.near:
+    if fate.near_fates:
+        lines = []
+        for n in fate.near_fates:
+            batches = f" in batch {', '.join(map(str, n.batches))}" if n.batches else ""
+            files = f" · {', '.join(n.files[:2])}" if n.files else ""
+            lines.append(
+                f"- `{visible(n.key)}` ({n.reason}; {n.where}): {_badge(NEAR_STYLE.get(n.outcome, ('gray', n.outcome)), batches)}{files}"
+            )
+        st.markdown("**Near misses, followed as keys of their own:**\n" + "\n".join(lines))
+    elif fate.near:
         st.markdown(
             "**Near misses in the input:** "
             + ", ".join(f"`{visible(r.values.get(r.column))}` ({r.near}; {r.source}, {r.where()})" for r in fate.near[:8])

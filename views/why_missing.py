@@ -55,6 +55,27 @@ VERDICT_STYLE = {
     "dropped_as_late": ("red", "Dropped as late"),
     "never_in_input": ("red", "Never in the input"),
 }
+# the whole query's answer: what reached the output, and why the rest did not
+OUTCOME_STYLE = {
+    "written": ("green", "Written"),
+    "partly_written": ("orange", "Partly written"),
+    "written_unmatched": ("violet", "Written unmatched (null-padded)"),
+    "waiting": ("orange", "Waiting"),
+    "lost": ("red", "Lost"),
+    "never_in_input": ("red", "Never in the input"),
+    "unknown": ("gray", "Unknown"),
+}
+CAUSE_WORDS = {
+    "dropped_as_late": "dropped as late",
+    "dropped_as_duplicate": "dropped as a duplicate",
+    "filtered": "filtered out",
+    "condition_not_met": "join condition not met",
+    "no_match_in_input": "no match in the input",
+    "waiting_for_watermark": "waiting for the watermark",
+    "unknown": "cause unknown",
+}
+CAUSE_COLOR = {"waiting_for_watermark": "orange", "unknown": "gray"}
+ANY_KEY_COLUMN = ""  # the whole query's key field select: every operator's key column
 WHOLE = -1  # the operator select's choice for the whole query: input -> every operator -> output
 JOIN_TYPES = {
     None: "Not recorded (the event log's plan, else explain both)",
@@ -118,15 +139,39 @@ def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, eve
 
 
 def verdict_heading(r: KeyDiagnosis) -> None:
-    """A key, its verdict and the explanation."""
-    color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
-    if r.fate is not None and r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
-        color, label = "green", "Emitted"  # an aggregation's window the watermark closed: its result went out
+    """A key, what reached the output and the root cause (the whole query), or its operator's verdict;
+    then the explanation, its first sentence the answer."""
     side = f" · {r.side_text}" if r.side else ""
     if r.matched_as and r.matched_as != "as text":
         side += f" · matched {r.matched_as}"
+    if r.outcome is not None:
+        color, label = OUTCOME_STYLE.get(r.outcome, ("gray", r.outcome))
+        badges = f":{color}-badge[{label}]"
+        if r.cause and r.cause != r.outcome:
+            at = r.cause_at or {}
+            where = "".join(
+                f" · {word} {at[k]}" for k, word in (("operator_id", "operator"), ("batch_id", "batch")) if at.get(k) is not None
+            )
+            badges += f" :{CAUSE_COLOR.get(r.cause, 'red')}-badge[{CAUSE_WORDS.get(r.cause, r.cause)}{where}]"
+        vcolor, vlabel = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
+        if r.fate is not None and r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
+            vcolor, vlabel = "green", "Emitted"  # an aggregation's window the watermark closed: its result went out
+        st.markdown(f"#### `{r.key}` &nbsp; {badges}")
+        headline = r.fate.headline if r.fate is not None else ""
+        rest = r.explanation.removeprefix(headline).strip() if headline else r.explanation
+        if headline:
+            st.markdown(f"**{_escape(headline)}**")
+        st.caption(f"Operator {r.verdict_operator}'s verdict: :{vcolor}-badge[{vlabel}{side}]")
+        st.write(rest.strip())
+        return
+    color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
     st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
     st.write(r.explanation)
+
+
+def _escape(text: str) -> str:
+    """Text shown as Markdown as it is (a key's characters are not markup)."""
+    return "".join("\\" + c if c in "\\`*_{}[]<>()#+-.!|~$" else c for c in text)
 
 
 def show_verdicts(results: list[KeyDiagnosis]) -> None:
@@ -180,7 +225,11 @@ if info is not None and info.operators and info.committed_batches:
     event_log = current_event_log()
     fields: dict[str, str] = {}
     with guard():
-        fields = {c: c for c in fate_columns_cached(info.path, event_log)} if whole else key_fields_cached(info.path, op_id)
+        fields = (
+            {ANY_KEY_COLUMN: "Every key column", **{c: c for c in fate_columns_cached(info.path, event_log)}}
+            if whole
+            else key_fields_cached(info.path, op_id)
+        )
     linked = params.get("key_field")  # a field, or the join's column it reads as
     linked_field = next((f for f, shown in fields.items() if linked in (f, shown) or shown == f"{f} ({linked})"), None)
     if "wm_field" not in st.session_state and linked_field:
@@ -194,6 +243,7 @@ if info is not None and info.operators and info.committed_batches:
         "(a join's key fields, field0 ..., are named by the value column that equals them on every row read).",
         key="wm_field",
     )
+    key_field = key_field or None  # the whole query's first choice: each operator's key column
     batch = fitted_select(row, "Batch", committed, key="wm_batch", help="Diagnose the state as of this batch.")
     op_info = info.operator(op_id)
     join_type = None
@@ -367,7 +417,7 @@ if info is not None and info.operators and info.committed_batches:
                     verdict_heading(r)
                     if r.fate is not None:
                         render_fate(r.fate, current_tz())
-                    if r.near_misses:
+                    if r.near_misses and (r.fate is None or not r.fate.near_fates):  # else shown with their own fate
                         st.markdown(
                             "**Near misses:** "
                             + ", ".join(

@@ -27,8 +27,9 @@ def test_a_keys_fate_as_a_flow(app_url: str, page) -> None:  # type: ignore[no-u
     expect(record_1).to_contain_text("Emitted · b9")
     record_2 = table.get_by_role("row").filter(has_text="part-00010.json:6")
     expect(record_2).to_contain_text("dropped as late · b10")
-    expect(page.get_by_text("a record arrived late").first).to_be_visible()
-    expect(page.get_by_text("Emitted", exact=True).first).to_be_visible()  # the verdict badge: not a fault
+    expect(page.get_by_text("Partly written", exact=True).first).to_be_visible()  # the answer: one window went out
+    expect(page.get_by_text("dropped as late · operator 1 · batch 10").first).to_be_visible()  # and why the rest did not
+    expect(page.get_by_text("Emitted", exact=True).first).to_be_visible()  # the operator's verdict: not a fault
     expect(page.get_by_text("Evicted", exact=True)).to_have_count(0)
     expect(page.get_by_text("'user-8␠'").first).to_be_visible()  # the near miss's trailing space, shown
     page.screenshot(path=str(ARTIFACTS / "why-missing-fate.png"), full_page=True)
