@@ -377,3 +377,28 @@ def test_late_before_the_function_and_never_in_input(timeouts: dict[str, Any]) -
     assert (r.outcome, r.cause, at(r)) == ("lost", "dropped_as_late", (0, b, None, f, row))
     assert late_drops(TIMEOUTS, 0, b) == 1
     assert (timeouts["u-gone"].outcome, timeouts["u-gone"].cause) == ("never_in_input", "never_in_input")
+
+
+# --------------------------------------------------------------------------- the path a user takes, without pandas
+
+
+@pytest.mark.parametrize(("name", "keys"), [(ADS, ["camp-dup", "camp-a", "camp-case"]), (ORDERS, ["ord-0", "store-2", "ORD-9"])])
+def test_the_whole_query_answer_never_imports_pandas(name: str, keys: list[str]) -> None:
+    """A whole process that answers in about a second cannot afford pandas' import (0.5 s): none of
+    the native path imports it (pyarrow does behind ``to_pylist`` of zoned times, ``pa.table`` of a
+    dict, ``schema.empty_table()``, a compute call with a Python number ...)."""
+    import subprocess
+    import sys
+
+    folder = PIPELINES / name
+    args = [str(folder / "checkpoint"), *keys, "--event-log", str(folder / "event_log"), "--input-root", str(folder / "inputs")]
+    args += ["--sink", str(folder / "sink"), "--json"]
+    code = (
+        "import sys; sys.modules['pandas'] = None\n"  # any import of it raises ImportError
+        f"sys.argv = ['cli.py', 'why-missing', *{args!r}]\n"
+        "import cli; cli.run()\n"
+    )
+    env = {**__import__("os").environ, "STATELENS_ENGINE": "native"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=SAMPLES.parent, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert [x["key"] for x in json.loads(r.stdout)["results"]] == keys

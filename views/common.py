@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import html
 import logging
 import os
 import re
@@ -517,15 +518,27 @@ def escape_markdown(text: str) -> str:
 
 
 def chart(fig: Any, key: str) -> None:
-    """A figure as its exports draw it (its own theme, not Streamlit's), its title above it as text
-    that wraps on a narrow screen (a Plotly title is cut at the plot's edge)."""
+    """A figure as its exports draw it (its own theme, not Streamlit's), its title in the figure (the
+    chart's own PNG download carries it, named after it), broken into lines a narrow screen shows."""
     shown = go.Figure(fig)
-    title = shown.layout.title.text
+    title = shown.layout.title.text or ""
     if title:
-        st.markdown(f"**{escape_markdown(title)}**")
-        top = shown.layout.margin.t
-        shown.update_layout(title=None, margin_t=None if top is None else max(20, top - 30))
-    st.plotly_chart(shown, width="stretch", theme=None, key=key)
+        shown.update_layout(title={"text": wrap_title(title), "automargin": True})
+    name = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:80] or key
+    config = {"toImageButtonOptions": {"filename": name, "format": "png", "scale": 2}, "displaylogo": False}
+    st.plotly_chart(shown, width="stretch", theme=None, key=key, config=config)
+
+
+def wrap_title(title: str, width: int = 60) -> str:
+    """A chart title in lines of about ``width`` characters (Plotly does not wrap a title)."""
+    words, lines, line = title.split(" "), [], ""
+    for w in words:
+        if line and len(line) + 1 + len(w) > width:
+            lines.append(line)
+            line = w
+        else:
+            line = f"{line} {w}".strip()
+    return "<br>".join(html.escape(x, quote=False) for x in [*lines, line])
 
 
 def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:

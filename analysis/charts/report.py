@@ -106,8 +106,13 @@ def checkup_report(
         summary["checksums"] = f"{doctor.checksums_verified:,} file(s) verified against their .crc sidecars"
         if doctor.restart_cost:
             worst = doctor.restart_cost[0]
+            since = (
+                f"after snapshot {worst.snapshot_version}"
+                if worst.snapshot_version is not None
+                else "from the first version (no snapshot yet)"
+            )
             summary["restart reads"] = (
-                f"up to {worst.replayed} change file(s) after snapshot {worst.snapshot_version} "
+                f"up to {worst.replayed} change file(s) {since} "
                 f"(operator {worst.operator_id} {worst.store} partition {worst.partition}, {worst.bytes:,} bytes)"
             )
         fixed = [s.setting for s in doctor.restart_settings if s.may_change == "no" and s.setting.startswith("spark.")]

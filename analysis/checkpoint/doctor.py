@@ -179,6 +179,33 @@ def unreadable_problem(folders: list[str]) -> Problem:
     )
 
 
+def damaged_offsets(batch: int, why: str, committed: bool, info: CheckpointInfo) -> Problem:
+    """An offsets file that cannot be parsed (truncated, overwritten): Spark reads the newest offsets
+    file to restart, and a batch's offsets to run it again."""
+    newest = not any(b.batch_id > batch for b in info.batches)
+    action = (
+        f"Batch {batch} has a commit: restore offsets/{batch} from a backup or the object store's versioning; "
+        "do not delete it (Spark would plan the batch again over state already written for it)."
+        if committed
+        else f"Batch {batch} never committed: move offsets/{batch} out of the checkpoint (keep a copy) and Spark plans "
+        f"batch {batch} again from batch {batch - 1}'s offsets on restart."
+    )
+    return Problem(
+        "offsets_damaged",
+        "error",
+        f"offsets/{batch} cannot be read",
+        f"{why} "
+        + (
+            "It is the newest offsets file, the one Spark reads first when the query restarts: the restart fails on it."
+            if newest
+            else "Spark reads it to run that batch again and to find the offsets of the batch after it."
+        )
+        + " The batches shown here leave it out.",
+        action,
+        {"batch_id": batch, "committed": committed},
+    )
+
+
 def unreadable_report(path: str, message: str, folder: str) -> DoctorReport:
     """The doctor's answer when the checkpoint's log itself cannot be read."""
     report = DoctorReport(path, [], [], [], None, [], 0, False, 1, loadable_known=False)

@@ -228,12 +228,12 @@ def headline(fate: KeyFate, written: list[Output]) -> str:
         n_lost = sum(1 for r in fate.records if r.contribution in (DROPPED, UNKNOWN))
         return f"{word}: {_reached_text(fate, written)}; {n_lost} of its {len(fate.records)} records were lost: {_cause_text(c)}."
     if fate.outcome == WAITING:
-        w = (
-            min(fate.waiting, key=lambda w: (w.released_at_watermark is None, w.released_at_watermark or 0))
+        soonest = (
+            min(fate.waiting, key=lambda x: (x.released_at_watermark is None, x.released_at_watermark or 0))
             if fate.waiting
             else None
         )
-        text = f"{word}: {w.detail}" if w else f"{word}: a row of it is held in state"
+        text = f"{word}: {soonest.detail}" if soonest else f"{word}: a row of it is held in state"
         if c is not None and c.kind != WAITING_FOR_WATERMARK:
             text += f"; {_cause_text(c)}"
         return text + "."

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -171,7 +171,7 @@ class FateWalk:
         asked: tuple[str, ...] = (),
         finder: RecordFinder | None = None,
         duplicates: dict[int, dict[int, int]] | None = None,
-        stages: dict[str, StageLike] | None = None,
+        stages: Mapping[str, StageLike] | None = None,
     ) -> None:
         self.access = access
         self.stages = stages or {}  # operator kind -> its stage (``analysis.fate.stages.STAGES``)
@@ -269,12 +269,11 @@ class FateWalk:
         if self.plan is not None:
             scan = next((s for s in self.plan.scans if self.scan_source(s) == rec.source), None)
             if scan is not None:
-                out = []
-                for planned, side in self.plan.chain(scan):
-                    op = self.info.operator(planned.operator_id)
-                    if op is not None:
-                        out.append((op, side))
-                return out
+                return [
+                    (op, side)
+                    for planned, side in self.plan.chain(scan)
+                    if (op := self.info.operator(planned.operator_id)) is not None
+                ]
         # no plan: the operators in the order Spark numbers them (the last is 0), each one the record's
         # columns can reach: a join by the side whose columns it has, another operator when the record
         # (or the join's output before it) has its key's columns

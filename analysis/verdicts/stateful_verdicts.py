@@ -144,6 +144,11 @@ def _aggregation_in_state(key: str, ctx: Context, state_rows: list[dict[str, Any
     closes = (
         f"the watermark (now {fmt_ms(wm)}) reaches its end: the next closes at {fmt_ms(nxt)}, {fmt_duration(nxt - wm)} ahead of "
         "the watermark."
+        if ctx.single_operator
+        # several operators: this one evicts by its input's watermark, which may trail the query's (a join's
+        # bound upstream): only the window's end is said, not a distance to the query's watermark
+        else f"the watermark of its input passes its end: the next ends at {fmt_ms(nxt)} (the query's watermark is "
+        f"{fmt_ms(wm)}; this operator's may trail it)."
     )
     if mode == "update":
         text = f"{what} has {len(ends)} window(s) in state. This query runs in update mode: their current counts were emitted in the batches that changed them; each leaves the state when {closes}"

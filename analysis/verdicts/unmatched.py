@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.core.arrow_numpy import one_array
 from analysis.core.key_format import fmt_ms, to_ms
 from analysis.verdicts.key_verdicts import (
     CONDITION_NOT_MET,
@@ -83,7 +84,7 @@ class UnmatchedReport:
 
 def key_text(key: pa.ChunkedArray | pa.Array, fields: list[str]) -> pa.Array:
     """The join or grouping key as the text a user types: one field's value, or several joined by ' | '."""
-    key = key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
+    key = one_array(key)
     parts = [pc.fill_null(pc.cast(key.field(f), pa.string()), "null") for f in fields]
     return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, " | ")
 
@@ -146,14 +147,19 @@ def join_unmatched(
         for k, matched in sorted(now[side].items()):
             if matched:
                 continue
+            since = entered(side, k)
+            held = f"in the {side} side's state since batch {since}" if since is not None else f"in the {side} side's state"
             if k in now[other]:
                 if side == "left" and not now[other][k]:
                     firsts = [b for b in (entered("left", k), entered("right", k)) if b is not None]
-                    out.append(UnmatchedKey(k, CONDITION_NOT_MET, "both", max(firsts) if firsts else None))
+                    detail = "both sides hold it unmatched: the condition rejected every pair"
+                    out.append(UnmatchedKey(k, CONDITION_NOT_MET, "both", max(firsts) if firsts else None, detail))
             elif hist[other].get(k, (None, False, None))[2] is not None and not hist[other][k][1]:
-                out.append(UnmatchedKey(k, CONDITION_NOT_MET, side, entered(side, k)))  # the other side left unmatched
+                left_at = hist[other][k][2]
+                detail = f"{held}; the {other} side's row left unmatched in batch {left_at}: the condition rejected the pair"
+                out.append(UnmatchedKey(k, CONDITION_NOT_MET, side, since, detail))
             else:
-                out.append(UnmatchedKey(k, WAITING_OTHER_SIDE, side, entered(side, k)))
+                out.append(UnmatchedKey(k, WAITING_OTHER_SIDE, side, since, f"{held}; no {other} row with it yet"))
     # evicted unmatched: deleted from a side, never matched on either, in neither side's state now
     evicted: dict[str, dict[str, int]] = {}
     for side in SIDES:
@@ -171,11 +177,22 @@ def join_unmatched(
             verdict = EMITTED_UNMATCHED
         else:
             verdict = EVICTED
-        detail = ""
         emitted = [s for s in by_side if s in preserved]
-        if emitted:
-            detail = f"emitted null-padded ({', '.join(emitted)} side, {join_type.replace('_', ' ') if join_type else ''} join)"
-        out.append(UnmatchedKey(k, verdict, side, max(by_side.values()), detail))
+        gone = max(by_side.values())
+        if both:
+            detail = f"both sides held it; evicted in batch {gone}: the condition rejected every pair"
+        elif emitted:
+            detail = f"evicted in batch {gone}, emitted null-padded ({', '.join(emitted)} side, {(join_type or '').replace('_', ' ')} join)"
+        elif join_type:
+            detail = (
+                f"evicted from the {side} side in batch {gone} without a match: the {join_type.replace('_', ' ')} join dropped it"
+            )
+        else:
+            detail = (
+                f"evicted from the {side} side in batch {gone} without a match: emitted null-padded if the join preserves "
+                "that side, dropped otherwise (the join type is not known)"
+            )
+        out.append(UnmatchedKey(k, verdict, side, gone, detail))
     return out
 
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.doctor import DoctorReport, RunState, examine, unreadable_report
+from analysis.checkpoint.doctor import DoctorReport, RunState, damaged_offsets, examine, unreadable_report
 from analysis.checkpoint.integrity import integrity_problems
 from analysis.checkpoint.restart_error import RestartExplanation, explain
 from analysis.core.errors import (
@@ -110,8 +110,9 @@ def read_query_id(files: Files) -> str | None:
     return entry["id"]
 
 
-def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
-    """Every batch in offsets/ with its commit state; and the conf of the latest batch."""
+def read_batches(files: Files, damaged: list[tuple[int, str]] | None = None) -> tuple[list[Batch], dict[str, str]]:
+    """Every batch in offsets/ with its commit state; and the conf of the latest batch. ``damaged``:
+    offsets files that cannot be read are put there (batch, why) and left out, instead of raised."""
     offsets = files.numbered("offsets")
     commits = files.numbered("commits")
     batches: list[Batch] = []
@@ -124,12 +125,18 @@ def read_batches(files: Files) -> tuple[list[Batch], dict[str, str]]:
     texts = files.read_many([*offsets.values(), *([commits[last_commit]] if last_commit is not None else [])])
     for batch_id in sorted(offsets):
         rel = f"offsets/{batch_id}"
-        entry = _log_entry(files, offsets[batch_id], texts)
-        watermark = _int_field(entry, "batchWatermarkMs", rel)
-        timestamp = _int_field(entry, "batchTimestampMs", rel)
-        raw_conf = entry.get("conf", {})
-        if not isinstance(raw_conf, dict):
-            raise CorruptCheckpoint(f"{rel}: 'conf' should be a JSON object.")
+        try:
+            entry = _log_entry(files, offsets[batch_id], texts)
+            watermark = _int_field(entry, "batchWatermarkMs", rel)
+            timestamp = _int_field(entry, "batchTimestampMs", rel)
+            raw_conf = entry.get("conf", {})
+            if not isinstance(raw_conf, dict):
+                raise CorruptCheckpoint(f"{rel}: 'conf' should be a JSON object.")
+        except CorruptCheckpoint as e:
+            if damaged is None:
+                raise
+            damaged.append((batch_id, e.message))
+            continue
         conf = {str(k): str(v) for k, v in raw_conf.items()}
         next_wm = None
         committed = batch_id in commits
@@ -312,14 +319,15 @@ def _infer_operator(files: Files, op_rel: str, op: OperatorInfo) -> tuple[str, s
     return "stateStoreSave", "the state schema file: a grouping key and aggregation buffers (the remaining kind)"
 
 
-def read_checkpoint(path: str) -> CheckpointInfo:
+def read_checkpoint(path: str, damaged: list[tuple[int, str]] | None = None) -> CheckpointInfo:
     """Everything the overview needs, from the files alone. Fast: no state file listing.
 
-    Local folders are read directly (no JVM); other URIs through Spark (``SparkFiles``).
+    Local folders are read directly (no JVM); other URIs through Spark (``SparkFiles``). ``damaged``:
+    offsets files that cannot be read go there instead of raising (the doctor reports them).
     """
     files = open_files(path)
     files.map(files.subdirs, ["offsets", "commits", "state"])  # listed at once (remote: in parallel), read below
-    batches, conf = read_batches(files)
+    batches, conf = read_batches(files, damaged)
     commits = files.numbered("commits")
     offsets = files.numbered("offsets")
     _FORMAT_VERSIONS[files.location] = checkpoint_format_version(files, conf)
@@ -380,13 +388,16 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
     """The checkpoint doctor on what can be read: folders that cannot be read are among its
     problems (never taken for missing files), as is a log that cannot be read at all. ``run``: the
     query's last run as its event log tells it; ``now_ms``: the time now (default: the clock)."""
+    damaged: list[tuple[int, str]] = []
     try:
-        info = read_checkpoint(path)
+        info = read_checkpoint(path, damaged)
     except CheckpointUnreadable as e:
         return unreadable_report(path, e.message, e.folder)
     unreadable: list[str] = []
     files = list_state_files(info.path, unreadable)
     report = examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
+    committed = set(open_files(info.path).numbered("commits"))
+    report.problems[:0] = [damaged_offsets(batch, why, batch in committed, info) for batch, why in damaged]
     files_of = open_files(info.path)
     if isinstance(files_of, StorageFiles):  # through Spark each file would be a job
         sidecars = verify_sidecars(files_of, unreadable)

@@ -60,18 +60,11 @@ def run_cancellable(
 
     def work() -> None:
         try:
-            spark = session.get_spark()
-            if session.target().remote:
-                spark.addTag(tag)  # Connect: operations of this thread carry the tag
-            else:
-                # classic Spark: a job group (thread-local) is what cancellation reaches
-                spark.sparkContext.setJobGroup(tag, "State Lens read", interruptOnCancel=True)
+            session.tag_thread(tag)  # no JVM started for it: a read that needs Spark starts it, tagged
             try:
                 result["value"] = fn()
             finally:
-                if session.target().remote:
-                    spark.removeTag(tag)
-                # (a job group needs no clearing: it lives in this worker thread, which ends here)
+                session.untag_thread()  # (a job group needs no clearing: it lives in this thread, which ends here)
         except BaseException as e:  # handed to the caller's thread
             result["error"] = e
 
@@ -94,6 +87,8 @@ def run_cancellable(
 
 
 def cancel(tag: str) -> None:
+    if not session.is_running():
+        return  # no Spark work to cancel: native reads end with their thread's question
     with contextlib.suppress(Exception):  # nothing running, or Spark is gone
         spark = session.get_spark()
         if session.target().remote:

@@ -158,6 +158,31 @@ def _java_stderr_to(log_path: str) -> Any:
         os.close(saved)
 
 
+_thread_tags = threading.local()  # this thread's read, tagged before Spark ran (``tag_thread``)
+
+
+def tag_thread(tag: str) -> None:
+    """Tag this thread's Spark work for cancellation, now if Spark runs, else when this thread starts
+    it (a read that needs Spark after all): the tag must not start a JVM for reads that never do."""
+    _thread_tags.tag = tag
+    if _session is not None:
+        _apply_tag(_session, tag)
+
+
+def untag_thread() -> None:
+    tag = getattr(_thread_tags, "tag", None)
+    _thread_tags.tag = None
+    if tag and _session is not None and _target.remote:
+        _session.removeTag(tag)
+
+
+def _apply_tag(spark: Any, tag: str) -> None:
+    if _target.remote:
+        spark.addTag(tag)  # Connect: operations of this thread carry the tag
+    else:  # classic Spark: a job group (thread-local) is what cancellation reaches
+        spark.sparkContext.setJobGroup(tag, "State Lens read", interruptOnCancel=True)
+
+
 def get_spark() -> Any:
     """The shared SparkSession (started on first call, 7-11 s for local Spark)."""
     global _session
@@ -172,6 +197,9 @@ def get_spark() -> Any:
                     f"{_target.describe()} could not be started: {spark_message(e)[:300]}. "
                     "Check Java 17 (java -version) and, for a cluster, the master or remote URL."
                 ) from e
+            tag = getattr(_thread_tags, "tag", None)
+            if tag:
+                _apply_tag(_session, tag)
         return _session
 
 

@@ -59,8 +59,8 @@ class AggregationStage(Stage):
                 or (windows and window_of_key(c["key"]) in windows)
             ]
         if not updates:
-            held = f" holding {fmt_time(t)}" if t is not None else ""
-            return self.not_found(walk, view, flow, rec, f"The state row of {col.name} {value}{held}")
+            holding = f" holding {fmt_time(t)}" if t is not None else ""
+            return self.not_found(walk, view, flow, rec, f"A row of {col.name} {value}{holding}")
         keys = {key_id(c["key"]): c["key"] for c in updates}
         mode = output_mode(walk, view, any(window_of_key(k) for k in keys.values()))
         outputs: list[Output] = []

@@ -48,7 +48,7 @@ class GroupStateStage(Stage):
         updates = [c for c in hist.changes if c["batch_id"] == b]
         group = f"{col.name} {value}"
         if not updates:
-            return self.not_found(walk, view, flow, rec, f"The state of {group}")
+            return self.not_found(walk, view, flow, rec, f"A change of the group {group}")
         removed = next(
             (
                 c["batch_id"]

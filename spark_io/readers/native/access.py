@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from analysis.core.arrow_numpy import rows_of
 from analysis.core.errors import NativeUnsupported, StateReadError
 from analysis.core.key_columns import columns_equal_to_key
 from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
@@ -180,7 +181,7 @@ class NativeState(ArrowState):
             texts = self._texts(source, query)
             self._looked_up[(source, batch)] = None
             table = self._partial((source, batch, tuple(parts), texts), lambda: self.reader.state(source, batch, parts, texts))
-            return _matching(self._prefilter(table, query).to_pylist(), query)
+            return _matching(rows_of(self._prefilter(table, query)), query)
 
         return self._or_spark(native, lambda s: s.rows(source, batch, query))  # type: ignore[no-any-return]
 
@@ -195,7 +196,7 @@ class NativeState(ArrowState):
             table = self._partial(
                 ("feed", source, start, end, tuple(parts), texts), lambda: self.reader.changes(source, start, end, parts, texts)
             )
-            return _matching(self._prefilter(table, query).to_pylist(), query)
+            return _matching(rows_of(self._prefilter(table, query)), query)
 
         return self._or_spark(native, lambda s: s.changes(source, start, end, query))  # type: ignore[no-any-return]
 

@@ -19,6 +19,8 @@ import pyarrow as pa
 from numba import njit
 from numpy.lib.stride_tricks import sliding_window_view
 
+from analysis.core.arrow_numpy import one_array
+
 FMT_PLAIN = 1
 FMT_TYPED = 2
 
@@ -278,7 +280,7 @@ def fnv1a32(offsets, data, out):  # type: ignore[no-untyped-def]
 
 def string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """``fnv1a32`` of each string of a ``large_string`` array (one pass over its bytes)."""
-    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    col = one_array(column)
     if not pa.types.is_large_string(col.type):
         raise TypeError(f"not a large_string array: {col.type}")
     n = len(col)

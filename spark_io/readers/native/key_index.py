@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.arrow_numpy import numpy_of
+from analysis.core.arrow_numpy import numpy_filled, numpy_of, string_array
 from analysis.core.errors import StateLensError
 from analysis.core.model import StateSource
 from analysis.core.state_access import near_columns
@@ -51,7 +51,7 @@ class _Index:
 def _hashes_of(table: pa.Table, key_field: str, partitions: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     _, norm, digit = near_columns(table, key_field)
     part = numpy_of(table["partition_id"]).astype(np.uint64) << np.uint64(32)
-    long_digits = numpy_of(pc.greater_equal(pc.binary_length(digit), 2))
+    long_digits = numpy_filled(pc.binary_length(digit), 0) >= 2  # (a compute call with a Python number imports pandas)
 
     def per_partition(hashes: np.ndarray, parts: np.ndarray) -> list[np.ndarray]:
         both = _distinct(parts | hashes.astype(np.uint64))
@@ -109,8 +109,9 @@ class KeyIndex:
                 return None  # the search reads everything, which says what failed
         if index is None or start < index.first:
             return None
-        norms = pa.array([wm.normalize(k) for k in keys], pa.large_string())
-        digits = pa.array([d for k in keys if len(d := wm.digits(k)) >= 2], pa.large_string())
+        # (``pa.array`` of Python strings imports pandas: 0.5 s of a whole process)
+        norms = string_array([wm.normalize(k) for k in keys]).cast(pa.large_string())
+        digits = string_array([d for k in keys if len(d := wm.digits(k)) >= 2]).cast(pa.large_string())
         wanted = ((string_hashes(norms), index.norm), (string_hashes(digits), index.digits))
         return [p for p in range(len(index.norm)) if any(_holds(per_part[p], hashes) for hashes, per_part in wanted)]
 
