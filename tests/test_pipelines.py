@@ -402,3 +402,24 @@ def test_the_whole_query_answer_never_imports_pandas(name: str, keys: list[str])
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=SAMPLES.parent, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-1500:]
     assert [x["key"] for x in json.loads(r.stdout)["results"]] == keys
+
+
+def test_without_the_event_log_a_dedup_of_clicks_is_off_the_impressions_path() -> None:
+    """No plan: the operators a record passes are told from the state's key columns (the dedup keyed
+    by click_id is on the clicks' path only), said once; the answers stay those of the plan."""
+    folder = PIPELINES / ADS
+    report = why_missing(
+        str(folder / "checkpoint"), ["camp-a", "camp-dup"], input_root=str(folder / "inputs"), sink=str(folder / "sink")
+    )
+    r = {x.key: x for x in report.results}
+    truth = {(e["batch_id"], e["file"]) for e in emitted(ADS, "campaign", "camp-a")}
+    assert (r["camp-a"].outcome, written(r["camp-a"])) == ("written", truth)
+    assert all([s.operator_id for s in rec.steps] == [1, 0] for rec in r["camp-a"].fate.records)
+    [(b, f, row)] = located(ADS, "clicks", click_id="c-1", ad_id="ad-dup")
+    assert (r["camp-dup"].outcome, r["camp-dup"].cause, at(r["camp-dup"])) == (
+        "lost",
+        "dropped_as_duplicate",
+        (2, b, "right", f, row),
+    )
+    notes = [n for n in r["camp-a"].fate.notes if "off the path of the impressions records" in n]
+    assert len(notes) == 1 and "click_id" in notes[0]

@@ -4,9 +4,10 @@ every batch), as the next operator's input row or the query's output, or the wat
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
-from analysis.core.inputs import InputRecord
+from analysis.core.inputs import InputRecord, event_time_us
 from analysis.core.query_plan import Window
 from analysis.fate.model import EMITTED, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
 from analysis.fate.stages.base import Stage, key_has
@@ -51,13 +52,20 @@ class AggregationStage(Stage):
         windows = window.of(t) if window is not None and t is not None else None
         # the rows it was counted in: changed in its batch (a row closed in the same batch shows as a delete)
         updates = [c for c in hist.changes if c["batch_id"] == b and key_has(c.get("key") or {}, wanted, walk.tz)]
-        if t is not None:
+        if t is not None and view.planned:
             updates = [
                 c
                 for c in updates
                 if (windows is None and (_covers(c["key"], t) or window_of_key(c["key"]) is None))
                 or (windows and window_of_key(c["key"]) in windows)
             ]
+        elif t is not None:  # no plan: which column the window is on is not known: any time the row holds
+            times = [
+                x // 1000
+                for v in flow.values.values()
+                if (x := event_time_us(v, walk.tz) if isinstance(v, (str, dt.datetime)) else None) is not None
+            ]
+            updates = [c for c in updates if window_of_key(c["key"]) is None or any(_covers(c["key"], x) for x in times)]
         if not updates:
             holding = f" holding {fmt_time(t)}" if t is not None else ""
             return self.not_found(walk, view, flow, rec, f"A row of {col.name} {value}{holding}")
