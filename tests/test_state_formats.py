@@ -225,3 +225,75 @@ def test_the_compiled_avro_decoder_equals_fastavro(records: list[dict[str, Any]]
     slow = avro_rows._slow(rows, _SCHEMA, {0: _SCHEMA})
     assert fast.type == slow.type
     assert fast.to_pylist() == slow.to_pylist()
+
+
+# --------------------------------------------------------------------------- the Python loops equal the compiled ones
+
+
+def _stream(records: list[tuple[int, bytes, bytes | None]], typed: bool, end: bool) -> bytes:
+    """A record stream as Spark writes it: (type, key, value; None: a delete)."""
+    out = b""
+    for rtype, key, value in records:
+        if typed:
+            out += bytes([0x10 if value is None else rtype])
+        out += struct.pack(">i", len(key)) + key + struct.pack(">i", -1 if value is None else len(value)) + (value or b"")
+    if end:
+        out += b"\x00" if typed else struct.pack(">i", -1)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([1, 0x11]), st.binary(max_size=20), st.none() | st.binary(max_size=30)), max_size=12),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 40),
+)
+def test_the_python_record_scan_equals_the_compiled_one(records: Any, typed: bool, end: bool, cut: int) -> None:
+    import numpy as np
+
+    raw = _stream(records, typed, end)
+    raw = raw[: max(0, len(raw) - cut)] if cut % 3 == 0 else raw  # cut streams too: the fault and where
+    buf = np.frombuffer(raw, np.uint8) if raw else np.zeros(0, np.uint8)
+    fmt = kernels.FMT_TYPED if typed else kernels.FMT_PLAIN
+    z = np.zeros(0, np.int64)
+    got = kernels.py_scan(buf, 0, len(buf), fmt, False, np.zeros(0, np.int8), z, z, z, z)
+    want = kernels.compiled().scan(buf, 0, len(buf), fmt, False, np.zeros(0, np.int8), z, z, z, z)
+    assert got == tuple(int(x) for x in want)
+    n = got[0]
+    ours = [np.empty(n, np.int8), *(np.empty(n, np.int64) for _ in range(4))]
+    theirs = [np.empty(n, np.int8), *(np.empty(n, np.int64) for _ in range(4))]
+    kernels.py_scan(buf, 0, len(buf), fmt, True, *ours)
+    kernels.compiled().scan(buf, 0, len(buf), fmt, True, *theirs)
+    assert all((a == b).all() for a, b in zip(ours, theirs, strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=12), max_size=15), st.binary(min_size=1, max_size=3), st.data())
+def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], needle: bytes, data: Any) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    raw = b"".join(values)
+    buf = np.frombuffer(raw, np.uint8) if raw else np.zeros(1, np.uint8)
+    size = np.array([len(v) for v in values], np.int64)
+    off = np.zeros(len(values), np.int64)
+    if len(values):
+        off[1:] = np.cumsum(size)[:-1]
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))), np.bool_)
+    a, b = kernels.py_gather_bytes(buf, off, size, keep), kernels.compiled().gather_bytes(buf, off, size, keep)
+    assert (a[0] == b[0]).all() and a[1].tobytes() == b[1].tobytes()
+    nd = np.frombuffer(needle, np.uint8)
+    m1, m2 = keep.copy(), keep.copy()  # rows already set stay set
+    kernels.py_contains(buf, off, size, nd, m1)
+    kernels.compiled().contains(buf, off, size, nd, m2)
+    assert (m1 == m2).all() and all(m1[i] == (keep[i] or needle in v) for i, v in enumerate(values))
+    c1, n1 = kernels.py_dense_codes(buf, off, size)
+    c2, n2 = kernels.compiled().dense_codes(buf, off, size)
+    assert n1 == n2 and (c1 == c2).all()
+    texts = pa.array([v.decode("latin-1") for v in values], pa.large_string())
+    offsets = np.frombuffer(texts.buffers()[1], np.int64, count=len(values) + 1)
+    text_bytes = np.frombuffer(texts.buffers()[2], np.uint8) if texts.buffers()[2] is not None else np.zeros(0, np.uint8)
+    want = np.zeros(len(values), np.uint32)
+    kernels.compiled().fnv1a32(offsets, text_bytes, want)
+    assert (kernels.py_fnv1a32(offsets, text_bytes) == want).all()

@@ -6,7 +6,10 @@ to an incident ticket.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import functools
+import gzip
 import html
 from typing import Any
 
@@ -40,8 +43,12 @@ def health_report_html(title: str, summary: dict[str, Any], findings: list[Findi
     )
     charts = []
     for i, (name, fig) in enumerate(figures):
-        div = fig.to_html(full_html=False, include_plotlyjs=(i == 0), default_width="100%")
-        charts.append(f"<h3>{html.escape(name)}</h3>{div}")
+        spec = fig.to_json().replace("</", "<\\/")  # (a JSON text inside a script element)
+        charts.append(
+            f"<h3>{html.escape(name)}</h3><div class='chart' data-figure='fig-{i}'></div>"
+            f"<script type='application/json' id='fig-{i}'>{spec}</script>"
+        )
+    script = _plotly_loader() if figures else ""
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
@@ -49,8 +56,30 @@ def health_report_html(title: str, summary: dict[str, Any], findings: list[Findi
         f"<h1>{html.escape(title)}</h1><p class='sub'>State Lens health report, generated {generated}</p>"
         f"<h2>Summary</h2><table>{rows}</table>"
         f"<h2>Findings</h2>{verdict}{''.join(_finding_html(f) for f in findings)}"
-        f"<h2>Charts</h2>{''.join(charts)}"
+        f"<h2>Charts</h2>{''.join(charts)}{script}"
         "</body></html>"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _plotly_loader() -> str:
+    """plotly.js, gzip-compressed inside the file (4.8 MB -> 2 MB: the report opens offline), unpacked
+    by the browser's own DecompressionStream, then each chart drawn from its JSON."""
+    from plotly.offline import get_plotlyjs
+
+    packed = base64.b64encode(gzip.compress(get_plotlyjs().encode(), 9, mtime=0)).decode()
+    return (
+        f"<script type='application/octet-stream' id='plotly-gz'>{packed}</script>"
+        "<script>(async () => {"
+        "const text = atob(document.getElementById('plotly-gz').textContent);"
+        "const bytes = new Uint8Array(text.length);"
+        "for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);"
+        "const js = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).text();"
+        "(0, eval)(js);"
+        "for (const el of document.querySelectorAll('div[data-figure]')) {"
+        "const fig = JSON.parse(document.getElementById(el.dataset.figure).textContent);"
+        "Plotly.newPlot(el, fig.data, fig.layout, {responsive: true, displaylogo: false});"
+        "}})();</script>"
     )
 
 
