@@ -470,7 +470,14 @@ def cmd_report(args: argparse.Namespace) -> None:
     if not out.parent.is_dir():
         raise InvalidInput(f"The folder {out.parent} does not exist.")
     c = checkup(args.checkpoint, event_log=args.event_log)
-    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor)
+    answers = None
+    if args.key:
+        from spark_io.gather.diagnosis import why_missing
+
+        answers = why_missing(
+            args.checkpoint, args.key, info=c.info, event_log=args.event_log, input_root=args.input_root, sink=args.sink
+        ).results
+    html = checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor, answers)
     out.write_text(html, encoding="utf-8")
     warnings = sum(f.severity == "warning" for f in c.findings)
     print(f"wrote {out} ({len(html):,} bytes): {warnings} warning(s), {len(c.findings) - warnings} note(s)")
@@ -802,6 +809,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("checkpoint")
     r.add_argument("--out", required=True, help="FILE.html")
     r.add_argument("--event-log", default=None, help="the query's event log or progress JSON lines: late rows, rates, durations")
+    r.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        help="a key missing from the output (repeatable): the report answers why, through the whole query",
+    )
+    r.add_argument("--input-root", default=None, help="with --key: where the input files are now, if they moved")
+    r.add_argument("--sink", default=None, help="with --key: where the file sink's folder is now, if it moved")
     r.set_defaults(func=cmd_report)
 
     a = sub.add_parser(

@@ -423,3 +423,24 @@ def test_without_the_event_log_a_dedup_of_clicks_is_off_the_impressions_path() -
     )
     notes = [n for n in r["camp-a"].fate.notes if "off the path of the impressions records" in n]
     assert len(notes) == 1 and "click_id" in notes[0]
+
+
+def test_the_report_answers_the_keys_asked_first(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    folder = PIPELINES / ADS
+    out = tmp_path / "report.html"
+    args = ["report", str(folder / "checkpoint"), "--out", str(out), "--event-log", str(folder / "event_log")]
+    args += ["--key", "camp-dup", "--key", "camp-a", "--input-root", str(folder / "inputs"), "--sink", str(folder / "sink")]
+    r = subprocess.run([sys.executable, str(SAMPLES.parent / "cli.py"), *args], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    [(b, f, row)] = located(ADS, "clicks", click_id="c-1", ad_id="ad-dup")
+    assert (
+        f"<td><code>camp-dup</code></td><td>lost</td><td>dropped_as_duplicate</td><td>operator 2, batch {b}, side right, file {f}, row {row}</td>"
+        in page
+    )
+    assert "<td><code>camp-a</code></td><td>written</td>" in page
+    assert page.index("Why these keys are missing") < page.index("<h2>Findings</h2>")
+    assert len(page) < 2_500_000  # plotly.js compressed inside: it opens offline

@@ -33,7 +33,36 @@ def _finding_html(f: Finding) -> str:
     )
 
 
-def health_report_html(title: str, summary: dict[str, Any], findings: list[Finding], figures: list[tuple[str, Any]]) -> str:
+def _answers_html(answers: list[Any]) -> str:
+    """Why each key is missing: what reached the output, the root cause, where and when, the first sentence."""
+    rows = []
+    for a in answers:
+        at = {**(a.cause_at or {})}
+        if at.get("file"):
+            at["file"] = str(at["file"]).rsplit("/", 1)[-1]
+        where = ", ".join(
+            f"{word} {html.escape(str(at[k]))}"
+            for k, word in (
+                ("operator_id", "operator"),
+                ("batch_id", "batch"),
+                ("side", "side"),
+                ("file", "file"),
+                ("row", "row"),
+            )
+            if at.get(k) is not None
+        )
+        first = a.fate.headline if a.fate is not None and a.fate.headline else a.explanation
+        rows.append(
+            f"<tr><td><code>{html.escape(a.key)}</code></td><td>{html.escape(str(a.outcome or a.verdict))}</td>"
+            f"<td>{html.escape(str(a.cause or ''))}</td><td>{where}</td><td>{html.escape(first)}</td></tr>"
+        )
+    head = "<tr><th>key</th><th>outcome</th><th>cause</th><th>where</th><th>the answer</th></tr>"
+    return f"<h2>Why these keys are missing</h2><table>{head}{''.join(rows)}</table>"
+
+
+def health_report_html(
+    title: str, summary: dict[str, Any], findings: list[Finding], figures: list[tuple[str, Any]], answers: list[Any] | None = None
+) -> str:
     rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items())
     warnings = [f for f in findings if f.severity == "warning"]
     verdict = (
@@ -55,6 +84,7 @@ def health_report_html(title: str, summary: dict[str, Any], findings: list[Findi
         f"<style>{STYLE}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><p class='sub'>State Lens health report, generated {generated}</p>"
         f"<h2>Summary</h2><table>{rows}</table>"
+        f"{_answers_html(answers) if answers else ''}"
         f"<h2>Findings</h2>{verdict}{''.join(_finding_html(f) for f in findings)}"
         f"<h2>Charts</h2>{''.join(charts)}{script}"
         "</body></html>"
@@ -111,10 +141,17 @@ def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any], pro
 
 
 def checkup_report(
-    info: Any, skews: list[Any], stores: list[Any], findings: list[Finding], progress: Any = None, doctor: Any = None
+    info: Any,
+    skews: list[Any],
+    stores: list[Any],
+    findings: list[Finding],
+    progress: Any = None,
+    doctor: Any = None,
+    answers: list[Any] | None = None,
 ) -> str:
     """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.gather.health;
-    ``progress`` the query's ProgressLog when an event log was given; ``doctor`` its DoctorReport)."""
+    ``progress`` the query's ProgressLog when an event log was given; ``doctor`` its DoctorReport;
+    ``answers``: why-missing results of keys asked about, first)."""
     from analysis.checkpoint.health import counted_stores_text, rows_in_state
 
     summary = {
@@ -147,4 +184,4 @@ def checkup_report(
         fixed = [s.setting for s in doctor.restart_settings if s.may_change == "no" and s.setting.startswith("spark.")]
         summary["fixed by the checkpoint"] = ", ".join(x.removeprefix("spark.sql.") for x in fixed) or "none recorded"
     figures = checkup_figures(info.batches, skews, stores, progress)
-    return health_report_html(f"State health: {info.path}", summary, findings, figures)
+    return health_report_html(f"State health: {info.path}", summary, findings, figures, answers)
