@@ -545,3 +545,32 @@ def test_the_overview_explains_a_pasted_restart_error() -> None:
     assert "- operator 1 (dedupe) added" in shown
     assert any("STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in m for m in shown)
     assert not at.exception
+
+
+def test_a_native_why_missing_page_starts_no_jvm() -> None:
+    """Every read of the whole-query answer is native: the page must not start Spark around it (a JVM
+    takes the CPU the answer needs). In a process of its own, where no other test started Spark."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
+from streamlit.testing.v1 import AppTest
+from spark_io.runtime import session
+P = {str(SAMPLES / "pipelines" / "user_sessions")!r}
+at = AppTest.from_file({str(APP)!r}, default_timeout=300)
+at.session_state["checkpoint"] = P + "/checkpoint"
+at.session_state["event_log"] = P + "/event_log"
+at.run()
+at.switch_page("views/why_missing.py").run()
+at.text_area(key="wm_keys").set_value("u-late\\nu-open").run()
+at.button(key="wm_run").click().run()
+assert not at.exception and not at.error, [e.value for e in at.error]
+assert [m.value.split("`")[1] for m in at.markdown if m.value.startswith("####")] == ["u-late", "u-open"]
+print("JVM", session.is_running())
+"""
+    env = {**__import__("os").environ, "STATELENS_ENGINE": "auto"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().endswith("JVM False"), r.stdout[-500:]

@@ -103,3 +103,25 @@ def test_the_health_report_carries_the_doctor() -> None:
     assert f"{c.doctor.checksums_verified:,} file(s) verified against their .crc sidecars" in html
     worst = c.doctor.restart_cost[0]
     assert f"up to {worst.replayed} change file(s) after snapshot {worst.snapshot_version}" in html
+
+
+def test_a_truncated_offsets_file_is_a_finding_not_a_refusal(tmp_path: Path) -> None:
+    """The newest offsets file cut short (a crash while writing it): the doctor reads what it can, and
+    says what Spark does on restart (reads that file first) and what to do, by whether it committed."""
+    import subprocess
+    import sys
+
+    from support import ROOT
+
+    path = _copy(SAMPLES / "windowed_agg", tmp_path)
+    last = max(int(p.name) for p in (path / "offsets").iterdir() if p.name.isdigit())
+    data = (path / "offsets" / str(last)).read_bytes()
+    (path / "offsets" / str(last)).write_bytes(data[:40])
+    report = doctor(str(path))
+    (bad,) = [p for p in report.problems if p.code == "offsets_damaged"]
+    assert bad.severity == "error" and f"offsets/{last}" in bad.title and "reads first when the query restarts" in bad.meaning
+    committed = (path / "commits" / str(last)).exists()
+    assert ("restore offsets/" in bad.action) == committed and ("move offsets/" in bad.action) == (not committed)
+    assert report.committed[-1] == last - 1  # the batches shown leave it out
+    r = subprocess.run([sys.executable, str(ROOT / "cli.py"), "doctor", str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"[error] offsets/{last} cannot be read" in r.stdout, r.stderr

@@ -48,6 +48,12 @@ def test_unmatched_keys_are_the_orders_that_never_joined(path: str) -> None:
     entered = set(pc.cast(pc.struct_field(left_feed["key"], "field0"), "string").to_pylist())
     assert entered - out == listed & entered
     assert sum(report.counts().values()) == len(report.keys)
+    assert all(k.detail for k in report.keys)  # each says why it is unmatched, where and since when
+    waiting = next(k for k in report.keys if k.verdict == wm.WAITING_OTHER_SIDE)
+    assert (
+        waiting.detail
+        == f"in the {waiting.side} side's state since batch {waiting.batch}; no {'right' if waiting.side == 'left' else 'left'} row with it yet"
+    )
     # each verdict is the one why-missing gives the key
     sample_keys = {k.verdict: k for k in report.keys}
     from spark_io.gather.diagnosis import why_missing
