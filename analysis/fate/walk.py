@@ -53,18 +53,7 @@ RecordFinder = Callable[[str, str, list[str]], list[InputRecord]]
 class StageLike(Protocol):
     """An operator kind's stage (``analysis.fate.stages``)."""
 
-    def step(
-        self,
-        walk: FateWalk,
-        view: OpView,
-        side: str,
-        flow: Flow,
-        rec: InputRecord,
-        records: list[InputRecord],
-        final: bool,
-        t_us: int | None,
-        window: Window | None,
-    ) -> StepResult: ...
+    def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult: ...
 
 
 @dataclass
@@ -107,6 +96,21 @@ class Flow:
     null_padded: bool = False  # a preserved join side's row emitted without a match
     unmatched_cause: Cause | None = None  # why it was not matched
     unevaluated: list[str] = field(default_factory=list)  # filters on its way that could not be evaluated
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A row reaching an operator, past its filters and late-row watermark: the side it enters by,
+    the row, the input record it comes from (and the key's other records), whether the operator is
+    the last on its way, and its event time (µs) and window there."""
+
+    side: str
+    flow: Flow
+    rec: InputRecord
+    records: list[InputRecord]
+    final: bool
+    t_us: int | None
+    window: Window | None
 
 
 @dataclass
@@ -522,7 +526,7 @@ class FateWalk:
         if isinstance(checked, StepResult):
             return checked
         t_us, window = checked
-        return stage.step(self, view, side, flow, rec, records, final, t_us, window)
+        return stage.step(self, view, Arrival(side, flow, rec, records, final, t_us, window))
 
     def pre_check(
         self, view: OpView, side: str, flow: Flow, rec: InputRecord, below: int | None

@@ -7,11 +7,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from analysis.core.inputs import InputRecord, event_time_us
-from analysis.core.query_plan import Window
+from analysis.core.inputs import event_time_us
 from analysis.fate.model import EMITTED, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
 from analysis.fate.stages.base import Stage, key_has
-from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, key_id, value_at, window_of_key
+from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, value_at, window_of_key
 from analysis.verdicts.key_verdicts import AGGREGATION
 
 
@@ -26,18 +25,8 @@ def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:
 class AggregationStage(Stage):
     kinds = (AGGREGATION,)
 
-    def step(
-        self,
-        walk: FateWalk,
-        view: OpView,
-        side: str,
-        flow: Flow,
-        rec: InputRecord,
-        records: list[InputRecord],
-        final: bool,
-        t_us: int | None,
-        window: Window | None,
-    ) -> StepResult:
+    def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
+        side, flow, rec, final, t_us, window = a.side, a.flow, a.rec, a.final, a.t_us, a.window
         op_id, b = view.operator_id, flow.batch
         state = self.state_of(walk, view, side, flow, rec)
         if isinstance(state, StepResult):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.core.inputs import InputRecord
-from analysis.core.query_plan import Column, Window
+from analysis.core.query_plan import Column
 from analysis.core.state_access import key_text
 from analysis.fate.model import NOT_FOUND, UNKNOWN, Cause, Step
-from analysis.fate.walk import FateWalk, Flow, History, OpView, StepResult, same_value, value_at
+from analysis.fate.walk import Arrival, FateWalk, Flow, History, OpView, StepResult, same_value, value_at
 
 
 class Stage:
@@ -18,18 +18,7 @@ class Stage:
 
     kinds: tuple[str, ...] = ()
 
-    def step(
-        self,
-        walk: FateWalk,
-        view: OpView,
-        side: str,
-        flow: Flow,
-        rec: InputRecord,
-        records: list[InputRecord],
-        final: bool,
-        t_us: int | None,
-        window: Window | None,
-    ) -> StepResult:
+    def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
         raise NotImplementedError
 
     # ---- shared

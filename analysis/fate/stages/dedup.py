@@ -4,29 +4,18 @@ operator's state with it, and is dropped as a duplicate while an earlier record'
 from __future__ import annotations
 
 from analysis.core.inputs import InputRecord
-from analysis.core.query_plan import Window
 from analysis.core.state_access import key_text
 from analysis.fate.model import DROPPED_AS_DUPLICATE, EMITTED, PASSED, REACHED_STATE, Cause, Output, Step, noun, record_text
 from analysis.fate.stages.base import Stage
-from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, same_value, value_at
+from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, same_value, value_at
 from analysis.verdicts.key_verdicts import DEDUP, DEDUP_WITHIN
 
 
 class DedupStage(Stage):
     kinds = (DEDUP, DEDUP_WITHIN)
 
-    def step(
-        self,
-        walk: FateWalk,
-        view: OpView,
-        side: str,
-        flow: Flow,
-        rec: InputRecord,
-        records: list[InputRecord],
-        final: bool,
-        t_us: int | None,
-        window: Window | None,
-    ) -> StepResult:
+    def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
+        side, flow, rec, records, final = a.side, a.flow, a.rec, a.records, a.final
         op_id, b = view.operator_id, flow.batch
         cols = view.keys.get("", [])
         state = self.state_of(walk, view, side, flow, rec)

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.core.inputs import InputRecord
-from analysis.core.query_plan import Window
 from analysis.fate.model import REACHED_STATE, STATE_REMOVED, Output, Step, Waiting, fmt_time
 from analysis.fate.stages.base import Stage
-from analysis.fate.walk import FateWalk, Flow, OpView, StepResult
+from analysis.fate.walk import Arrival, FateWalk, OpView, StepResult
 from analysis.verdicts.key_verdicts import GROUP_STATE, TWS
 
 
@@ -28,18 +26,8 @@ def _timeout(rows: list[dict[str, Any]]) -> int | None:
 class GroupStateStage(Stage):
     kinds = (GROUP_STATE, TWS)
 
-    def step(
-        self,
-        walk: FateWalk,
-        view: OpView,
-        side: str,
-        flow: Flow,
-        rec: InputRecord,
-        records: list[InputRecord],
-        final: bool,
-        t_us: int | None,
-        window: Window | None,
-    ) -> StepResult:
+    def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
+        side, flow, rec, final = a.side, a.flow, a.rec, a.final
         op_id, b = view.operator_id, flow.batch
         state = self.state_of(walk, view, side, flow, rec)
         if isinstance(state, StepResult):

@@ -10,7 +10,7 @@ from typing import Any
 
 from analysis.core.inputs import InputRecord, event_time_us
 from analysis.core.key_format import fmt_duration, to_ms
-from analysis.core.query_plan import Window, readable
+from analysis.core.query_plan import readable
 from analysis.core.state_access import key_text
 from analysis.fate.model import (
     CONDITION_NOT_MET,
@@ -31,7 +31,7 @@ from analysis.fate.model import (
     record_text,
 )
 from analysis.fate.stages.base import Stage
-from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, key_id, same_value
+from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
 from analysis.verdicts.key_verdicts import JOIN, PRESERVED
 
 
@@ -76,18 +76,8 @@ def side_rows(changes: list[dict[str, Any]]) -> list[SideRow]:
 class JoinStage(Stage):
     kinds = (JOIN,)
 
-    def step(
-        self,
-        walk: FateWalk,
-        view: OpView,
-        side: str,
-        flow: Flow,
-        rec: InputRecord,
-        records: list[InputRecord],
-        final: bool,
-        t_us: int | None,
-        window: Window | None,
-    ) -> StepResult:
+    def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
+        side, flow, rec, final, t_us = a.side, a.flow, a.rec, a.final, a.t_us
         op_id, b = view.operator_id, flow.batch
         other = "right" if side == "left" else "left"
         state = self.state_of(walk, view, side, flow, rec, (side, other))

@@ -7,9 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from analysis.core.inputs import InputRecord
 from analysis.core.key_format import to_ms
-from analysis.core.query_plan import Window
 from analysis.fate.model import (
     DROPPED_AS_LATE,
     EMITTED,
@@ -25,7 +23,7 @@ from analysis.fate.model import (
 )
 from analysis.fate.stages.aggregation import output_mode
 from analysis.fate.stages.base import Stage, key_has
-from analysis.fate.walk import FateWalk, Flow, OpView, StepResult, key_id, value_at
+from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, value_at
 from analysis.verdicts.key_verdicts import SESSION
 
 
@@ -41,18 +39,8 @@ def session_of(row: dict[str, Any]) -> tuple[int, int] | None:
 class SessionStage(Stage):
     kinds = (SESSION,)
 
-    def step(
-        self,
-        walk: FateWalk,
-        view: OpView,
-        side: str,
-        flow: Flow,
-        rec: InputRecord,
-        records: list[InputRecord],
-        final: bool,
-        t_us: int | None,
-        window: Window | None,
-    ) -> StepResult:
+    def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
+        side, flow, rec, final, t_us = a.side, a.flow, a.rec, a.final, a.t_us
         op_id, b = view.operator_id, flow.batch
         state = self.state_of(walk, view, side, flow, rec)
         if isinstance(state, StepResult):
