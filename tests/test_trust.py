@@ -54,7 +54,8 @@ def test_failed_history_read_is_shown_on_the_page(copy_sample, spark) -> None:  
     at.text_area(key="wm_keys").set_value("ord-0").run()
     at.button(key="wm_run").click().run()
     assert not at.exception
-    assert "#### `ord-0` &nbsp; :gray-badge[Unknown: a read failed]" in [m.value for m in at.markdown]
+    assert "#### `ord-0` &nbsp; :gray-badge[Unknown]" in [m.value for m in at.markdown]  # its input files are gone too
+    assert "Operator 0's verdict: :gray-badge[Unknown: a read failed]" in [c.value for c in at.caption]
     assert any("could not be read" in w.value for w in at.warning)
 
 
@@ -103,7 +104,11 @@ def test_inferred_operator_is_said_on_the_page(spark) -> None:  # type: ignore[n
     at.selectbox(key="wm_join_type").set_value("left_outer").run()
     at.text_area(key="wm_keys").set_value("ord-13").run()
     at.button(key="wm_run").click().run()
-    assert "#### `ord-13` &nbsp; :violet-badge[Emitted unmatched (null-padded) · left side]" in [m.value for m in at.markdown]
+    # no input to follow (a copy without its files): the outcome as the join's state tells it, and said so
+    assert "#### `ord-13` &nbsp; :violet-badge[Written unmatched (null-padded)] :gray-badge[cause unknown · operator 0]" in [
+        m.value for m in at.markdown
+    ]
+    assert "Operator 0's verdict: :violet-badge[Emitted unmatched (null-padded) · left side]" in [c.value for c in at.caption]
 
 
 LOADED = [
