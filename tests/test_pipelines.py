@@ -382,7 +382,21 @@ def test_late_before_the_function_and_never_in_input(timeouts: dict[str, Any]) -
 # --------------------------------------------------------------------------- the path a user takes, without pandas
 
 
-@pytest.mark.parametrize(("name", "keys"), [(ADS, ["camp-dup", "camp-a", "camp-case"]), (ORDERS, ["ord-0", "store-2", "ORD-9"])])
+def _folders(name: str) -> list[str]:
+    if (PIPELINES / name).is_dir():
+        folder = PIPELINES / name
+        return ["--event-log", str(folder / "event_log"), "--input-root", str(folder / "inputs"), "--sink", str(folder / "sink")]
+    return ["--event-log", str(SAMPLES / "event_logs" / name), "--input-root", str(SAMPLES / "inputs" / name)]
+
+
+@pytest.mark.parametrize(
+    ("name", "keys"),
+    [
+        (ADS, ["camp-dup", "camp-a", "camp-case"]),
+        (ORDERS, ["ord-0", "store-2", "ORD-9"]),
+        ("outer_join_clicks", ["ad-late-click", "ad-far-click"]),  # Parquet input: DuckDB's rows, zoned times
+    ],
+)
 def test_the_whole_query_answer_never_imports_pandas(name: str, keys: list[str]) -> None:
     """A whole process that answers in about a second cannot afford pandas' import (0.5 s): none of
     the native path imports it (pyarrow does behind ``to_pylist`` of zoned times, ``pa.table`` of a
@@ -390,9 +404,8 @@ def test_the_whole_query_answer_never_imports_pandas(name: str, keys: list[str])
     import subprocess
     import sys
 
-    folder = PIPELINES / name
-    args = [str(folder / "checkpoint"), *keys, "--event-log", str(folder / "event_log"), "--input-root", str(folder / "inputs")]
-    args += ["--sink", str(folder / "sink"), "--json"]
+    cp = PIPELINES / name / "checkpoint" if (PIPELINES / name).is_dir() else SAMPLES / name
+    args = [str(cp), *keys, *_folders(name), "--json"]
     code = (
         "import sys; sys.modules['pandas'] = None\n"  # any import of it raises ImportError
         f"sys.argv = ['cli.py', 'why-missing', *{args!r}]\n"

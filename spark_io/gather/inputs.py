@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from analysis.core.arrow_numpy import rows_of
 from analysis.core.errors import StateLensError
 from analysis.core.inputs import InputRecord, InputSearch
 from analysis.core.model import CheckpointInfo
@@ -417,14 +418,12 @@ def _parquet_local(by_path: dict[str, ListedFile], keys: list[str], columns: lis
             else:
                 cond = " OR ".join(f"CAST({_q(c)} AS VARCHAR) = ?" for c in cols)
                 params = [list(by_path)] + [key for _ in cols]
-            rows = (
+            rows = rows_of(  # (to_pylist of zoned times imports pandas)
                 con.sql(
                     f"SELECT *, filename AS __file, file_row_number AS __row FROM read_parquet(?, union_by_name = true, "
                     f"filename = true, file_row_number = true) WHERE {cond}",
                     params=params,
-                )
-                .to_arrow_table()
-                .to_pylist()
+                ).to_arrow_table()
             )
             for r in rows:
                 f = by_path[r.pop("__file")]
