@@ -185,8 +185,8 @@ def main() -> None:
         from analysis.core.model import StateSource
         from spark_io.logs.checkpoint import read_checkpoint
         from spark_io.readers.native.reader import NativeReader
-        small = read_checkpoint({str(ROOT / "sample_checkpoints" / "windowed_agg")!r})
-        NativeReader(small).state(StateSource(0, store_name="default"), 3)  # load the compiled kernels
+        from spark_io.readers.native import kernels
+        kernels.warm()  # load the compiled loops (their memory is not the decoding's)
         info = read_checkpoint({agg!r})
         pool = pa.default_memory_pool()
         arrow_before = pool.max_memory()

@@ -32,6 +32,7 @@ from analysis.fate.model import (
     REACHED,
     REACHED_STATE,
     UNKNOWN,
+    WAITING_FOR_WATERMARK,
     Cause,
     Output,
     RecordFate,
@@ -412,12 +413,17 @@ class FateWalk:
         return max(delays) if delays else None
 
     def release(
-        self, operator_id: int, at_ms: int, group: str, side: str | None = None, what: str = "", cause: str = ""
+        self,
+        operator_id: int,
+        at_ms: int,
+        group: str,
+        side: str | None = None,
+        what: str = "",
+        cause: str = WAITING_FOR_WATERMARK,
     ) -> Waiting:
         """A row waiting in state until the operator's watermark passes ``at_ms`` (its window's end, its
         event time...): the query's watermark that releases it, and the event time that moves it there."""
         trail = self.trail(operator_id, side)
-        kw = {"cause": cause} if cause else {}
         if trail is None:
             return Waiting(
                 operator_id,
@@ -425,17 +431,18 @@ class FateWalk:
                 None,
                 None,
                 f"{what}: when the watermark evicts it cannot be told without the event log's plan",
-                **kw,
+                cause,
             )
         wm = at_ms + trail
         delay = self.delay()
         needs = wm + delay if delay is not None else None
-        text = f"{what}: released once the query's watermark passes {fmt_time(wm)}"
+        verb = "evicted" if side else "released"  # a join's row leaves the state, a window or group goes out
+        text = f"{what}: {verb} once the query's watermark passes {fmt_time(wm)}"
         if trail:
             text += f" (operator {operator_id}'s own watermark, which trails the query's by {fmt_duration(trail)}, then passes {fmt_time(at_ms)})"
         if needs is not None:
             text += f", that is once an event time of {fmt_time(needs)} or later arrives (the watermark trails the newest event time by {fmt_duration(delay or 0)})"
-        return Waiting(operator_id, group, wm, needs, text, **kw)
+        return Waiting(operator_id, group, wm, needs, text, cause)
 
     def progress_drops(self, operator_id: int, batch: int) -> int | None:
         if self.drops is None or batch not in self.drops:

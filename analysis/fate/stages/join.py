@@ -147,7 +147,12 @@ class JoinStage(Stage):
                     t,
                     group,
                     side,
-                    what + (" (emitted null-padded then)" if preserved else " (dropped unmatched then, unless a match comes)"),
+                    what
+                    + (
+                        " waits for a match; without one it goes out null-padded when evicted"
+                        if preserved
+                        else " waits for a match; without one it is dropped when evicted"
+                    ),
                     cause=WAITING_FOR_WATERMARK if preserved else cause.kind,
                 )
             ]

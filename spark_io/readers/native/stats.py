@@ -15,9 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.arrow_numpy import numpy_of
+from analysis.core.arrow_numpy import numpy_filled, numpy_of
 from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
-from analysis.verdicts import why_missing as wm
 from spark_io.readers.native.reader import NativeReader
 from spark_io.readers.spark_stats import EvictionStats
 
@@ -151,15 +150,26 @@ class NativeStats:
         key_times, value_times = times("key"), times("value")
         out = EvictionStats(key_has_event_time=bool(key_times))
         event = next(iter(value_times or key_times), None)
+        # times as epoch numbers (``as_py`` of a zoned time, or a compute call with a Python number,
+        # imports pandas: 0.4 s of a process)
         if event is not None and t.num_rows:
-            oldest = pc.min(event).as_py()
-            out.oldest_ms = wm.to_ms(oldest) if oldest is not None else None
+            ms, valid = _epoch_ms(event)
+            out.oldest_ms = int(ms[valid].min()) if valid.any() else None
         ends = [c for c in times("key")[len([f for f in t.schema.field("key").type if pa.types.is_timestamp(f.type)]) :]]
         if watermark_ms is not None and ends and t.num_rows:
-            end_ms = pc.divide(pc.cast(pc.cast(ends[0], pa.timestamp("us", tz="UTC")), pa.int64()), 1000)
-            out.windows_past = int(pc.sum(pc.cast(pc.less_equal(end_ms, watermark_ms), pa.int64())).as_py() or 0)
+            ms, valid = _epoch_ms(ends[0])
+            out.windows_past = int((valid & (ms <= watermark_ms)).sum())
         value_type = t.schema.field("value").type if "value" in t.column_names else None
         if value_type is not None and pa.types.is_struct(value_type) and "timeoutTimestamp" in [f.name for f in value_type]:
             timeout = pc.max(pc.struct_field(t["value"], "timeoutTimestamp")).as_py() if t.num_rows else None
             out.timeout_set = bool((timeout or 0) > 0)
         return out
+
+
+def _epoch_ms(times: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps as epoch milliseconds, whatever their unit and zone, and where they are not null."""
+    raw = pc.cast(pc.cast(times, pa.timestamp(times.type.unit)), pa.int64())
+    values = numpy_filled(raw, 0)
+    valid = numpy_of(raw.is_valid()) if raw.null_count else np.ones(len(values), np.bool_)
+    scale = {"s": -1000, "ms": 1, "us": 1000, "ns": 1_000_000}[times.type.unit]
+    return (values * -scale if scale < 0 else values // scale), valid
