@@ -16,6 +16,7 @@ from spark_io.readers import engine
 from spark_io.readers.state_reader import RowFilter, arrow_schema_rows
 from views.common import (
     chart,
+    chart_downloads,
     check_with_spark,
     checkpoint_info,
     controls,
@@ -105,7 +106,9 @@ if info is not None:
                         per_part = dict(
                             zip(counts["partition_id"].to_pylist(), counts["partition_id_count"].to_pylist(), strict=True)
                         )
-                        chart(charts.partition_rows_figure(per_part, f"Rows per partition: {what}"), key="browser-parts")
+                        parts_fig = charts.partition_rows_figure(per_part, f"Rows per partition: {what}")
+                        chart(parts_fig, key="browser-parts")
+                        chart_downloads("rows-per-partition", parts_fig, None, "dl-browser-parts")
                     else:
                         st.info("No rows.")
             # the fields a key can be typed for: a window (a struct) cannot, the group's other fields can

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import html
 import logging
 import os
 import re
@@ -518,31 +517,22 @@ def escape_markdown(text: str) -> str:
 
 
 def chart(fig: Any, key: str) -> None:
-    """A figure as its exports draw it (its own theme, not Streamlit's), its title in the figure (the
-    chart's own PNG download carries it, named after it), broken into lines a narrow screen shows."""
+    """A figure as its exports draw it (its own theme, not Streamlit's), its title above it as text
+    that wraps on a narrow screen (a Plotly title is cut at the plot's edge). Plotly's own image
+    button is left out: it would save the chart without that title, as plot-image.png; the page's
+    PNG and SVG buttons (``chart_downloads``) save it titled and named."""
     shown = go.Figure(fig)
-    title = shown.layout.title.text or ""
+    title = shown.layout.title.text
     if title:
-        shown.update_layout(title={"text": wrap_title(title), "automargin": True})
-    name = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:80] or key
-    config = {"toImageButtonOptions": {"filename": name, "format": "png", "scale": 2}, "displaylogo": False}
+        st.markdown(f"**{escape_markdown(title)}**")
+        top = shown.layout.margin.t
+        shown.update_layout(title=None, margin_t=None if top is None else max(20, top - 30))
+    config = {"modeBarButtonsToRemove": ["toImage"], "displaylogo": False}
     st.plotly_chart(shown, width="stretch", theme=None, key=key, config=config)
 
 
-def wrap_title(title: str, width: int = 60) -> str:
-    """A chart title in lines of about ``width`` characters (Plotly does not wrap a title)."""
-    words, lines, line = title.split(" "), [], ""
-    for w in words:
-        if line and len(line) + 1 + len(w) > width:
-            lines.append(line)
-            line = w
-        else:
-            line = f"{line} {w}".strip()
-    return "<br>".join(html.escape(x, quote=False) for x in [*lines, line])
-
-
-def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:
-    """PNG, SVG, HTML and CSV of one chart; images render only when clicked."""
+def chart_downloads(name: str, fig: Any, table: pa.Table | None, key: str) -> None:
+    """PNG, SVG, HTML and CSV (with a table) of one chart, titled; images render only when clicked."""
 
     def render(fmt: str) -> Callable[[], bytes]:
         def make() -> bytes:
@@ -557,7 +547,8 @@ def chart_downloads(name: str, fig: Any, table: pa.Table, key: str) -> None:
     row = st.container(horizontal=True, gap="small")
     for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml"), ("html", "text/html")):
         row.download_button(fmt.upper(), render(fmt), f"{name}.{fmt}", mime, key=f"{key}-{fmt}", on_click="ignore")
-    row.download_button("CSV", to_csv_bytes(table), f"{name}.csv", "text/csv", key=f"{key}-csv", on_click="ignore")
+    if table is not None:
+        row.download_button("CSV", to_csv_bytes(table), f"{name}.csv", "text/csv", key=f"{key}-csv", on_click="ignore")
 
 
 def metric_row(items: list[tuple[str, Any, str | None]]) -> None:

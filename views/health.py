@@ -113,6 +113,7 @@ elif info is not None:
                 if g is not None:
                     heat = charts.skew_heatmap_figure(g, len(r.rows_by_partition))
                     chart(heat, key="heat-chart")
+                    chart_downloads(f"skew-over-time-op{op_id}-{store}", heat, None, "dl-heat")
                     st.caption("Rows per partition across batches (from the change feed): is the skew new or old?")
         with t_growth:
             fig = charts.growth_figure(c.growth.stores)

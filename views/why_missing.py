@@ -16,6 +16,7 @@ from analysis.verdicts.key_verdicts import AGGREGATION, KeyDiagnosis, operator_k
 from spark_io.gather import crosscheck
 from views.common import (
     chart,
+    chart_downloads,
     check_with_spark,
     checkpoint_info,
     controls,
@@ -433,7 +434,9 @@ if info is not None and info.operators and info.committed_batches:
                             st.caption("No row holds this key in any searched batch.")
                     with tabs[1]:
                         if r.timeline:
-                            chart(key_timeline_figure(r, report.watermarks, current_tz()), key=f"tl-{r.key}")
+                            timeline = key_timeline_figure(r, report.watermarks, current_tz())
+                            chart(timeline, key=f"tl-{r.key}")
+                            chart_downloads(f"timeline-{r.key}", timeline, None, f"dl-tl-{r.key}")
                         else:
                             st.caption("The key has no history in the searched batches.")
                     with tabs[2]:

@@ -34,7 +34,6 @@ from analysis.fate.model import (
     Output,
     RecordFate,
     Waiting,
-    fmt_time,
 )
 
 WORDS = {
@@ -252,9 +251,6 @@ def summary(fate: KeyFate) -> str:
         text += " Still waiting: " + "; ".join(w.group for w in waiting[:3]) + "."
     return text
 
-
-def release_time(w: Waiting) -> str:
-    return fmt_time(w.released_at_watermark) if w.released_at_watermark is not None else "never"
 
 
 # a verdict of the operator nearest the output -> the outcome it means, when no input record was followed
