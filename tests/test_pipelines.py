@@ -49,12 +49,19 @@ def duplicate_drops(name: str, op: int, batch: int) -> int:
 
 
 def located(name: str, source: str, **match: Any) -> list[tuple[int, str, int]]:
-    """(batch, file, row) of every input record whose columns hold these values: file i is batch i
-    (the file source reads one file a batch, in modification-time order)."""
+    """(batch, file, row) of every input record whose columns hold these values. The batch is the
+    one Spark's file source logged reading the file (``sources/<n>/<batch>`` in the checkpoint), not
+    a file's modification time, which a fresh clone does not keep."""
     folder = PIPELINES / name / "inputs" / source
-    files = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
+    batch_of: dict[str, int] = {}
+    for log in (PIPELINES / name / "checkpoint" / "sources").glob("*/[0-9]*"):
+        for line in log.read_text().splitlines()[1:]:
+            entry = json.loads(line)
+            parts = entry["path"].rsplit("/", 2)
+            if parts[-2] == source:
+                batch_of[parts[-1]] = entry["batchId"]
     out = []
-    for batch, f in enumerate(files):
+    for f in sorted(folder.iterdir(), key=lambda p: batch_of[p.name]):
         lines = f.read_text().splitlines()
         if f.suffix == ".csv":
             header, lines = lines[0].split(","), lines[1:]
@@ -63,7 +70,7 @@ def located(name: str, source: str, **match: Any) -> list[tuple[int, str, int]]:
             records = [json.loads(line) for line in lines if line.strip()]
         for row, r in enumerate(records, 1):
             if all(r.get(k) == v for k, v in match.items()):
-                out.append((batch, f.name, row))
+                out.append((batch_of[f.name], f.name, row))
     return out
 
 

@@ -30,7 +30,7 @@ def test_five_sessions_at_once(app_url: str, browser) -> None:  # type: ignore[n
         for page, (name, key, verdict) in zip(pages, CASES, strict=True):
             card = page.get_by_role("heading", level=4).filter(has_text=key)  # the key's verdict card
             expect(card).to_contain_text(verdict, timeout=240_000)
-            expect(page.get_by_role("textbox", name="Checkpoint path")).to_have_value(sample(name))
+            expect(page.get_by_role("textbox", name="Checkpoint path")).to_have_value(sample(name), timeout=60_000)
             expect(page.locator("code").filter(has_text=key).first).to_be_visible()
     finally:
         for ctx in contexts:
