@@ -408,7 +408,10 @@ def test_health_page_flags_the_hot_key_and_offers_exports() -> None:
     codes = [w.value.split("**")[1] for w in at.warning]
     assert codes[:4] == ["state_skew", "hot_key", "unbounded_growth", "watermark_missing"]
     labels = [b.label for b in at.get("download_button")]
-    assert labels[0] == "Download the health report (one HTML file)" and labels.count("PNG") == 3
+    assert labels[0] == "Download the health report (one HTML file)"
+    # skew, skew over time, growth, watermark: each chart has its titled PNG and SVG; only the heat map has no table
+    assert len(at.get("plotly_chart")) == labels.count("PNG") == labels.count("SVG") == 4
+    assert labels.count("CSV") == 3
 
 
 def test_health_page_on_a_healthy_sample() -> None:
