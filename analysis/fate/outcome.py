@@ -252,7 +252,6 @@ def summary(fate: KeyFate) -> str:
     return text
 
 
-
 # a verdict of the operator nearest the output -> the outcome it means, when no input record was followed
 _FROM_VERDICT = {
     "matched": OUTCOME_WRITTEN,

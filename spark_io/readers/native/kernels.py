@@ -169,7 +169,7 @@ def py_gather_bytes(buf: np.ndarray, off: np.ndarray, size: np.ndarray, keep: np
     kept_sizes = np.where(keep, size, 0).astype(np.int64)
     offsets = np.zeros(len(off) + 1, np.int64)
     np.cumsum(kept_sizes, out=offsets[1:])
-    view = memoryview(buf)
+    view = buf.data  # the array's bytes, not copied
     out = b"".join(view[o : o + s] for o, s, k in zip(off.tolist(), size.tolist(), keep.tolist(), strict=True) if k)
     return offsets, np.frombuffer(out, np.uint8) if out else np.zeros(0, np.uint8)
 
@@ -183,7 +183,7 @@ def contains(buf: np.ndarray, off: np.ndarray, size: np.ndarray, needle: np.ndar
 
 
 def py_contains(buf: np.ndarray, off: np.ndarray, size: np.ndarray, needle: np.ndarray, mask: np.ndarray) -> None:
-    data, text = memoryview(buf).tobytes() if len(off) else b"", needle.tobytes()
+    data, text = buf.tobytes() if len(off) else b"", needle.tobytes()
     for i, (o, s) in enumerate(zip(off.tolist(), size.tolist(), strict=True)):
         if not mask[i] and data.find(text, o, o + s) >= 0:
             mask[i] = True
@@ -199,7 +199,7 @@ def dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.
 
 
 def py_dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]:
-    view = memoryview(buf)
+    view = buf.data  # the array's bytes, not copied
     seen: dict[bytes, int] = {}
     codes = np.empty(len(off), np.int64)
     for i, (o, s) in enumerate(zip(off.tolist(), size.tolist(), strict=True)):
