@@ -6,6 +6,8 @@ the bytes themselves prove, and damage."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from spark_io.logs.codecs import decompress
 from spark_io.readers.native import kernels
 from spark_io.readers.native.reader import NativeReader
 from spark_io.readers.native.records import LZ4_SEED
-from support import COMPAT
+from support import COMPAT, ROOT
 
 HDFS_CHECKSUMS = "compat/4.3.0/row_checksum_hdfs"
 
@@ -297,3 +299,25 @@ def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], need
     want = np.zeros(len(values), np.uint32)
     kernels.compiled().fnv1a32(offsets, text_bytes, want)
     assert (kernels.py_fnv1a32(offsets, text_bytes) == want).all()
+
+
+def test_the_python_loops_run_until_they_have_cost_what_loading_the_compiled_ones_costs() -> None:
+    """The ski-rental rule, in a fresh process: a stream Python walks in well under the load time
+    stays in Python (numba is never imported); once the Python loops' time plus a loop's estimate
+    reaches ``LOAD_SECONDS``, the compiled loops load and run everything from then on."""
+    script = """
+import sys, struct, numpy as np
+from spark_io.readers.native import kernels as k
+rec = struct.pack(">i", 4) + b"key1" + struct.pack(">i", 3) + b"val"
+buf = np.frombuffer(rec * 1000 + struct.pack(">i", -1), np.uint8)
+z = np.zeros(0, np.int64)
+walk = lambda: k.scan(buf, 0, len(buf), k.FMT_PLAIN, False, np.zeros(0, np.int8), z, z, z, z)
+assert walk()[0] == 1000 and "numba" not in sys.modules and 0 < k._python_seconds < 0.5
+k._python_seconds = k.LOAD_SECONDS - 1e-4  # as after many small partitions walked in Python
+assert walk()[0] == 1000 and k._COMPILED in sys.modules
+spent = k._python_seconds
+assert walk()[0] == 1000 and k._python_seconds == spent  # compiled from now on: Python adds nothing
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

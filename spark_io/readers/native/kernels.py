@@ -2,11 +2,13 @@
 
 The sequential loops (walking records whose sizes come one after another, concatenating
 variable-length bytes, finding a text in each record, numbering distinct keys, hashing strings)
-run compiled by numba (``compiled``) on inputs worth it; below ``SMALL`` bytes they run here in
-Python, which on a small checkpoint answers before numba would have loaded its cached loops (about
-0.9 s of a process the first time, with 0.35 s to import it). Once the compiled loops are loaded
-(a big read, the app's warm-up) they run everything. Both give the same results
-(``tests/test_state_formats.py`` checks it on random inputs). Gathers at known offsets are numpy.
+run here in Python or compiled by numba (``compiled``), whose cached loops take about
+``LOAD_SECONDS`` of a process to load. Python runs a loop as long as the time the Python loops have
+taken in this process plus this loop's estimate stays under that: a small checkpoint, or one
+partition of a big one, answers before numba would have loaded, and a process never spends more
+than that twice (the ski-rental rule). Once the compiled loops are loaded (a big read, the app's
+warm-up) they run everything. Both give the same results (``tests/test_state_formats.py`` checks
+it on random inputs). Gathers at known offsets are numpy.
 
 Record streams (``scan``): Java's ``DataOutputStream`` writes big-endian ints.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
@@ -72,8 +75,13 @@ __all__ = [
     "PUT",
 ]
 
-SMALL = 1 << 20  # a loop over fewer bytes runs in Python, unless the compiled loops are loaded
+LOAD_SECONDS = 0.9  # importing numba and loading its cached loops, once a process (measured here)
 _COMPILED = "spark_io.readers.native.compiled"
+# Python's cost of each loop, upper bounds measured on this machine (bench: records of 40 B-2.3 KB)
+_PER_RECORD = 1.5e-6  # a record walked, gathered, searched or numbered
+_PER_BYTE = 3e-9  # a byte of it copied or compared
+_SCAN_PER_BYTE = 3e-8  # a record stream walked before its records are counted (16-byte records)
+_python_seconds = 0.0  # spent in the Python loops by this process (threads add up: a heuristic)
 
 
 def compiled() -> ModuleType:
@@ -83,10 +91,24 @@ def compiled() -> ModuleType:
     return loops
 
 
-def _compiled_for(n_bytes: int) -> bool:
-    """Whether a loop over ``n_bytes`` runs compiled: a big input, or once they are loaded (the
-    Python loops cost about 0.2 s a MB and hold the GIL; loading the compiled ones about 0.9 s)."""
-    return n_bytes >= SMALL or _COMPILED in sys.modules
+def _compiled_for(estimate: float) -> bool:
+    """Whether a loop Python would take ``estimate`` seconds over runs compiled: once they are
+    loaded, or when the Python loops would have taken as long as loading them."""
+    return _COMPILED in sys.modules or _python_seconds + estimate >= LOAD_SECONDS
+
+
+def _python(loop: Any, *args: Any) -> Any:
+    """Run a Python loop, adding its time to the process's."""
+    global _python_seconds
+    t = time.perf_counter()
+    try:
+        return loop(*args)
+    finally:
+        _python_seconds += time.perf_counter() - t
+
+
+def _estimate(records: int, n_bytes: int) -> float:
+    return records * _PER_RECORD + n_bytes * _PER_BYTE
 
 
 def warm() -> None:
@@ -102,10 +124,11 @@ def scan(
 ) -> tuple[int, int, int]:
     """Walk the records of ``buf[start:end]``. Returns (records, status, byte of the fault). With
     ``fill`` the records' kind and key/value offsets and lengths are written to the arrays."""
-    if _compiled_for(end - start):
+    estimate = len(koff) * _PER_RECORD if fill else (end - start) * _SCAN_PER_BYTE
+    if _compiled_for(estimate):
         count, status, where = compiled().scan(buf, start, end, fmt, fill, kind, koff, klen, voff, vlen)
         return int(count), int(status), int(where)
-    return py_scan(buf, start, end, fmt, fill, kind, koff, klen, voff, vlen)
+    return _python(py_scan, buf, start, end, fmt, fill, kind, koff, klen, voff, vlen)  # type: ignore[no-any-return]
 
 
 def py_scan(
@@ -160,9 +183,9 @@ def py_scan(
 def gather_bytes(buf: np.ndarray, off: np.ndarray, size: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate ``buf[off[i]:off[i]+size[i]]`` for the rows kept: (int64 offsets, bytes)."""
     kept_sizes = np.where(keep, size, 0).astype(np.int64)
-    if _compiled_for(int(kept_sizes.sum()) + 64 * len(off)):
+    if _compiled_for(_estimate(int(np.count_nonzero(keep)), int(kept_sizes.sum()))):
         return compiled().gather_bytes(buf, off, size, keep)  # type: ignore[no-any-return]
-    return py_gather_bytes(buf, off, size, keep)
+    return _python(py_gather_bytes, buf, off, size, keep)  # type: ignore[no-any-return]
 
 
 def py_gather_bytes(buf: np.ndarray, off: np.ndarray, size: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,10 +199,11 @@ def py_gather_bytes(buf: np.ndarray, off: np.ndarray, size: np.ndarray, keep: np
 
 def contains(buf: np.ndarray, off: np.ndarray, size: np.ndarray, needle: np.ndarray, mask: np.ndarray) -> None:
     """Set ``mask[i]`` where ``buf[off[i]:off[i]+size[i]]`` holds ``needle`` (a non-empty uint8 array)."""
-    if _compiled_for(int(size.sum()) + 64 * len(off)):
+    # the Python loop copies the whole buffer once, then compares each record's bytes
+    if _compiled_for(_estimate(len(off), int(size.sum())) + len(buf) * _PER_BYTE / 10):
         compiled().contains(buf, off, size, needle, mask)
         return
-    py_contains(buf, off, size, needle, mask)
+    _python(py_contains, buf, off, size, needle, mask)
 
 
 def py_contains(buf: np.ndarray, off: np.ndarray, size: np.ndarray, needle: np.ndarray, mask: np.ndarray) -> None:
@@ -192,10 +216,10 @@ def py_contains(buf: np.ndarray, off: np.ndarray, size: np.ndarray, needle: np.n
 def dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]:
     """A dense code per distinct byte string ``buf[off[i]:off[i]+size[i]]``, numbered in order of
     first appearance, and the number of codes."""
-    if _compiled_for(int(size.sum()) + 64 * len(off)):
+    if _compiled_for(_estimate(len(off), int(size.sum()))):
         codes, count = compiled().dense_codes(buf, off, size)
         return codes, int(count)
-    return py_dense_codes(buf, off, size)
+    return _python(py_dense_codes, buf, off, size)  # type: ignore[no-any-return]
 
 
 def py_dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]:
@@ -286,10 +310,11 @@ def string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     buffers = col.buffers()
     offsets = np.frombuffer(buffers[1], np.int64, count=n + 1, offset=col.offset * 8)
     data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    if _compiled_for(int(offsets[-1] - offsets[0]) + 64 * n):
+    # numpy, one byte position of every string at a time: the longest string's passes over them all
+    if _compiled_for(int(np.diff(offsets).max()) * n * _PER_BYTE * 3):
         compiled().fnv1a32(offsets, data, out)
         return out
-    return py_fnv1a32(offsets, data)
+    return _python(py_fnv1a32, offsets, data)  # type: ignore[no-any-return]
 
 
 def py_fnv1a32(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
