@@ -302,16 +302,19 @@ def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], need
 
 
 def test_the_python_loops_run_until_they_have_cost_what_loading_the_compiled_ones_costs() -> None:
-    """The ski-rental rule, in a fresh process: a stream Python walks in well under the load time
+    """The ski-rental rule, in fresh processes: a stream Python walks in well under the load time
     stays in Python (numba is never imported); once the Python loops' time plus a loop's estimate
-    reaches ``LOAD_SECONDS``, the compiled loops load and run everything from then on."""
-    script = """
+    reaches ``LOAD_SECONDS``, the compiled loops load and run everything from then on. The first
+    of many partitions alike counts for them all: there the same small walk loads them at once."""
+    prelude = """
 import sys, struct, numpy as np
 from spark_io.readers.native import kernels as k
 rec = struct.pack(">i", 4) + b"key1" + struct.pack(">i", 3) + b"val"
 buf = np.frombuffer(rec * 1000 + struct.pack(">i", -1), np.uint8)
 z = np.zeros(0, np.int64)
 walk = lambda: k.scan(buf, 0, len(buf), k.FMT_PLAIN, False, np.zeros(0, np.int8), z, z, z, z)
+"""
+    alone = """
 assert walk()[0] == 1000 and "numba" not in sys.modules and 0 < k._python_seconds < 0.5
 k._python_seconds = k.LOAD_SECONDS - 1e-4  # as after many small partitions walked in Python
 assert walk()[0] == 1000 and k._COMPILED in sys.modules
@@ -319,5 +322,13 @@ spent = k._python_seconds
 assert walk()[0] == 1000 and k._python_seconds == spent  # compiled from now on: Python adds nothing
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+    first_of_many = """
+with k.alike(10):
+    assert walk()[0] == 1000 and "numba" not in sys.modules  # ten such walks: still under the load time
+with k.alike(100_000):
+    assert walk()[0] == 1000 and k._COMPILED in sys.modules
+print("ok")
+"""
+    for script in (alone, first_of_many):
+        out = subprocess.run([sys.executable, "-c", prelude + script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert out.stdout.strip() == "ok", out.stderr[-2000:]

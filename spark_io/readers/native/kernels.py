@@ -22,9 +22,12 @@ Inside rows (UnsafeRow, RocksDB's encoders) numbers are little-endian (``Platfor
 
 from __future__ import annotations
 
+import contextvars
 import struct
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -82,6 +85,8 @@ _PER_RECORD = 1.5e-6  # a record walked, gathered, searched or numbered
 _PER_BYTE = 3e-9  # a byte of it copied or compared
 _SCAN_PER_BYTE = 3e-8  # a record stream walked before its records are counted (16-byte records)
 _python_seconds = 0.0  # spent in the Python loops by this process (threads add up: a heuristic)
+# inside ``alike``: how many items alike, and the Python loops' time when the first began
+_ALIKE: contextvars.ContextVar[tuple[int, float]] = contextvars.ContextVar("statelens_alike", default=(1, 0.0))
 
 
 def compiled() -> ModuleType:
@@ -94,7 +99,39 @@ def compiled() -> ModuleType:
 def _compiled_for(estimate: float) -> bool:
     """Whether a loop Python would take ``estimate`` seconds over runs compiled: once they are
     loaded, or when the Python loops would have taken as long as loading them."""
-    return _COMPILED in sys.modules or _python_seconds + estimate >= LOAD_SECONDS
+    if loaded():
+        return True
+    times, began = _ALIKE.get()
+    # what this item's loops took and this one would take, counted once per item alike
+    return began + (_python_seconds - began + estimate) * times >= LOAD_SECONDS
+
+
+@contextmanager
+def alike(times: int) -> Iterator[None]:
+    """Loops run inside are the first of ``times`` alike (one partition of several): what they
+    take, and each one's estimate, count that many times."""
+    token = _ALIKE.set((times, _python_seconds))
+    try:
+        yield
+    finally:
+        _ALIKE.reset(token)
+
+
+def loaded() -> bool:
+    return _COMPILED in sys.modules
+
+
+def python_seconds() -> float:
+    """The time the Python loops have taken in this process."""
+    return _python_seconds
+
+
+def expect(seconds: float) -> None:
+    """The caller is about to run loops Python would take ``seconds`` over (measured on a first
+    part of the work): load the compiled ones now if, with what Python has spent, that reaches the
+    load time (and decode the rest in parallel: the compiled loops release the GIL)."""
+    if not loaded() and _python_seconds + seconds >= LOAD_SECONDS:
+        compiled()  # each loop loads from numba's cache on its first call
 
 
 def _python(loop: Any, *args: Any) -> Any:

@@ -146,7 +146,7 @@ class KeyIndex:
             got = [_hashes_of(t.select(["key", "partition_id"]), key_field, n) for t in tables]
             return _distinct(np.concatenate([g[0][p] for g in got])), _distinct(np.concatenate([g[1][p] for g in got]))
 
-        built = self.reader.storage.map(one, range(n), decodes=True)
+        built = self.reader.decode_each(one, range(n))
         return _Index(base, last, [b[0] for b in built], [b[1] for b in built])
 
     def _read(self, ident: str) -> _Index | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +44,9 @@ from spark_io.readers.native.records import Records, containing, fold_merges, la
 from spark_io.readers.native.stores import KeptFiles, PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
 from spark_io.readers.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
 from spark_io.storage import Entry, is_native, open_storage
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
 
@@ -206,7 +209,22 @@ class NativeReader:
                     f"state/{op.operator_id}/{p}/."
                 ) from e
 
-        return _concat(self.storage.map(piece, parts, decodes=True), schema)
+        return _concat(self.decode_each(piece, parts), schema)
+
+    def decode_each(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``fn`` (a partition's decoding) over ``items``, a core each. While the loops would run in
+        Python, the first item runs alone, its loops' estimates counted for every item, and its
+        time tells what the rest would cost there: past the time loading the compiled loops takes,
+        they load (at once, or after it) and the rest decode in parallel with them.
+        (On remote storage every item starts at once: there the requests are what takes time.)"""
+        items = list(items)
+        if len(items) < 2 or kernels.loaded() or self.storage.remote:
+            return self.storage.map(fn, items, decodes=True)
+        before = kernels.python_seconds()
+        with kernels.alike(len(items)):
+            first = fn(items[0])
+        kernels.expect((kernels.python_seconds() - before) * (len(items) - 1))
+        return [first, *self.storage.map(fn, items[1:], decodes=True)]
 
     def _view(self, op: OperatorInfo, source: StateSource) -> _View:
         try:

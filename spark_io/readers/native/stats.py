@@ -72,7 +72,7 @@ class NativeStats:
         """``read`` partition by partition, a core each, joined: one partition's rows decoded at a
         time per core, not the whole store's."""
         n = max(self.reader.partitions(src, b) for b in batches)
-        pieces = self.reader.storage.map(read, [[p] for p in range(n)], decodes=True) or [read([])]
+        pieces = self.reader.decode_each(read, [[p] for p in range(n)]) or [read([])]
         return tuple(np.concatenate(cols) for cols in zip(*pieces, strict=True))
 
     @staticmethod
