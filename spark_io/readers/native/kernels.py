@@ -130,7 +130,7 @@ def expect(seconds: float) -> None:
     """The caller is about to run loops Python would take ``seconds`` over (measured on a first
     part of the work): load the compiled ones now if, with what Python has spent, that reaches the
     load time (and decode the rest in parallel: the compiled loops release the GIL)."""
-    if not loaded() and _python_seconds + seconds >= LOAD_SECONDS:
+    if _compiled_for(seconds):
         compiled()  # each loop loads from numba's cache on its first call
 
 
