@@ -483,6 +483,48 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"wrote {out} ({len(html):,} bytes): {warnings} warning(s), {len(c.findings) - warnings} note(s)")
 
 
+def cmd_preflight(args: argparse.Namespace) -> None:
+    from spark_io.preflight import preflight
+
+    r = preflight(args.checkpoint, args.job, event_log=args.event_log, timeout=args.timeout)
+    if args.json:
+        _dump(r.to_dict())
+        return
+    print(f"{'RESTARTS' if r.verdict == 'restarts' else 'FAILS'}: {r.title}")
+    if r.error_class:
+        print(f"error class  {r.error_class}" + (f" (operator {r.operator_id})" if r.operator_id is not None else ""))
+    if r.store or r.column_family:
+        print(f"store        {r.store or '-'}" + (f", column family {r.column_family}" if r.column_family else ""))
+    if r.stored_schema is not None and r.new_schema is not None:
+        marks = {d["position"]: d["change"] for d in r.differences if "position" in d}
+        rows = []
+        for i in range(max(len(r.stored_schema), len(r.new_schema))):
+            old = r.stored_schema[i].text() if i < len(r.stored_schema) else ""
+            new = r.new_schema[i].text() if i < len(r.new_schema) else ""
+            rows.append([str(i), old, new, f"<- {marks[i]}" if i in marks else ""])
+        print(f"\n{r.schema_part} schema, field by field (Spark compares by position):")
+        print(_table(["#", "stored", "new", ""], rows))
+    elif r.differences:
+        print("\nwhat changed:")
+        for d in r.differences:
+            print(f"  - {d['change']}")
+    for title, items in (
+        ("warnings (restarts, but behaves otherwise)", [f"[{w.kind}] {w.detail}" for w in r.warnings]),
+        ("ways out", r.ways_out),
+        ("not compared", r.not_checked),
+        ("the job's writes not made", r.skipped_writes),
+        ("the job's other queries, not started", r.other_queries),
+    ):
+        if items:
+            print(f"\n{title}:")
+            for item in items:
+                print(f"  - {item}")
+    print(
+        f"\nhow: batch {r.batch} run on a scratch copy of the checkpoint into Spark's noop sink (Spark {r.spark_version}); "
+        "the checkpoint and the job's sink were not written."
+    )
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -610,7 +652,7 @@ def cmd_app(args: argparse.Namespace) -> None:
     os.execve(command[0], command, env)  # the server is this process: a signal to it stops the app
 
 
-NO_SPARK = ("overview", "doctor", "ls", "serve", "app")  # commands that never need a Spark engine in this process
+NO_SPARK = ("overview", "doctor", "ls", "serve", "app", "preflight")  # commands that never need a Spark engine in this process
 
 
 def version() -> str:
@@ -753,6 +795,20 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", "fate", ...}]}')
     w.set_defaults(func=cmd_why_missing)
 
+    f = sub.add_parser(
+        "preflight",
+        help="before a change is deployed: run the changed job against a scratch copy of the checkpoint and say whether "
+        "it restarts (Spark's own checks), and what would behave otherwise",
+        usage="%(prog)s CHECKPOINT [--json] [--event-log LOG] -- COMMAND ...",
+    )
+    f.add_argument("checkpoint")
+    f.add_argument(
+        "--event-log", default=None, help="an event log of a run of the deployed query: its plan is compared with the new one"
+    )
+    f.add_argument("--timeout", type=float, default=900, help="seconds the job may take to start its query (default 900)")
+    f.add_argument("--json", action="store_true", help='print {"verdict", "error_class", "differences", "warnings", ...}')
+    f.set_defaults(func=cmd_preflight)
+
     u = sub.add_parser(
         "unmatched",
         help="which keys never matched: a join's keys evicted unmatched, waiting, or rejected by the condition; "
@@ -858,7 +914,13 @@ def _download_progress(args: argparse.Namespace) -> Iterator[None]:
 def main(argv: list[str] | None = None, process: bool = False) -> int:
     """``process``: this process runs one command and exits (kept reads would serve no next question)."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    job: list[str] = []  # preflight's job command: everything after its --
+    if "--" in argv and "preflight" in argv[: argv.index("--")]:
+        cut = argv.index("--")
+        argv, job = argv[:cut], argv[cut + 1 :]
     args, extra = parser.parse_known_args(argv)
+    args.job = job
     if extra and args.command != "app":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.streamlit_options = extra

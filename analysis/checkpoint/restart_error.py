@@ -162,9 +162,40 @@ def explain(raw: str, info: CheckpointInfo, keys: dict[int, list[dict[str, Any]]
                 "To repartition to another count, first finish the one that was started.",
             ],
         )
+    if cls == "PYTHON_EXCEPTION" or (cls is None and "PythonException" in text):
+        return _python_failure(text)
     if cls:
         first = next((x for x in text.splitlines() if cls in x), cls)
         return RestartExplanation(cls, f"Spark stopped with {cls}", None, [first.split(f"[{cls}]", 1)[-1].strip()[:300]], [])
     return RestartExplanation(
         None, "No Spark error class found in the text", None, [], ["Give the failed run's error text or its event log."]
+    )
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+_RAISED = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (?P<msg>.*)$")
+
+
+def _python_failure(text: str) -> RestartExplanation:
+    """The job's Python code (a stateful function, a UDF) raised in a Python worker: where, and what."""
+    frames = [m for m in _FRAME.finditer(text) if "/pyspark/" not in m.group("file") and "pyspark.zip" not in m.group("file")]
+    lines = [x.strip() for x in text.splitlines()]
+    raised = [m for m in (_RAISED.match(x) for x in lines) if m and not m.group("type").startswith(("pyspark.", "py4j."))]
+    what = f"{raised[-1].group('type')}: {raised[-1].group('msg')[:200]}" if raised else "an exception"
+    where = (
+        f"{frames[-1].group('file').rsplit('/', 1)[-1]}:{frames[-1].group('line')} in {frames[-1].group('fn')}"
+        if frames
+        else None
+    )
+    return RestartExplanation(
+        "PYTHON_EXCEPTION",
+        f"The query's Python code raised {what}" + (f" ({where})" if where else ""),
+        None,
+        [f"{what}" + (f" at {where}" if where else "")],
+        [
+            "Fix the function: it runs on the stored state as the changed code reads it. A transformWithState value "
+            "field added or renamed with Avro encoding reads as null in the state stored before; a state field "
+            "of another type does not convert.",
+            "Or revert the change to the state the function keeps.",
+        ],
     )

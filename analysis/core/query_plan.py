@@ -365,7 +365,7 @@ def _lineage(root: PlanNode) -> dict[int, Column]:
     def visit(node: PlanNode) -> None:
         for c in node.children:
             visit(c)
-        if node.name.startswith("Scan") or node.name.startswith("BatchScan"):
+        if node.name.startswith(("Scan", "BatchScan", "LocalTableScan")):
             for name, i, _ in _attrs(node.details.get("Output", "")):
                 out[i] = Column(name, name)
         elif node.name == "Project" or node.name.endswith("HashAggregate") or node.name == "SortAggregate":
@@ -476,8 +476,10 @@ def _watermark_column(node: PlanNode, key: str, lineage: dict[int, Column]) -> C
     return None
 
 
-def query_plan(plan: str) -> QueryPlan | None:
-    """The query of a formatted physical plan (None: no plan, or no stateful operator in it)."""
+def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
+    """The query of a formatted physical plan (None: no plan, or no stateful operator in it).
+    ``empty_sources``: a batch without new data, whose sources Spark planned as empty
+    ``LocalTableScan`` nodes: those are the sources."""
     root = parse_nodes(plan)
     if root is None:
         return None
@@ -486,8 +488,8 @@ def query_plan(plan: str) -> QueryPlan | None:
     delays: dict[str, int] = {}
     operators: dict[int, StatefulOperator] = {}
     for node in root.walk():
-        if node.name.startswith("Scan ") or node.name == "Scan":
-            fmt = node.name.split(" ", 1)[1].strip().lower() if " " in node.name else "unknown"
+        if node.name.startswith("Scan ") or node.name == "Scan" or (empty_sources and node.name == "LocalTableScan"):
+            fmt = node.name.split(" ", 1)[1].strip().lower() if node.name.startswith("Scan ") else "unknown"
             loc = node.details.get("Location", "")
             scans[node.node_id] = SourceScan(
                 node.node_id,

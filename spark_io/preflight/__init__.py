@@ -1,0 +1,209 @@
+"""``statelens preflight``: will the changed query restart on this checkpoint? Spark answers.
+
+The job runs as the user runs it (``python job.py ...``, ``spark-submit job.py ...``) with
+``boot/`` first on its ``PYTHONPATH``: PySpark's writers are patched before the job's code runs
+(``redirect.py``). The query on the judged checkpoint starts on a scratch copy of it
+(``scratch.py``) into the ``noop`` sink for the one batch it would run next; other queries and batch
+writes of the job are not made. Spark plans that batch with every restart check and runs it, or
+raises; ``analysis.checkpoint.preflight`` explains the outcome. ``judge_writer`` does the same in
+this process for a writer or streaming DataFrame a function of the user's returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from analysis.checkpoint.preflight import Preflight, judge
+from analysis.core.errors import InvalidInput
+from analysis.core.model import CheckpointInfo
+from analysis.core.query_plan import QueryPlan, query_plan
+from spark_io.logs.checkpoint import read_checkpoint, read_key_fields
+from spark_io.preflight import redirect
+from spark_io.preflight.scratch import Scratch, scratch_copy
+
+BOOT = Path(__file__).resolve().parent / "boot"
+TIMEOUT_S = 900
+
+
+def _old_plan(info: CheckpointInfo, event_log: str | None) -> QueryPlan | None:
+    if not event_log:
+        return None
+    from spark_io.logs.progress import read_progress
+
+    return read_progress(event_log, info).query_plan()
+
+
+def _stored_widths(info: CheckpointInfo) -> dict[int, list[int]]:
+    """Operator -> the distinct widths (ms) of the windows in its stored keys (a window key only)."""
+    from analysis.core.arrow_numpy import numpy_of
+    from analysis.core.model import StateSource
+    from spark_io.readers.native.reader import NativeReader
+
+    out: dict[int, list[int]] = {}
+    last = info.last_committed
+    if last is None:
+        return out
+    reader = NativeReader(info)
+    for op in info.operators:
+        if op.is_join or not op.stores:
+            continue
+        source = StateSource(op.operator_id, store_name=op.stores[0].store_name)
+        try:
+            key = reader.schema(source).field("key").type
+            if key.get_field_index("window") < 0 or [f.name for f in key.field("window").type][:2] != ["start", "end"]:
+                continue
+            t = reader.state(source, last, keys_only=True)
+        except Exception:  # a store that cannot be read natively: its windows are not compared
+            continue
+        if not t.num_rows:
+            continue
+        w = t["key"].combine_chunks().field("window")
+        width = numpy_of(w.field("end").cast("int64")) - numpy_of(w.field("start").cast("int64"))
+        out[op.operator_id] = sorted({int(x) // 1000 for x in set(width.tolist())})
+    return out
+
+
+def _state_size(info: CheckpointInfo, operator_id: int | None) -> dict[int, tuple[int, int]]:
+    """Operator -> (rows in all its stores, keys of its main store) at the last committed batch."""
+    from analysis.core.model import StateSource
+    from spark_io.gather.health import default_store
+    from spark_io.readers.native.reader import NativeReader
+
+    last = info.last_committed
+    if last is None:
+        return {}
+    out: dict[int, tuple[int, int]] = {}
+    reader = NativeReader(info)
+    for op in info.operators:
+        try:
+            counts = {
+                s.store_name: reader.state(StateSource(op.operator_id, store_name=s.store_name), last, keys_only=True).num_rows
+                for s in op.stores
+            }
+        except Exception:
+            continue
+        out[op.operator_id] = (sum(counts.values()), counts.get(default_store(op), max(counts.values(), default=0)))
+    return out
+
+
+def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_log: str | None) -> Preflight:
+    plan = query_plan(run["plan"], empty_sources=True) if run.get("plan") else None
+    result = judge(
+        info,
+        run,
+        read_key_fields(info.path)[0],
+        scratch.batch,
+        plan,
+        _old_plan(info, event_log),
+        _stored_widths(info) if plan is not None else {},
+        _state_size(info, None) if run.get("error") else None,
+    )
+    if event_log is None and plan is None and not run.get("error"):
+        result.not_checked.append("the new plan: Spark Connect does not hand it over")
+    return result
+
+
+def _confs(info: CheckpointInfo) -> list[str]:
+    return sorted(info.conf)
+
+
+def _planned(scratch: Scratch) -> tuple[str, str] | None:
+    return (f"offsets/{scratch.batch}", scratch.planned_offsets) if scratch.planned_offsets else None
+
+
+def preflight(
+    checkpoint: str, command: list[str], event_log: str | None = None, timeout: float = TIMEOUT_S, cwd: str | None = None
+) -> Preflight:
+    """Run ``command`` (the changed job, as the user runs it) against a scratch copy of ``checkpoint``."""
+    if not command:
+        raise InvalidInput("Give the job's command after --, as you run it: statelens preflight CHECKPOINT -- python job.py ...")
+    info = read_checkpoint(checkpoint)
+    with tempfile.TemporaryDirectory(prefix="statelens-preflight-") as tmp:
+        scratch = scratch_copy(info, Path(tmp) / "checkpoint")
+        result_path = Path(tmp) / "result.json"
+        log_path = Path(tmp) / "job.log"
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env[redirect.ENV_CHECKPOINT] = checkpoint
+        env[redirect.ENV_SCRATCH] = str(scratch.path)
+        env[redirect.ENV_RESULT] = str(result_path)
+        env[redirect.ENV_CONFS] = json.dumps(_confs(info))
+        env[redirect.ENV_PLANNED] = json.dumps(_planned(scratch))
+        exe = shutil.which(command[0]) or command[0]
+        try:
+            with open(log_path, "wb") as log:
+                proc = subprocess.run(
+                    [exe, *command[1:]],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=timeout,
+                    cwd=cwd,
+                )
+        except FileNotFoundError as e:
+            raise InvalidInput(f"Cannot run {command[0]}: {e.strerror}. Give the job's command as you run it, after --.") from e
+        except subprocess.TimeoutExpired as e:
+            raise InvalidInput(
+                f"The job ran {timeout:.0f} s without starting a streaming query on {checkpoint}: check that it is the "
+                "command that runs the query, with this checkpoint."
+            ) from e
+        run: dict[str, Any] = json.loads(result_path.read_text("utf-8")) if result_path.exists() else {"no_query": True}
+        if run.get("no_query"):
+            raise InvalidInput(
+                _no_query(checkpoint, proc.returncode, log_path.read_text("utf-8", "replace"), [str(q) for q in run.get("other_queries") or []])
+            )
+        return _judged(info, scratch, run, event_log)
+
+
+def _no_query(checkpoint: str, code: int, log: str, others: list[str]) -> str:
+    """Why no verdict: the queries the job started elsewhere, or the job's last error."""
+    if others:
+        why = "it started " + "; ".join(others)
+    else:
+        lines = [x.strip() for x in log.splitlines() if x.strip()]
+        why = next((x for x in reversed(lines) if "Error" in x or "Exception" in x), lines[-1] if lines else "no output")[:300]
+    return (
+        f"The job ended (exit code {code}) without starting a streaming query on {checkpoint}: {why}. "
+        "Give the command that starts the query on this checkpoint, as you deploy it."
+    )
+
+
+def judge_writer(checkpoint: str, build: Callable[[Any], Any], spark: Any, event_log: str | None = None) -> Preflight:
+    """The Python API: ``build(spark)`` returns the changed query's streaming DataFrame or its
+    ``DataStreamWriter``; it is started here, on a scratch copy, into ``noop``, for one batch."""
+    info = read_checkpoint(checkpoint)
+    with tempfile.TemporaryDirectory(prefix="statelens-preflight-") as tmp:
+        scratch = scratch_copy(info, Path(tmp) / "checkpoint")
+        built = build(spark)
+        if hasattr(built, "trigger"):  # a DataStreamWriter
+            writers = [built]
+        elif getattr(built, "isStreaming", False):  # a DataFrame: the first output mode Spark accepts for it
+            writers = [built.writeStream.outputMode(mode) for mode in ("append", "update", "complete")]
+        else:
+            raise InvalidInput("The function returned no streaming DataFrame or DataStreamWriter.")
+        old = os.environ.get(redirect.ENV_CONFS)
+        os.environ[redirect.ENV_CONFS] = json.dumps(_confs(info))
+        try:
+            for writer in writers:
+                run = redirect.run_redirected(
+                    writer, spark, str(scratch.path), hasattr(writer, "_write_proto"), _planned(scratch)
+                )
+                if run.get("started") or "output mode" not in str(run.get("error")).lower():
+                    break
+        finally:
+            if old is None:
+                os.environ.pop(redirect.ENV_CONFS, None)
+            else:
+                os.environ[redirect.ENV_CONFS] = old
+        return _judged(info, scratch, run, event_log)
+
+
+__all__ = ["Preflight", "judge_writer", "preflight"]

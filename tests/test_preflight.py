@@ -1,0 +1,252 @@
+"""``statelens preflight`` against real restarts: for each change users make, the changed job is
+restarted for real on a copy of the checkpoint (with new input), and preflight judges it on the
+original. Verdict and error class must be Spark's; the checkpoint stays byte for byte; the job's
+sink sees no write.
+
+The job is ``tests/jobs/changed_job.py``. Its first version and the real restarts run in the
+suite's session; preflight runs in-process (``judge_writer``, the Python API) for the matrix, and
+as the user runs it (``statelens preflight CP -- python job.py ...``, the job in a process of its
+own) for a few cases. Checkpoints of PySpark 3.5 and 4.0 (``sample_checkpoints/compat``) are
+restarted by the pinned PySpark.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import run_cli
+
+from spark_io.preflight import judge_writer
+from support import ROOT, SAMPLES, tree_checksums
+
+sys.path.insert(0, str(ROOT / "tests" / "jobs"))
+import changed_job as cj
+
+JOB = ROOT / "tests" / "jobs" / "changed_job.py"
+FIRST_BATCHES = 3
+
+
+@contextmanager
+def _confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
+    before = {k: spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, old in before.items():
+            spark.conf.set(k, old) if old is not None else spark.conf.unset(k)
+
+
+def _run(
+    spark: Any, query: str, change: str, inputs: Path, checkpoint: Path, output: Path, first_only: bool = False
+) -> str | None:
+    """Run the job's query until its input is used up (``first_only``: until the first batch after the
+    start ended; a processing-time timeout keeps running batches): Spark's error, or None."""
+    with _confs(spark, cj.confs(query, change)):
+        q = cj.start(spark, query, change, inputs, checkpoint, output, sink="foreach_batch")
+        try:
+            while not q.awaitTermination(1):
+                if first_only and q.recentProgress:
+                    q.stop()
+        except Exception as e:
+            return str(e)
+        return str(q.exception()) if q.exception() else None
+
+
+def spark_class(error: str | None) -> str | None:
+    """The error class Spark raised, under the STREAM_FAILED around it (the truth side of a test)."""
+    if not error:
+        return None
+    # STREAM_FAILED wraps every failure; FOREACH_BATCH_USER_FUNCTION_ERROR the failures inside the sink
+    # function (preflight never calls it: its class is the cause's)
+    wrappers = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR")
+    found = [c for c in re.findall(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", error) if c not in wrappers]
+    if found:
+        return found[0]
+    # a Python worker's failure inside the sink function: PySpark's PythonException, [PYTHON_EXCEPTION]
+    return "PYTHON_EXCEPTION" if "PythonException" in error else "UNKNOWN"
+
+
+_BASES: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module")
+def bases(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """query -> (checkpoint, inputs) written by the job's first version (3 batches), once per module."""
+    root = tmp_path_factory.mktemp("preflight")
+
+    def get(query: str) -> tuple[Path, Path]:
+        if query not in _BASES:
+            inputs = root / query / "in"
+            for b in range(FIRST_BATCHES):
+                cj.write_input(inputs, b)
+            checkpoint = root / query / "cp"
+            assert _run(spark, query, "none", inputs, checkpoint, root / query / "out") is None
+            _BASES[query] = checkpoint
+        checkpoint = _BASES[query]
+        return checkpoint, checkpoint.parent / "in"
+
+    return get
+
+
+def _next_batch(checkpoint: Path) -> int:
+    return max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) + 1
+
+
+def _truth(spark: Any, query: str, change: str, checkpoint: Path, inputs: Path, tmp: Path) -> tuple[str | None, Path]:
+    """Spark's own restart of the changed query, on a copy of the checkpoint, with one more input
+    batch: its error class, and the inputs it read (preflight is given the same)."""
+    copy = tmp / "restarted"
+    shutil.copytree(checkpoint, copy)
+    more = tmp / "in"
+    shutil.copytree(inputs, more)
+    cj.write_input(more, FIRST_BATCHES + 10)
+    return spark_class(_run(spark, query, change, more, copy, tmp / "restart-out", first_only=True)), more
+
+
+# (query, change) -> what Spark does on restart: fails with a class, or restarts (and what preflight warns)
+CASES = [
+    ("windowed_agg", "key_renamed"),
+    ("windowed_agg", "key_added"),
+    ("windowed_agg", "aggregate_added"),
+    ("windowed_agg", "aggregate_type_changed"),
+    ("windowed_agg", "watermark_delay"),
+    ("windowed_agg", "shuffle_partitions"),
+    ("windowed_agg", "dedup_in_front"),
+    ("windowed_agg", "window_size"),
+    ("dedup", "columns_changed"),
+    ("join", "join_type"),
+    ("join", "key_added"),
+    ("join", "time_bound"),
+    ("session", "aggregate_added"),
+    ("session", "filter_added"),
+    ("pandas_state", "state_field_added"),
+    ("pandas_state", "state_type_changed"),
+    ("pandas_state", "timeout_changed"),
+    ("tws", "variable_added"),
+    ("tws", "variable_type_changed"),
+    ("tws", "time_mode"),
+    ("tws_avro", "avro_field_added"),
+    ("tws_avro", "avro_field_renamed"),
+]
+WARNS = {  # a change Spark restarts without a word, and the warning preflight gives it
+    ("windowed_agg", "key_renamed"): "key_renamed",
+    ("windowed_agg", "shuffle_partitions"): "shuffle_partitions_ignored",
+    ("windowed_agg", "window_size"): "window_changed",
+}
+
+
+@pytest.mark.parametrize(("query", "change"), CASES, ids=[f"{q}-{c}" for q, c in CASES])
+def test_preflight_gives_the_verdict_of_a_real_restart(spark: Any, bases: Any, tmp_path: Path, query: str, change: str) -> None:
+    checkpoint, inputs = bases(query)
+    before = tree_checksums(checkpoint)
+    truth, more = _truth(spark, query, change, checkpoint, inputs, tmp_path)
+    with _confs(spark, cj.confs(query, change)):
+        r = judge_writer(str(checkpoint), lambda s: cj.build(s, query, change, more)[0], spark)
+    assert (r.verdict, r.error_class) == (("fails", truth) if truth else ("restarts", None)), r.error
+    assert tree_checksums(checkpoint) == before
+    assert r.new_data and r.batch == _next_batch(checkpoint)
+    assert r.verdict == "fails" or r.input_rows  # it ran the batch the real restart ran: with the new file
+    if (query, change) in WARNS:
+        assert WARNS[(query, change)] in [w.kind for w in r.warnings]
+    if r.verdict == "fails" and r.error_class.endswith("SCHEMA_NOT_COMPATIBLE"):
+        assert r.stored_schema and r.new_schema and r.differences
+        assert r.operator_id == 0
+
+
+@pytest.mark.parametrize(("change", "verdict"), [("none", "restarts"), ("key_added", "fails"), ("dedup_in_front", "fails")])
+def test_without_new_data_the_next_batch_is_still_judged(spark: Any, bases: Any, change: str, verdict: str) -> None:
+    """The sources hold nothing new: a real restart would run no batch and check nothing yet;
+    preflight runs the batch it would run next without new data, with every check."""
+    checkpoint, inputs = bases("windowed_agg")
+    with _confs(spark, cj.confs("windowed_agg", change)):
+        r = judge_writer(str(checkpoint), lambda s: cj.build(s, "windowed_agg", change, inputs)[0], spark)
+    assert r.verdict == verdict and (r.new_data, r.batch) == (False, _next_batch(checkpoint))
+    if change == "none":
+        assert r.warnings == [] and r.error_class is None and r.input_rows == 0
+
+
+def _cli(
+    checkpoint: Path, query: str, change: str, inputs: Path, output: Path, sink: str, job_checkpoint: Path | None = None
+) -> Any:
+    return run_cli(
+        "preflight", str(checkpoint), "--json", "--",
+        sys.executable, str(JOB), "--query", query, "--change", change, "--input", str(inputs),
+        "--checkpoint", str(job_checkpoint or checkpoint), "--output", str(output), "--sink", sink,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "change", "sink"),
+    [
+        ("windowed_agg", "key_added", "foreach_batch"),
+        ("join", "join_type", "files"),
+        ("windowed_agg", "shuffle_partitions", "foreach_batch"),
+    ],
+)
+def test_the_job_as_users_run_it_writes_nothing(
+    spark: Any, bases: Any, tmp_path: Path, query: str, change: str, sink: str
+) -> None:
+    """The command as deployed: the job's own process, its foreachBatch or file sink, a table it writes first."""
+    checkpoint, inputs = bases(query)
+    before = tree_checksums(checkpoint)
+    truth, more = _truth(spark, query, change, checkpoint, inputs, tmp_path)
+    output = tmp_path / "job-output"
+    out = _cli(checkpoint, query, change, more, output, sink)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert (r["verdict"], r["error_class"]) == (("fails", truth) if truth else ("restarts", None))
+    assert r["how"] == "scratch copy"
+    assert not output.exists()  # no foreachBatch call, no file sink write, no setup table
+    assert any("_job_setup" in w for w in r["skipped_writes"])
+    assert tree_checksums(checkpoint) == before
+    if change == "shuffle_partitions":
+        (w,) = [w for w in r["warnings"] if w["kind"] == "shuffle_partitions_ignored"]
+        assert "=5" in w["detail"] and "keeps 2" in w["detail"]
+
+
+def test_a_job_on_another_checkpoint_is_refused_in_one_line(bases: Any, tmp_path: Path) -> None:
+    checkpoint, inputs = bases("windowed_agg")
+    out = _cli(checkpoint, "windowed_agg", "none", inputs, tmp_path / "o", "foreach_batch", job_checkpoint=tmp_path / "elsewhere")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and f"it started a query on {tmp_path / 'elsewhere'}" in out.stderr
+    assert not (tmp_path / "elsewhere").exists() and not (tmp_path / "o").exists()
+
+
+COMPAT = [
+    ("3.5.9", "windowed_agg", "windowed_agg", "key_added"),
+    ("3.5.9", "windowed_agg", "windowed_agg", "window_size"),
+    ("3.5.9", "dedup", "dedup", "columns_changed"),
+    ("3.5.9", "join_hdfs", "join", "key_added"),
+    ("4.0.5", "windowed_agg", "windowed_agg", "aggregate_added"),
+    ("4.0.5", "windowed_agg", "windowed_agg", "dedup_in_front"),
+    ("4.0.5", "join_hdfs", "join", "time_bound"),
+    ("4.0.5", "apply_in_pandas_with_state", "pandas_state", "state_field_added"),
+]
+
+
+@pytest.mark.parametrize(("version", "sample", "query", "change"), COMPAT, ids=[f"{v}-{s}-{c}" for v, s, _, c in COMPAT])
+def test_checkpoints_of_older_spark(spark: Any, tmp_path: Path, version: str, sample: str, query: str, change: str) -> None:
+    """A checkpoint PySpark 3.5 or 4.0 wrote, restarted by the pinned PySpark (its inputs are gone: the
+    restart reads new files; preflight needs none)."""
+    checkpoint = SAMPLES / "compat" / version / sample
+    before = tree_checksums(checkpoint)
+    inputs = tmp_path / "inputs"
+    for b in range(FIRST_BATCHES):
+        cj.write_input(inputs, b)
+    truth, more = _truth(spark, query, change, checkpoint, inputs, tmp_path)
+    with _confs(spark, cj.confs(query, change)):
+        r = judge_writer(str(checkpoint), lambda s: cj.build(s, query, change, more)[0], spark)
+    assert (r.verdict, r.error_class) == (("fails", truth) if truth else ("restarts", None)), r.error
+    assert tree_checksums(checkpoint) == before
+    if (query, change) == ("windowed_agg", "window_size"):
+        assert "window_changed" in [w.kind for w in r.warnings]
