@@ -525,6 +525,17 @@ def cmd_preflight(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_repartition(args: argparse.Namespace) -> None:
+    from analysis.checkpoint.repartition import lines
+    from spark_io.gather.repartition import repartition_preview
+
+    p = repartition_preview(args.checkpoint, args.partitions, args.operator)
+    if args.json:
+        _dump(p.to_dict())
+        return
+    print("\n".join(lines(p)))
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -652,7 +663,15 @@ def cmd_app(args: argparse.Namespace) -> None:
     os.execve(command[0], command, env)  # the server is this process: a signal to it stops the app
 
 
-NO_SPARK = ("overview", "doctor", "ls", "serve", "app", "preflight")  # commands that never need a Spark engine in this process
+NO_SPARK = (
+    "overview",
+    "doctor",
+    "ls",
+    "serve",
+    "app",
+    "preflight",
+    "repartition",
+)  # commands that never need a Spark engine in this process
 
 
 def version() -> str:
@@ -808,6 +827,17 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--timeout", type=float, default=900, help="seconds the job may take to start its query (default 900)")
     f.add_argument("--json", action="store_true", help='print {"verdict", "error_class", "differences", "warnings", ...}')
     f.set_defaults(func=cmd_preflight)
+
+    rp = sub.add_parser(
+        "repartition",
+        help="what repartitioning the state to N partitions would do: rows and bytes per new partition, skew, "
+        "hot keys' new homes, whether Spark would refuse, the command (nothing is written)",
+    )
+    rp.add_argument("checkpoint")
+    rp.add_argument("--partitions", type=int, required=True, help="the new partition count")
+    rp.add_argument("--operator", type=int, default=None, help="operator id (default: every operator)")
+    rp.add_argument("--json", action="store_true", help='print {"partitions", "spark_error_class", "stores": [...], ...}')
+    rp.set_defaults(func=cmd_repartition)
 
     u = sub.add_parser(
         "unmatched",

@@ -409,9 +409,15 @@ def test_health_page_flags_the_hot_key_and_offers_exports() -> None:
     assert codes[:4] == ["state_skew", "hot_key", "unbounded_growth", "watermark_missing"]
     labels = [b.label for b in at.get("download_button")]
     assert labels[0] == "Download the health report (one HTML file)"
-    # skew, skew over time, growth, watermark: each chart has its titled PNG and SVG; only the heat map has no table
-    assert len(at.get("plotly_chart")) == labels.count("PNG") == labels.count("SVG") == 4
-    assert labels.count("CSV") == 3
+    # skew, skew over time, growth, watermark, repartition (one per join side): each chart has its titled PNG
+    # and SVG; only the heat map has no table
+    assert len(at.get("plotly_chart")) == labels.count("PNG") == labels.count("SVG") == 6
+    assert labels.count("CSV") == 5
+    # the repartition tab: 8 -> 16 partitions; Spark refuses HDFS-backed state, the preview still shows
+    # the hot key stays in one partition: against a mean over twice the partitions, it weighs twice as much
+    assert m["Partitions"] == "8 → 16" and float(m["Skew after"]) > 1.9 * float(m["Skew now"])
+    assert any("STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER" in e.value for e in at.error)
+    assert any("_streamingCheckpointManager.repartition" in c.value for c in at.code)
 
 
 def test_health_page_on_a_healthy_sample() -> None:

@@ -25,6 +25,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 
 from analysis.checkpoint.doctor import DoctorReport
 from analysis.checkpoint.health import SkewReport, human_bytes
+from analysis.checkpoint.repartition import RepartitionPreview
 from analysis.core.errors import SparkUnavailable, StateLensError
 from analysis.core.export import figure_bytes, to_csv_bytes
 from analysis.core.model import CheckpointInfo, StateSource
@@ -509,6 +510,18 @@ def _skew(path: str, operator_id: int, store: str, batch: int, fp: tuple[int, in
 
 def skew_cached(path: str, operator_id: int, store: str, batch: int) -> SkewReport:
     return _skew(path, operator_id, store, batch, fingerprint(path), engine.current())
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _repartition(path: str, partitions: int, fp: tuple[int, int]) -> RepartitionPreview:
+    from spark_io.gather.repartition import repartition_preview
+
+    return repartition_preview(path, partitions)
+
+
+def repartition_cached(path: str, partitions: int) -> RepartitionPreview:
+    """Where every stored key would go with ``partitions`` partitions (native, nothing written)."""
+    return _repartition(path, partitions, fingerprint(path))
 
 
 def escape_markdown(text: str) -> str:

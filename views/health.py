@@ -7,6 +7,7 @@ import streamlit as st
 from analysis.charts import charts
 from analysis.charts.report import checkup_report
 from analysis.checkpoint.health import counted_stores_text, key_json, rows_in_state
+from analysis.checkpoint.repartition import current_partitions
 from analysis.core.model import sources_of
 from spark_io.gather import crosscheck
 from spark_io.gather.health import default_store
@@ -25,6 +26,7 @@ from views.common import (
     guard,
     metric_row,
     operator_label,
+    repartition_cached,
     skew_cached,
     with_progress,
 )
@@ -67,7 +69,7 @@ elif info is not None:
 
         if c.progress is None:
             st.caption("Give the query's event log in the sidebar to check for rows dropped by the watermark.")
-        t_skew, t_growth, t_wm, t_mem = st.tabs(["Skew", "Growth", "Watermark", "Memory"])
+        t_skew, t_growth, t_wm, t_mem, t_rep = st.tabs(["Skew", "Growth", "Watermark", "Memory", "Repartition"])
         with t_skew:
             row = controls()
             op_id = fitted_select(
@@ -135,3 +137,48 @@ elif info is not None:
                 chart_downloads("memory", fig, table, "dl-mem")
                 st.caption("Per batch and operator, from the query's progress (custom metrics as JSON):")
                 st.dataframe(table, hide_index=True, width="stretch", height=grid_height(table.num_rows, 300))
+        with t_rep:
+            now = current_partitions(info) or 1
+            n = st.number_input(
+                "New partition count",
+                min_value=1,
+                max_value=100_000,
+                value=now * 2,
+                step=1,
+                key="rep_n",
+                help="What Spark's offline repartition (4.2+) would give: each stored key's new partition, as Spark's "
+                "hash partitioning computes it. Nothing is written.",
+            )
+            with guard():
+                p = with_progress("Placing every stored key", lambda: repartition_cached(info.path, int(n)), "repartition")
+                if p.spark_error_class:
+                    st.error(f"Spark would refuse: `{p.spark_error_class}`. {p.spark_refusal}")
+                for w in p.warnings:
+                    st.warning(w)
+                for u in p.unknown:
+                    st.info(u)
+                metric_row(
+                    [
+                        ("Partitions", f"{p.current} → {p.partitions}", None),
+                        ("Skew now", f"{p.skew_before:.2f}", "The fullest partition over the mean, the worst store."),
+                        ("Skew after", f"{p.skew_after:.2f}", "The same, after the repartition."),
+                    ]
+                )
+                for store in p.stores:
+                    fig = charts.repartition_figure(p, store)
+                    chart(fig, key=f"rep-{store.operator_id}-{store.store}")
+                    name = f"repartition-{p.partitions}-op{store.operator_id}-{store.store}"
+                    chart_downloads(name, fig, charts.repartition_table(p, store), f"dl-{name}")
+                    if store.hot_keys:
+                        st.markdown("**Hottest keys** and their partitions (a key's rows stay together whatever the count)")
+                        st.dataframe(
+                            [
+                                {"key": key_json(k["key"]), "rows": k["rows"], "now": k["from"], "after": k["to"]}
+                                for k in store.hot_keys
+                            ],
+                            hide_index=True,
+                            width="stretch",
+                        )
+                st.markdown("**The command** (with the query stopped):")
+                st.code(p.command, language="python")
+                st.caption("Bytes per new partition are estimated: each row at its current partition's bytes on disk per row.")

@@ -13,6 +13,7 @@ import pyarrow as pa
 from plotly.subplots import make_subplots
 
 from analysis.checkpoint.health import SkewReport, StoreGrowth
+from analysis.checkpoint.repartition import RepartitionPreview, StorePreview
 from analysis.core.model import Batch
 from analysis.runs.progress import PHASES, ProgressLog
 from analysis.verdicts.key_verdicts import KeyDiagnosis
@@ -274,6 +275,52 @@ def skew_figure(r: SkewReport) -> go.Figure:
     count_axis(fig, max(r.rows_by_partition.values(), default=0), secondary_y=False)
     fig.update_yaxes(title_text=f"bytes on disk ({unit})", rangemode="tozero", tickmode="auto", showgrid=False, secondary_y=True)
     return finish(fig)
+
+
+def repartition_figure(p: RepartitionPreview, store: StorePreview) -> go.Figure:
+    """One store's rows per partition now and after the repartition, side by side: every partition
+    labelled, counts from zero."""
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            x=[str(i) for i in range(len(store.rows_before))],
+            y=store.rows_before,
+            name=f"now ({len(store.rows_before)} partitions)",
+            marker_color=BAR_COLOR,
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=[str(i) for i in range(len(store.rows))],
+            y=store.rows,
+            name=f"after ({p.partitions} partitions)",
+            marker_color=LINE_COLOR,
+        )
+    )
+    fig.update_layout(
+        title=f"Rows per partition, op {store.operator_id} {store.store}: now and after repartitioning to {p.partitions} "
+        f"(skew {store.skew_before:.2f} -> {store.skew_after:.2f}, fullest over mean)",
+        height=380,
+        margin={"t": 60, "b": 40},
+        barmode="group",
+    )
+    fig.update_xaxes(title_text="partition", type="category")
+    fig.update_yaxes(title_text="rows in state")
+    count_axis(fig, max(store.rows + store.rows_before, default=0))
+    return finish(fig)
+
+
+def repartition_table(p: RepartitionPreview, store: StorePreview) -> pa.Table:
+    """One store's rows and estimated bytes per new partition."""
+    return pa.table(
+        {
+            "operator_id": [store.operator_id] * p.partitions,
+            "store": [store.store] * p.partitions,
+            "new_partition_id": list(range(p.partitions)),
+            "rows": store.rows,
+            "estimated_bytes": store.bytes,
+        }
+    )
 
 
 def partition_rows_figure(rows: dict[int, int], title: str) -> go.Figure:

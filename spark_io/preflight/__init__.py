@@ -158,7 +158,12 @@ def preflight(
         run: dict[str, Any] = json.loads(result_path.read_text("utf-8")) if result_path.exists() else {"no_query": True}
         if run.get("no_query"):
             raise InvalidInput(
-                _no_query(checkpoint, proc.returncode, log_path.read_text("utf-8", "replace"), [str(q) for q in run.get("other_queries") or []])
+                _no_query(
+                    checkpoint,
+                    proc.returncode,
+                    log_path.read_text("utf-8", "replace"),
+                    [str(q) for q in run.get("other_queries") or []],
+                )
             )
         return _judged(info, scratch, run, event_log)
 

@@ -134,6 +134,12 @@ def expect(seconds: float) -> None:
         compiled()  # each loop loads from numba's cache on its first call
 
 
+def expect_scan(n_bytes: int) -> None:
+    """The caller is about to walk ``n_bytes`` of state files (a whole store, known before a first
+    partition tells): load the compiled loops now when Python would take as long as loading them."""
+    expect(n_bytes * _SCAN_PER_BYTE)
+
+
 def _python(loop: Any, *args: Any) -> Any:
     """Run a Python loop, adding its time to the process's."""
     global _python_seconds
