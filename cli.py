@@ -546,12 +546,17 @@ def _int_list(text: str) -> list[int]:
 def cmd_doctor(args: argparse.Namespace) -> None:
     from spark_io.logs.checkpoint import doctor
 
-    run = None
+    run, runs = None, None
     if args.event_log:
         from spark_io.logs.checkpoint import read_checkpoint
-        from spark_io.logs.progress import read_progress
+        from spark_io.logs.progress import read_progress, repartition_runs
 
-        run = read_progress(args.event_log, read_checkpoint(args.checkpoint)).run
+        runs = repartition_runs(args.event_log)  # an application that repartitioned the state offline
+        try:
+            run = read_progress(args.event_log, read_checkpoint(args.checkpoint)).run
+        except StateLensError:
+            if not runs:  # neither the query's run nor a repartition: the log is not this checkpoint's
+                raise
     explained = None
     if args.error:
         from analysis.checkpoint.doctor import RunState
@@ -565,7 +570,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         explained = explain_restart_error(args.checkpoint, error)
         if run is None:  # the run that raised it has ended: its uncommitted batch is not running
             run = RunState(False, explained.title, args.error)
-    report = doctor(args.checkpoint, run)
+    report = doctor(args.checkpoint, run, repartition_runs=runs)
     if args.json:
         _dump(report.to_dict() | ({"restart_error": asdict(explained)} if explained else {}))
         return
@@ -736,7 +741,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("checkpoint")
     d.add_argument(
-        "--event-log", default=None, help="the query's Spark event log: whether its last run is still running, or how it ended"
+        "--event-log",
+        default=None,
+        help="the query's Spark event log: whether its last run is still running, or how it ended; or the event log "
+        "of an application that repartitioned the state offline: how long it took",
     )
     d.add_argument(
         "--error",

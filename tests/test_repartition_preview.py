@@ -143,3 +143,39 @@ def test_bad_counts_are_one_line(tmp_path: Path) -> None:
         repartition_preview(str(SAMPLES / "join_rocksdb"), 0)
     out = run_cli("repartition", str(SAMPLES / "join_rocksdb"), "--partitions", "0")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--partitions must be 1 or more" in out.stderr
+
+
+REPARTITION_APP = """
+import json, sys, time
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", sys.argv[2]).getOrCreate())
+t = time.time()
+spark._streamingCheckpointManager.repartition(sys.argv[1], 3)
+print(json.dumps({"seconds": time.time() - t}))
+spark.stop()
+"""
+
+
+def test_the_doctor_names_a_repartition_and_its_duration_from_the_event_log(tmp_path: Path) -> None:
+    """A real offline repartition in an application of its own, with its event log: the doctor names
+    the batch, the counts and how long it ran (within the time the call took)."""
+    import subprocess
+    import sys
+
+    copy, logs = tmp_path / "cp", tmp_path / "events"
+    shutil.copytree(SAMPLES / "join_rocksdb", copy)
+    logs.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", REPARTITION_APP, str(copy), str(logs)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    took = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+    d = json.loads(run_cli("doctor", str(copy), "--event-log", str(logs), "--json").stdout)
+    (p,) = [p for p in d["problems"] if p["code"] == "repartitioned"]
+    batch = read_checkpoint(str(copy)).repartitions[-1].batch_id
+    assert p["details"]["batch"] == batch and (p["details"]["from"], p["details"]["to"]) == (4, 3)
+    assert 0 < p["details"]["seconds"] <= took + 0.5 and p["details"]["seconds"] > took / 3
+    without = json.loads(run_cli("doctor", str(copy), "--json").stdout)
+    (q,) = [p for p in without["problems"] if p["code"] == "repartitioned"]
+    assert q["details"]["seconds"] is None and " in " not in q["title"]

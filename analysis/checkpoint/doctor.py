@@ -215,6 +215,30 @@ def unreadable_report(path: str, message: str, folder: str) -> DoctorReport:
     return report
 
 
+def repartition_history(info: CheckpointInfo, seconds: dict[int, float]) -> list[Problem]:
+    """The offline repartitions that finished (an unfinished one is an error of its own), oldest first;
+    ``seconds``: batch -> how long it ran (from the event log of the application that ran it)."""
+    out = []
+    for r in info.repartitions:
+        if not r.committed:
+            continue
+        took = seconds.get(r.batch_id)
+        out.append(
+            Problem(
+                "repartitioned",
+                "info",
+                f"Batch {r.batch_id} repartitioned the state offline from {r.before} to {r.after} partitions"
+                + (f" in {_secs(int(took * 1000))}" if took is not None else ""),
+                f"A batch of its own (Spark 4.2+'s offline repartition): it read no input and rewrote every store as "
+                f"{r.after} partitions of full snapshots; batches before it read {r.before} partitions."
+                + (" Its time is from the event log of the application that ran it." if took is not None else ""),
+                "Nothing to repair.",
+                {"batch": r.batch_id, "from": r.before, "to": r.after, "seconds": took},
+            )
+        )
+    return out
+
+
 def examine(
     info: CheckpointInfo,
     files: list[StateFile],

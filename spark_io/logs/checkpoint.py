@@ -24,7 +24,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.doctor import DoctorReport, RunState, damaged_offsets, examine, unreadable_report
+from analysis.checkpoint.doctor import (
+    DoctorReport,
+    RunState,
+    damaged_offsets,
+    examine,
+    repartition_history,
+    unreadable_report,
+)
 from analysis.checkpoint.integrity import integrity_problems
 from analysis.checkpoint.restart_error import RestartExplanation, explain
 from analysis.core.errors import (
@@ -384,10 +391,13 @@ def checkpoint_format_version(files: Files, conf: dict[str, str] | None = None) 
 # --------------------------------------------------------------------------- state files
 
 
-def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) -> DoctorReport:
+def doctor(
+    path: str, run: RunState | None = None, now_ms: int | None = None, repartition_runs: list[tuple[int, int]] | None = None
+) -> DoctorReport:
     """The checkpoint doctor on what can be read: folders that cannot be read are among its
     problems (never taken for missing files), as is a log that cannot be read at all. ``run``: the
-    query's last run as its event log tells it; ``now_ms``: the time now (default: the clock)."""
+    query's last run as its event log tells it; ``now_ms``: the time now (default: the clock);
+    ``repartition_runs``: the offline repartitions an event log shows (start, end ms)."""
     damaged: list[tuple[int, str]] = []
     try:
         info = read_checkpoint(path, damaged)
@@ -396,6 +406,7 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
     unreadable: list[str] = []
     files = list_state_files(info.path, unreadable)
     report = examine(info, files, unreadable, int(time.time() * 1000) if now_ms is None else now_ms, run)
+    report.problems += repartition_history(info, _repartition_seconds(info, repartition_runs or []))
     committed = set(open_files(info.path).numbered("commits"))
     report.problems[:0] = [damaged_offsets(batch, why, batch in committed, info) for batch, why in damaged]
     files_of = open_files(info.path)
@@ -404,6 +415,28 @@ def doctor(path: str, run: RunState | None = None, now_ms: int | None = None) ->
         report.checksums_verified = sidecars.checked
         report.problems += integrity_problems(sidecars)
     return report
+
+
+def _repartition_seconds(info: CheckpointInfo, runs: list[tuple[int, int]]) -> dict[int, float]:
+    """Batch -> how long each finished repartition ran, from an event log's repartition runs: the run
+    between the batch's offsets and commit files' times, or the one run of a log with one repartition."""
+    done = [r for r in info.repartitions if r.committed]
+    if not runs or not done:
+        return {}
+    files = open_files(info.path)
+    out: dict[int, float] = {}
+    for r in done:
+        start = files.entry(f"offsets/{r.batch_id}") if isinstance(files, StorageFiles) else None
+        end = files.entry(f"commits/{r.batch_id}") if isinstance(files, StorageFiles) else None
+        if start is not None and end is not None:
+            lo, hi = start.mtime_ns // 1_000_000 - 60_000, end.mtime_ns // 1_000_000 + 60_000
+            match = [run for run in runs if lo <= run[0] and run[1] <= hi]
+            if len(match) == 1:
+                out[r.batch_id] = (match[0][1] - match[0][0]) / 1000
+                continue
+        if len(done) == 1 and len(runs) == 1:
+            out[r.batch_id] = (runs[0][1] - runs[0][0]) / 1000
+    return out
 
 
 def explain_restart_error(path: str, error: str) -> RestartExplanation:

@@ -206,6 +206,45 @@ def read_error_source(path: str) -> str:
     return "\n".join(texts)
 
 
+def repartition_runs(path: str) -> list[tuple[int, int]]:
+    """(start ms, end ms) of each offline state repartition an application in ``path`` ran: its jobs
+    run stages named ``repartition at ...`` (Spark 4.2+'s ``StreamingCheckpointManager.repartition``),
+    each with the job that reads the stores before it; jobs of one repartition follow each other."""
+    groups = _groups(path.strip(), "a Spark event log")
+    runs: list[tuple[int, int]] = []
+    for _, _, text, _ in _decoded(path, groups, [], ": point to the application's own event log."):
+        jobs: list[tuple[int, int, bool]] = []  # (start, end, a repartition stage)
+        started: dict[int, tuple[int, bool]] = {}
+        for line in text.split("\n"):
+            if not line.startswith(('{"Event":"SparkListenerJobStart"', '{"Event":"SparkListenerJobEnd"')):
+                continue
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if e["Event"] == "SparkListenerJobStart":
+                names = [str(s.get("Stage Name", "")) for s in e.get("Stage Infos", [])]
+                started[e["Job ID"]] = (int(e.get("Submission Time", 0)), any(n.startswith("repartition at ") for n in names))
+            elif e["Job ID"] in started:
+                start, ours = started.pop(e["Job ID"])
+                jobs.append((start, int(e.get("Completion Time", start)), ours))
+        jobs.sort()
+        run: list[int] | None = None
+        for i, (start, end, ours) in enumerate(jobs):
+            if not ours:
+                continue
+            begin = jobs[i - 1][0] if i and not jobs[i - 1][2] else start  # the read before it
+            if run is not None and begin <= run[1] + 5_000:
+                run[1] = max(run[1], end)
+            else:
+                if run is not None:
+                    runs.append((run[0], run[1]))
+                run = [begin, end]
+        if run is not None:
+            runs.append((run[0], run[1]))
+    return sorted(runs)
+
+
 def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:
     """The progress of the checkpoint's query in ``path`` (see the module doc for what it may be)."""
     raw = path.strip()
