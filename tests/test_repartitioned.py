@@ -108,7 +108,12 @@ def test_the_change_feed_skips_the_repartition_batch_on_both_engines(name: str, 
 
 def test_the_doctor_checks_each_batch_with_its_partitions(name: str) -> None:
     report = doctor(str(golden.HERE / name))
-    assert [(p.code, p.severity) for p in report.problems] == [("partitions_left_by_repartition", "info")]
+    assert [(p.code, p.severity) for p in report.problems] == [
+        ("partitions_left_by_repartition", "info"),
+        ("repartitioned", "info"),
+    ]
+    (r,) = read_checkpoint(str(golden.HERE / name)).repartitions
+    assert report.problems[1].details == {"batch": r.batch_id, "from": 4, "to": 3, "seconds": None}
     left = report.problems[0].details
     assert left["partitions"] == [3] and left["files"] == sum(
         1 for f in (golden.HERE / name / "state" / "0" / "3").rglob("*") if f.is_file() and not f.name.startswith(".")
