@@ -114,6 +114,9 @@ nav = st.navigation(
             st.Page("views/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
             st.Page("views/health.py", title="State health", icon=":material/monitor_heart:"),
         ],
+        "Change": [
+            st.Page("views/preflight.py", title="Will my change restart?", icon=":material/published_with_changes:"),
+        ],
     }
 )
 with asking():

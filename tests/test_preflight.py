@@ -250,3 +250,68 @@ def test_checkpoints_of_older_spark(spark: Any, tmp_path: Path, version: str, sa
     assert tree_checksums(checkpoint) == before
     if (query, change) == ("windowed_agg", "window_size"):
         assert "window_changed" in [w.kind for w in r.warnings]
+
+
+PLAN_CHANGES = [
+    ("join", "join_type", "join_type_changed", "LeftOuter"),
+    ("join", "time_bound", "join_condition_changed", "10 minutes"),
+    ("windowed_agg", "watermark_delay", "watermark_delay_changed", "was 10 min"),
+    ("session", "filter_added", "filter_added", "view"),
+]
+
+
+@pytest.mark.parametrize(("query", "change", "kind", "says"), PLAN_CHANGES, ids=[f"{q}-{c}" for q, c, _, _ in PLAN_CHANGES])
+def test_with_the_event_log_the_old_plan_is_compared(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory, query: str, change: str, kind: str, says: str
+) -> None:
+    """Changes Spark restarts without a word: the old plan (the deployed query's event log) against
+    the new one Spark made for the next batch."""
+    import subprocess
+
+    root = tmp_path_factory.mktemp(f"logged-{query}")
+    inputs, checkpoint, logs = root / "in", root / "cp", root / "events"
+    for b in range(FIRST_BATCHES):
+        cj.write_input(inputs, b)
+    logs.mkdir()
+    first = subprocess.run(
+        [sys.executable, str(JOB), "--query", query, "--input", str(inputs), "--checkpoint", str(checkpoint),
+         "--output", str(root / "out"), "--sink", "foreach_batch", "--event-log", str(logs)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-2000:]
+    with _confs(spark, cj.confs(query, change)):
+        r = judge_writer(str(checkpoint), lambda s: cj.build(s, query, change, inputs)[0], spark, event_log=str(logs))
+    assert r.verdict == "restarts"
+    found = [w for w in r.warnings if w.kind == kind]
+    assert len(found) == 1 and says in found[0].detail, r.warnings
+    assert not [n for n in r.not_checked if "event-log" in n]
+    with _confs(spark, cj.confs(query, "none")):
+        same = judge_writer(str(checkpoint), lambda s: cj.build(s, query, "none", inputs)[0], spark, event_log=str(logs))
+    assert same.verdict == "restarts" and same.warnings == []
+
+
+def test_the_app_page_runs_the_changed_script(spark: Any, bases: Any, tmp_path: Path) -> None:
+    """The page takes the changed job's script and arguments, and shows Spark's verdict, the schemas
+    side by side and the ways out; the job's sink saw nothing."""
+    from test_app import open_app
+
+    checkpoint, inputs = bases("windowed_agg")
+    before = tree_checksums(checkpoint)
+    output = tmp_path / "job-output"
+    at = open_app(str(checkpoint), "views/preflight.py")
+    at.text_input(key="pf_script").set_value(str(JOB))
+    args = f"--query windowed_agg --change key_added --input {inputs} --checkpoint {checkpoint} --output {output} --sink foreach_batch"
+    at.text_input(key="pf_args").set_value(args)
+    at.run()
+    at.button(key="pf_go").click()
+    at.run(timeout=300)
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in e.value for e in at.error)
+    (table,) = at.dataframe
+    rows = table.value.to_dict("records")
+    assert rows[-1] == {"position": 2, "stored": "", "new": "kind StringType", "change": "added"}
+    assert any("new checkpoint" in m.value for m in at.markdown)
+    assert not output.exists() and tree_checksums(checkpoint) == before
+    at.text_input(key="pf_script").set_value(str(tmp_path / "missing.py")).run()
+    at.button(key="pf_go").click().run()
+    assert any("is not a Python script here" in e.value for e in at.error)

@@ -151,6 +151,29 @@ def _one_batch(writer: Any, connect: bool) -> dict[str, Any]:
     }
 
 
+# optimizer rules that fold a batch without new data into empty local relations, its filters with them:
+# left out for that batch, its plan shows the query's filters as a batch with data would
+_FOLDING = (
+    "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation",
+    "org.apache.spark.sql.catalyst.optimizer.PropagateEmptyRelation",
+)
+_EXCLUDED = "spark.sql.optimizer.excludedRules"
+
+
+@contextlib.contextmanager
+def _keeping_filters(spark: Any) -> Any:
+    before = None
+    with contextlib.suppress(Exception):
+        before = spark.conf.get(_EXCLUDED, None)
+    try:
+        with contextlib.suppress(Exception):
+            spark.conf.set(_EXCLUDED, ",".join([x for x in [before] if x] + list(_FOLDING)))
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            spark.conf.set(_EXCLUDED, before) if before else spark.conf.unset(_EXCLUDED)
+
+
 def run_redirected(writer: Any, spark: Any, scratch: str, connect: bool, planned: tuple[str, str] | None) -> dict[str, Any]:
     """Run the writer's query on ``scratch`` into ``noop`` for the batch it would run next: Spark's
     verdict, the plan it made and the confs the job set. The batch is planned from the sources, as
@@ -168,7 +191,8 @@ def run_redirected(writer: Any, spark: Any, scratch: str, connect: bool, planned
         with open(planned_path, "w", encoding="utf-8") as f:
             f.write(planned[1])  # type: ignore[index]
         writer.trigger(once=True)
-        result = _one_batch(writer, connect)
+        with _keeping_filters(spark):
+            result = _one_batch(writer, connect)
         result["new_data"] = False
     import pyspark
 

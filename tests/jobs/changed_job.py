@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--output", required=True)
     ap.add_argument("--sink", default="files", choices=["files", "foreach_batch"])
+    ap.add_argument("--event-log", default=None, help="write the application's Spark event log into this folder")
     args = ap.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -262,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     builder = builder.config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
     for k, v in confs(args.query, args.change).items():
         builder = builder.config(k, v)
+    if args.event_log:
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", args.event_log)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     # a table the job creates before it starts: a write preflight must not make

@@ -1,0 +1,88 @@
+"""Before a change: will the changed query restart on this checkpoint? The changed job's script and
+arguments run as ``statelens preflight`` runs them: against a scratch copy of the checkpoint, into
+Spark's noop sink, for the batch the query would run next; Spark's own checks give the verdict."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+from analysis.checkpoint.preflight import Preflight
+from analysis.core.errors import InvalidInput
+from views.common import checkpoint_info, current_event_log, guard, metric_row
+
+st.header("Will my change restart?")
+st.caption(
+    "Give the changed job's script and its arguments as you deploy it. It runs here, with this app's Python, against a "
+    "scratch copy of the checkpoint: the query starts into Spark's noop sink for the one batch it would run next "
+    "(its foreachBatch function is never called, its tables and files are not written), and Spark's own restart "
+    "checks decide. The checkpoint is only read."
+)
+info = checkpoint_info()
+if info is not None:
+    script = st.text_input("The changed job's script", placeholder="/path/to/job.py", key="pf_script").strip()
+    arguments = st.text_input(
+        "Its arguments", placeholder="--checkpoint s3://lake/cp/orders --input s3://lake/in", key="pf_args"
+    ).strip()
+    folder = st.text_input("Run it in the folder", value=str(Path.cwd()), key="pf_cwd").strip()
+    asked = (info.path, script, arguments, folder, current_event_log())
+    if st.button("Check before deploying", type="primary", disabled=not script, key="pf_go"):
+        with guard():
+            if not script.endswith(".py") or not Path(script).is_file():
+                raise InvalidInput(f"{script} is not a Python script here: give the path of the job's .py file.")
+            from spark_io.preflight import preflight
+
+            with st.spinner("Running the changed job on a scratch copy of the checkpoint (its Spark starts first)…"):
+                st.session_state["pf_result"] = (
+                    asked,
+                    preflight(
+                        info.path, [sys.executable, script, *shlex.split(arguments)], current_event_log(), cwd=folder or None
+                    ),
+                )
+    done = st.session_state.get("pf_result")
+    if done is not None and done[0] == asked:
+        r: Preflight = done[1]
+        if r.verdict == "restarts":
+            st.success(f"**Restarts.** {r.title}")
+        else:
+            st.error(f"**Fails: `{r.error_class}`.** {r.title}")
+        metric_row(
+            [
+                ("Verdict", r.verdict, "Spark's own: its restart checks ran on the batch the query runs next."),
+                ("Batch", r.batch, "New data" if r.new_data else "No new data: the next batch without it"),
+                ("Warnings", len(r.warnings), "What restarts but behaves otherwise than you may expect."),
+            ]
+        )
+        if r.stored_schema is not None and r.new_schema is not None:
+            marks = {d["position"]: d["change"] for d in r.differences if "position" in d}
+            n = max(len(r.stored_schema), len(r.new_schema))
+            st.markdown(f"**The {r.schema_part} schema, field by field** (Spark compares by position)")
+            st.dataframe(
+                [
+                    {
+                        "position": i,
+                        "stored": r.stored_schema[i].text() if i < len(r.stored_schema) else "",
+                        "new": r.new_schema[i].text() if i < len(r.new_schema) else "",
+                        "change": marks.get(i, ""),
+                    }
+                    for i in range(n)
+                ],
+                hide_index=True,
+                width="stretch",
+            )
+        elif r.differences:
+            st.markdown("**What changed**\n" + "\n".join(f"- {d['change']}" for d in r.differences))
+        for w in r.warnings:
+            st.warning(f"**{w.kind}**: {w.detail}")
+        if r.ways_out:
+            st.markdown("**Ways out**\n" + "\n".join(f"- {w}" for w in r.ways_out))
+        for title, items in (
+            ("Not compared", r.not_checked),
+            ("The job's writes, not made", r.skipped_writes),
+            ("The job's other queries, not started", r.other_queries),
+        ):
+            if items:
+                st.caption(f"{title}: " + "; ".join(items))
