@@ -280,8 +280,9 @@ def plan_warnings(
                 )
     if old is None:
         not_checked.append(
-            "the watermark delay, a join's type and condition, and the filters before each stateful operator: the "
-            "checkpoint does not record the old query's plan (give --event-log of a run of the deployed query)"
+            "a join's type and condition, and the filters before each stateful operator: the checkpoint does not "
+            "record the old query's plan (give --event-log of a run of the deployed query); the watermark delay is "
+            "compared with what the stored state shows"
         )
         return warnings, not_checked
     for column, delay in sorted(new.watermark_delays.items()):
@@ -334,6 +335,34 @@ def plan_warnings(
     return warnings, not_checked
 
 
+def delay_from_state(info: CheckpointInfo, new: QueryPlan, newest: dict[int, tuple[int, int]]) -> list[Warning]:
+    """Without the old plan: the deployed query's watermark delay from the checkpoint itself. Its
+    watermark is the newest event time it saw less the delay, and that newest row is still in state
+    (later than the watermark, it is not evicted): ``newest`` bounds it per operator ([lo, hi), ms).
+    The new delay outside ``[lo - watermark, hi - watermark)`` changed."""
+    committed = info.committed_batches
+    if len(new.watermark_delays) != 1 or not committed or not newest:
+        return []
+    column, delay = next(iter(new.watermark_delays.items()))
+    watermark = committed[-1].next_watermark_ms or committed[-1].watermark_ms
+    if not watermark:
+        return []
+    lo = max(b[0] for b in newest.values()) - watermark
+    hi = max(b[1] for b in newest.values()) - watermark
+    if lo <= delay < hi or lo < 0:
+        return []
+    was = f"{_ms(lo)}" if hi - lo <= 1 else f"between {_ms(lo)} and {_ms(hi)}"
+    later = "later" if delay > lo else "earlier"
+    return [
+        Warning(
+            "watermark_delay_changed",
+            f"The watermark on {column} was {was} behind the newest event time in the state (the checkpoint's "
+            f"watermark against its newest stored row), now {_ms(delay)}: rows are late, and state is evicted and "
+            f"emitted, {later} than before.",
+        )
+    ]
+
+
 # --------------------------------------------------------------------------- the verdict
 
 
@@ -346,6 +375,7 @@ def judge(
     old_plan: QueryPlan | None = None,
     stored_widths: dict[int, list[int]] | None = None,
     state_size: dict[int, tuple[int, int]] | None = None,
+    newest: dict[int, tuple[int, int]] | None = None,
 ) -> Preflight:
     """``run``: what the job's process reported (``spark_io.preflight.redirect``); ``keys``: each
     operator's stored key fields. ``state_size``: operator -> (rows, keys) at the last batch, for
@@ -363,6 +393,8 @@ def judge(
     }
     warnings = conf_warnings(info, run.get("confs") or {})
     plan_w, not_checked = plan_warnings(keys, new_plan, old_plan, stored_widths or {})
+    if old_plan is None and new_plan is not None:
+        plan_w += delay_from_state(info, new_plan, newest or {})
     if not error:
         return Preflight(
             "restarts",

@@ -70,6 +70,50 @@ def _stored_widths(info: CheckpointInfo) -> dict[int, list[int]]:
     return out
 
 
+def _newest_event_times(info: CheckpointInfo, column: str) -> dict[int, tuple[int, int]]:
+    """Operator -> bounds (ms) of the newest event time its state holds on the watermark's ``column``:
+    [the newest window start, its end) for a window key, else the newest value of a timestamp field
+    of that name (a deduplication's key, a join side's rows)."""
+    from analysis.core.arrow_numpy import numpy_of
+    from analysis.core.model import StateSource
+    from spark_io.readers.native.reader import NativeReader
+
+    out: dict[int, tuple[int, int]] = {}
+    last = info.last_committed
+    if last is None:
+        return out
+    reader = NativeReader(info)
+    for op in info.operators:
+        stores = [op.join_rows_store(side) for side in ("left", "right")] if op.is_join else [op.stores[0].store_name]
+        for store in stores if op.stores else []:
+            try:
+                t = reader.state(StateSource(op.operator_id, store_name=store), last)
+            except Exception:  # not read natively: this operator's newest event time is not known
+                continue
+            if not t.num_rows:
+                continue
+            found = None
+            for part in ("key", "value"):
+                if part not in t.column_names:
+                    continue
+                struct = t[part].combine_chunks()
+                names = [f.name for f in struct.type]
+                if "window" in names and [f.name for f in struct.type.field("window").type][:2] == ["start", "end"]:
+                    w = struct.field("window")
+                    lo = int(numpy_of(w.field("start").cast("int64")).max()) // 1000
+                    hi = int(numpy_of(w.field("end").cast("int64")).max()) // 1000
+                    found = (lo, hi)
+                elif column in names and str(struct.type.field(column).type).startswith("timestamp"):
+                    newest = int(numpy_of(struct.field(column).cast("int64")).max()) // 1000
+                    found = (newest, newest + 1)
+                if found:
+                    break
+            if found:
+                lo, hi = out.get(op.operator_id, found)
+                out[op.operator_id] = (max(lo, found[0]), max(hi, found[1]))
+    return out
+
+
 def _state_size(info: CheckpointInfo, operator_id: int | None) -> dict[int, tuple[int, int]]:
     """Operator -> (rows in all its stores, keys of its main store) at the last committed batch."""
     from analysis.core.model import StateSource
@@ -95,15 +139,20 @@ def _state_size(info: CheckpointInfo, operator_id: int | None) -> dict[int, tupl
 
 def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_log: str | None) -> Preflight:
     plan = query_plan(run["plan"], empty_sources=True) if run.get("plan") else None
+    old = _old_plan(info, event_log)
+    newest: dict[int, tuple[int, int]] = {}
+    if plan is not None and old is None and len(plan.watermark_delays) == 1:
+        newest = _newest_event_times(info, next(iter(plan.watermark_delays)))
     result = judge(
         info,
         run,
         read_key_fields(info.path)[0],
         scratch.batch,
         plan,
-        _old_plan(info, event_log),
+        old,
         _stored_widths(info) if plan is not None else {},
         _state_size(info, None) if run.get("error") else None,
+        newest,
     )
     if event_log is None and plan is None and not run.get("error"):
         result.not_checked.append("the new plan: Spark Connect does not hand it over")
