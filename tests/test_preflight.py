@@ -143,6 +143,8 @@ WARNS = {  # a change Spark restarts without a word, and the warning preflight g
     ("windowed_agg", "shuffle_partitions"): "shuffle_partitions_ignored",
     ("windowed_agg", "window_size"): "window_changed",
     ("windowed_agg", "watermark_delay"): "watermark_delay_changed",  # from the stored state: no event log
+    ("tws", "variable_added"): "state_variable_added",
+    ("tws_avro", "avro_field_added"): "state_schema_evolved",
 }
 
 
@@ -162,6 +164,19 @@ def test_preflight_gives_the_verdict_of_a_real_restart(spark: Any, bases: Any, t
     if r.verdict == "fails" and r.error_class.endswith("SCHEMA_NOT_COMPATIBLE"):
         assert r.stored_schema and r.new_schema and r.differences
         assert r.operator_id == 0
+        if query.startswith("tws"):  # the variable whose stored schema it is
+            assert r.column_family == "count" and "state variable count" in r.title
+
+
+def test_an_avro_field_renamed_is_warned_before_the_data_fails_it(spark: Any, bases: Any) -> None:
+    """Without new data Spark accepts the renamed field (its check allows the evolution); the warning
+    says the stored values read it as null, what the restart with data then fails on."""
+    checkpoint, inputs = bases("tws_avro")
+    with _confs(spark, cj.confs("tws_avro", "avro_field_renamed")):
+        r = judge_writer(str(checkpoint), lambda s: cj.build(s, "tws_avro", "avro_field_renamed", inputs)[0], spark)
+    assert r.verdict == "restarts" and not r.new_data
+    (w,) = [w for w in r.warnings if w.kind == "state_schema_evolved"]
+    assert "total read as null" in w.detail and "n no longer read" in w.detail
 
 
 @pytest.mark.parametrize("query", sorted(cj.QUERIES))
@@ -265,6 +280,30 @@ def test_checkpoints_of_older_spark(spark: Any, tmp_path: Path, version: str, sa
         assert "window_changed" in [w.kind for w in r.warnings]
 
 
+_LOGGED: dict[str, tuple[Path, Path, Path]] = {}
+
+
+def _logged_base(query: str, factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(checkpoint, inputs, event logs) of the job's first version run in an application of its own
+    with its event log (once per query)."""
+    import subprocess
+
+    if query not in _LOGGED:
+        root = factory.mktemp(f"logged-{query}")
+        inputs, checkpoint, logs = root / "in", root / "cp", root / "events"
+        for b in range(FIRST_BATCHES):
+            cj.write_input(inputs, b)
+        logs.mkdir()
+        first = subprocess.run(
+            [sys.executable, str(JOB), "--query", query, "--input", str(inputs), "--checkpoint", str(checkpoint),
+             "--output", str(root / "out"), "--sink", "foreach_batch", "--event-log", str(logs)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert first.returncode == 0, first.stderr[-2000:]
+        _LOGGED[query] = (checkpoint, inputs, logs)
+    return _LOGGED[query]
+
+
 PLAN_CHANGES = [
     ("join", "join_type", "join_type_changed", "LeftOuter"),
     ("join", "time_bound", "join_condition_changed", "10 minutes"),
@@ -279,19 +318,7 @@ def test_with_the_event_log_the_old_plan_is_compared(
 ) -> None:
     """Changes Spark restarts without a word: the old plan (the deployed query's event log) against
     the new one Spark made for the next batch."""
-    import subprocess
-
-    root = tmp_path_factory.mktemp(f"logged-{query}")
-    inputs, checkpoint, logs = root / "in", root / "cp", root / "events"
-    for b in range(FIRST_BATCHES):
-        cj.write_input(inputs, b)
-    logs.mkdir()
-    first = subprocess.run(
-        [sys.executable, str(JOB), "--query", query, "--input", str(inputs), "--checkpoint", str(checkpoint),
-         "--output", str(root / "out"), "--sink", "foreach_batch", "--event-log", str(logs)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert first.returncode == 0, first.stderr[-2000:]
+    checkpoint, inputs, logs = _logged_base(query, tmp_path_factory)
     with _confs(spark, cj.confs(query, change)):
         r = judge_writer(str(checkpoint), lambda s: cj.build(s, query, change, inputs)[0], spark, event_log=str(logs))
     assert r.verdict == "restarts"

@@ -143,6 +143,24 @@ def _schemas_of(text: str) -> tuple[str, list[Field], list[Field]] | None:
     return m.group(1), struct_fields(old), struct_fields(new)
 
 
+def _family_of(stored: dict[int, dict[str, dict[str, Any]]], op_id: int | None, part: str, fields: list[Field]) -> str | None:
+    """The one column family (transformWithState variable) whose stored key or value schema this is."""
+    want = [(f.name, f.type) for f in fields]
+    found = [
+        name
+        for name, fam in stored.get(op_id if op_id is not None else -1, {}).items()
+        if not name.startswith("$") and [(str(x.get("name")), _spark_type(x.get("type"))) for x in fam[part]] == want
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _spark_type(t: Any) -> str:
+    """A schema file's type as Spark's error text writes it: "long" -> LongType."""
+    simple = {"long": "LongType", "integer": "IntegerType", "string": "StringType", "double": "DoubleType", "float": "FloatType",
+              "boolean": "BooleanType", "timestamp": "TimestampType", "date": "DateType", "short": "ShortType", "byte": "ByteType", "binary": "BinaryType"}  # fmt: skip
+    return simple.get(t, str(t)) if isinstance(t, str) else str(t)
+
+
 def field_differences(stored: list[Field], new: list[Field]) -> list[dict[str, Any]]:
     """Position by position, as Spark compares them: each field that differs, marked."""
     out = []
@@ -363,6 +381,48 @@ def delay_from_state(info: CheckpointInfo, new: QueryPlan, newest: dict[int, tup
     ]
 
 
+def _names(fields: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(str(f.get("name")), str(f.get("type"))) for f in fields]
+
+
+def family_warnings(
+    stored: dict[int, dict[str, dict[str, Any]]], new: dict[int, dict[str, dict[str, Any]]], avro: bool
+) -> list[Warning]:
+    """transformWithState's variables after the changed query ran (the schema files Spark wrote in the
+    scratch copy) against the stored ones: a variable added starts empty for every stored key; a
+    value field added or renamed under Avro encoding reads as null in the values stored before."""
+    out = []
+    for op_id, families in sorted(new.items()):
+        before = stored.get(op_id, {})
+        for name, fam in sorted(families.items()):
+            if name.startswith("$") or name == "default":
+                continue
+            if name not in before:
+                out.append(
+                    Warning(
+                        "state_variable_added",
+                        f"Operator {op_id}: state variable {name} is new: it starts empty for every key the state holds.",
+                    )
+                )
+                continue
+            old_fields, new_fields = _names(before[name]["value"]), _names(fam["value"])
+            if old_fields == new_fields:
+                continue
+            added = [n for n, _ in new_fields if n not in dict(old_fields)]
+            removed = [n for n, _ in old_fields if n not in dict(new_fields)]
+            detail = f"Operator {op_id}: the value of state variable {name} evolved ({', '.join(f'{n} {t}' for n, t in old_fields)} -> {', '.join(f'{n} {t}' for n, t in new_fields)})"
+            if avro or fam.get("avro"):
+                detail += (
+                    ". Avro reads the values stored before with the new schema: "
+                    + (f"{', '.join(added)} read as null" if added else "")
+                    + ("; " if added and removed else "")
+                    + (f"{', '.join(removed)} no longer read (a renamed field loses its values)" if removed else "")
+                    + ". Code that reads them must handle null."
+                )
+            out.append(Warning("state_schema_evolved", detail + ("" if detail.endswith(".") else ".")))
+    return out
+
+
 # --------------------------------------------------------------------------- the verdict
 
 
@@ -376,6 +436,7 @@ def judge(
     stored_widths: dict[int, list[int]] | None = None,
     state_size: dict[int, tuple[int, int]] | None = None,
     newest: dict[int, tuple[int, int]] | None = None,
+    families: tuple[dict[int, dict[str, dict[str, Any]]], dict[int, dict[str, dict[str, Any]]] | None] | None = None,
 ) -> Preflight:
     """``run``: what the job's process reported (``spark_io.preflight.redirect``); ``keys``: each
     operator's stored key fields. ``state_size``: operator -> (rows, keys) at the last batch, for
@@ -395,6 +456,9 @@ def judge(
     plan_w, not_checked = plan_warnings(keys, new_plan, old_plan, stored_widths or {})
     if old_plan is None and new_plan is not None:
         plan_w += delay_from_state(info, new_plan, newest or {})
+    if families is not None and families[1] is not None:
+        avro = info.conf.get("spark.sql.streaming.stateStore.encodingFormat") == "avro"
+        plan_w += family_warnings(families[0], families[1], avro)
     if not error:
         return Preflight(
             "restarts",
@@ -425,7 +489,9 @@ def judge(
         part, stored, new = schemas
         result.schema_part, result.stored_schema, result.new_schema = part, stored, new
         result.differences = field_differences(stored, new)
-        result.column_family = _family(error)
+        result.column_family = _family(error) or _family_of(families[0] if families else {}, result.operator_id, part, stored)
+        if result.column_family:
+            result.title = f"The {part} schema of state variable {result.column_family} (operator {result.operator_id}) changed"
         op = next((o for o in info.operators if o.operator_id == result.operator_id), None)
         if op is not None:
             if result.column_family and op.store(result.column_family):

@@ -162,6 +162,16 @@ def explain(raw: str, info: CheckpointInfo, keys: dict[int, list[dict[str, Any]]
                 "To repartition to another count, first finish the one that was started.",
             ],
         )
+    if cls and cls.startswith("STATE_STORE_INVALID_CONFIG_AFTER_RESTART"):
+        said = next((x for x in text.splitlines() if cls in x), "")
+        said = said.split(f"[{cls}]", 1)[-1].split(" SQLSTATE")[0].strip()
+        return RestartExplanation(
+            cls,
+            "A setting of the stateful operator that its state depends on changed" + (f": {said}" if said else ""),
+            None,
+            [said] if said else [],
+            ["Set it back to what the checkpoint was written with: the query then restarts where it stopped.", new_checkpoint],
+        )
     if cls == "PYTHON_EXCEPTION" or (cls is None and "PythonException" in text):
         return _python_failure(text)
     if cls:

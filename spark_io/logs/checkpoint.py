@@ -572,6 +572,23 @@ def _schema_families(files: Files, folder: str) -> list[Any] | str:
         return e.message
 
 
+def family_schemas(path: str, files: Files | None = None) -> dict[int, dict[str, dict[str, Any]]]:
+    """Operator -> column family -> {"key", "value", "avro"}, from each store's newest v3 schema file
+    (transformWithState's variables; a join's stores in format 3 and 4)."""
+    files = files or open_files(path)
+    out: dict[int, dict[str, dict[str, Any]]] = {}
+    for op_dir in files.subdirs("state"):
+        if not op_dir.isdigit():
+            continue
+        for store in files.subdirs(f"state/{op_dir}/_stateSchema"):
+            fams = _schema_families(files, f"state/{op_dir}/_stateSchema/{store}")
+            if isinstance(fams, str):
+                continue
+            for f in fams:
+                out.setdefault(int(op_dir), {})[f.name] = {"key": f.key, "value": f.value, "avro": f.avro}
+    return out
+
+
 def _family_key_fields(files: Files, folder: str, family: str) -> list[dict[str, Any]] | str:
     """The key fields of a column family from the newest v3 schema file in ``folder``, or why not."""
     fams = _schema_families(files, folder)

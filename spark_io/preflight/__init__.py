@@ -24,9 +24,11 @@ from analysis.checkpoint.preflight import Preflight, judge
 from analysis.core.errors import InvalidInput
 from analysis.core.model import CheckpointInfo
 from analysis.core.query_plan import QueryPlan, query_plan
-from spark_io.logs.checkpoint import read_checkpoint, read_key_fields
+from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_fields
+from spark_io.logs.files import StorageFiles
 from spark_io.preflight import redirect
 from spark_io.preflight.scratch import Scratch, scratch_copy
+from spark_io.storage import LocalStorage
 
 BOOT = Path(__file__).resolve().parent / "boot"
 TIMEOUT_S = 900
@@ -153,10 +155,16 @@ def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_l
         _stored_widths(info) if plan is not None else {},
         _state_size(info, None) if run.get("error") else None,
         newest,
+        (family_schemas(info.path), None if run.get("error") else family_schemas(str(scratch.path), _scratch_files(scratch))),
     )
     if event_log is None and plan is None and not run.get("error"):
         result.not_checked.append("the new plan: Spark Connect does not hand it over")
     return result
+
+
+def _scratch_files(scratch: Scratch) -> StorageFiles:
+    """The scratch copy's files (ours, outside the user's allowed roots)."""
+    return StorageFiles(LocalStorage(str(scratch.path)))
 
 
 def _confs(info: CheckpointInfo) -> list[str]:
