@@ -28,6 +28,7 @@ from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_f
 from spark_io.logs.files import StorageFiles
 from spark_io.preflight import redirect
 from spark_io.preflight.scratch import Scratch, scratch_copy
+from spark_io.preflight.stored import StoredFacts, state_size, stored_facts
 from spark_io.storage import LocalStorage
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -42,109 +43,11 @@ def _old_plan(info: CheckpointInfo, event_log: str | None) -> QueryPlan | None:
     return read_progress(event_log, info).query_plan()
 
 
-def _stored_widths(info: CheckpointInfo) -> dict[int, list[int]]:
-    """Operator -> the distinct widths (ms) of the windows in its stored keys (a window key only)."""
-    from analysis.core.arrow_numpy import numpy_of
-    from analysis.core.model import StateSource
-    from spark_io.readers.native.reader import NativeReader
-
-    out: dict[int, list[int]] = {}
-    last = info.last_committed
-    if last is None:
-        return out
-    reader = NativeReader(info)
-    for op in info.operators:
-        if op.is_join or not op.stores:
-            continue
-        source = StateSource(op.operator_id, store_name=op.stores[0].store_name)
-        try:
-            key = reader.schema(source).field("key").type
-            if key.get_field_index("window") < 0 or [f.name for f in key.field("window").type][:2] != ["start", "end"]:
-                continue
-            t = reader.state(source, last, keys_only=True)
-        except Exception:  # a store that cannot be read natively: its windows are not compared
-            continue
-        if not t.num_rows:
-            continue
-        w = t["key"].combine_chunks().field("window")
-        width = numpy_of(w.field("end").cast("int64")) - numpy_of(w.field("start").cast("int64"))
-        out[op.operator_id] = sorted({int(x) // 1000 for x in set(width.tolist())})
-    return out
-
-
-def _newest_event_times(info: CheckpointInfo, column: str) -> dict[int, tuple[int, int]]:
-    """Operator -> bounds (ms) of the newest event time its state holds on the watermark's ``column``:
-    [the newest window start, its end) for a window key, else the newest value of a timestamp field
-    of that name (a deduplication's key, a join side's rows)."""
-    from analysis.core.arrow_numpy import numpy_of
-    from analysis.core.model import StateSource
-    from spark_io.readers.native.reader import NativeReader
-
-    out: dict[int, tuple[int, int]] = {}
-    last = info.last_committed
-    if last is None:
-        return out
-    reader = NativeReader(info)
-    for op in info.operators:
-        stores = [op.join_rows_store(side) for side in ("left", "right")] if op.is_join else [op.stores[0].store_name]
-        for store in stores if op.stores else []:
-            try:
-                t = reader.state(StateSource(op.operator_id, store_name=store), last)
-            except Exception:  # not read natively: this operator's newest event time is not known
-                continue
-            if not t.num_rows:
-                continue
-            found = None
-            for part in ("key", "value"):
-                if part not in t.column_names:
-                    continue
-                struct = t[part].combine_chunks()
-                names = [f.name for f in struct.type]
-                if "window" in names and [f.name for f in struct.type.field("window").type][:2] == ["start", "end"]:
-                    w = struct.field("window")
-                    lo = int(numpy_of(w.field("start").cast("int64")).max()) // 1000
-                    hi = int(numpy_of(w.field("end").cast("int64")).max()) // 1000
-                    found = (lo, hi)
-                elif column in names and str(struct.type.field(column).type).startswith("timestamp"):
-                    newest = int(numpy_of(struct.field(column).cast("int64")).max()) // 1000
-                    found = (newest, newest + 1)
-                if found:
-                    break
-            if found:
-                lo, hi = out.get(op.operator_id, found)
-                out[op.operator_id] = (max(lo, found[0]), max(hi, found[1]))
-    return out
-
-
-def _state_size(info: CheckpointInfo, operator_id: int | None) -> dict[int, tuple[int, int]]:
-    """Operator -> (rows in all its stores, keys of its main store) at the last committed batch."""
-    from analysis.core.model import StateSource
-    from spark_io.gather.health import default_store
-    from spark_io.readers.native.reader import NativeReader
-
-    last = info.last_committed
-    if last is None:
-        return {}
-    out: dict[int, tuple[int, int]] = {}
-    reader = NativeReader(info)
-    for op in info.operators:
-        try:
-            counts = {
-                s.store_name: reader.state(StateSource(op.operator_id, store_name=s.store_name), last, keys_only=True).num_rows
-                for s in op.stores
-            }
-        except Exception:
-            continue
-        out[op.operator_id] = (sum(counts.values()), counts.get(default_store(op), max(counts.values(), default=0)))
-    return out
-
-
 def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_log: str | None) -> Preflight:
     plan = query_plan(run["plan"], empty_sources=True) if run.get("plan") else None
     old = _old_plan(info, event_log)
-    newest: dict[int, tuple[int, int]] = {}
-    if plan is not None and old is None and len(plan.watermark_delays) == 1:
-        newest = _newest_event_times(info, next(iter(plan.watermark_delays)))
+    column = next(iter(plan.watermark_delays)) if plan is not None and old is None and len(plan.watermark_delays) == 1 else None
+    facts = stored_facts(info, column) if plan is not None else StoredFacts()
     result = judge(
         info,
         run,
@@ -152,13 +55,14 @@ def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_l
         scratch.batch,
         plan,
         old,
-        _stored_widths(info) if plan is not None else {},
-        _state_size(info, None) if run.get("error") else None,
-        newest,
+        facts.widths,
+        state_size(info) if run.get("error") else None,
+        facts.newest,
         (family_schemas(info.path), None if run.get("error") else family_schemas(str(scratch.path), _scratch_files(scratch))),
     )
     if event_log is None and plan is None and not run.get("error"):
         result.not_checked.append("the new plan: Spark Connect does not hand it over")
+    result.not_checked += [f"the stored windows and event times of {u}" for u in facts.unread]
     return result
 
 
