@@ -16,8 +16,6 @@ import json
 import re
 import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +27,10 @@ from support import ROOT, SAMPLES, tree_checksums
 
 sys.path.insert(0, str(ROOT / "tests" / "jobs"))
 import changed_job as cj
+from restart_errors import _conf as _confs  # the session's confs set for a block, then restored
 
 JOB = ROOT / "tests" / "jobs" / "changed_job.py"
 FIRST_BATCHES = 3
-
-
-@contextmanager
-def _confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
-    before = {k: spark.conf.get(k, None) for k in confs}
-    for k, v in confs.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, old in before.items():
-            spark.conf.set(k, old) if old is not None else spark.conf.unset(k)
 
 
 def _run(

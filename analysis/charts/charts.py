@@ -281,22 +281,10 @@ def repartition_figure(p: RepartitionPreview, store: StorePreview) -> go.Figure:
     """One store's rows per partition now and after the repartition, side by side: every partition
     labelled, counts from zero."""
     fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            x=[str(i) for i in range(len(store.rows_before))],
-            y=store.rows_before,
-            name=f"now ({len(store.rows_before)} partitions)",
-            marker_color=BAR_COLOR,
+    for rows, when, color in ((store.rows_before, "now", BAR_COLOR), (store.rows, "after", LINE_COLOR)):
+        fig.add_trace(
+            go.Bar(x=[str(i) for i in range(len(rows))], y=rows, name=f"{when} ({len(rows)} partitions)", marker_color=color)
         )
-    )
-    fig.add_trace(
-        go.Bar(
-            x=[str(i) for i in range(len(store.rows))],
-            y=store.rows,
-            name=f"after ({p.partitions} partitions)",
-            marker_color=LINE_COLOR,
-        )
-    )
     fig.update_layout(
         title=f"Rows per partition, op {store.operator_id} {store.store}: now and after repartitioning to {p.partitions} "
         f"(skew {store.skew_before:.2f} -> {store.skew_after:.2f}, fullest over mean)",

@@ -454,6 +454,7 @@ def judge(
     }
     warnings = conf_warnings(info, run.get("confs") or {})
     plan_w, not_checked = plan_warnings(keys, new_plan, old_plan, stored_widths or {})
+    not_checked += [f"whether the job sets {c}: the job's session did not answer" for c in run.get("confs_unread") or []]
     if old_plan is None and new_plan is not None:
         plan_w += delay_from_state(info, new_plan, newest or {})
     if families is not None and families[1] is not None:
@@ -501,11 +502,13 @@ def judge(
     if state_size and result.operator_id is not None and result.operator_id in state_size:
         _, n_keys = state_size[result.operator_id]
         total = sum(r for r, _ in state_size.values())
+        unread = [str(o.operator_id) for o in info.operators if o.operator_id not in state_size]
+        rows = f"{total:,} rows" if not unread else f"{total:,} rows and operator {', '.join(unread)}'s, not counted here"
         result.ways_out = [
             w
             if "new checkpoint" not in w
             else w.rstrip(".")
-            + f": the state of batch {info.last_committed} is lost ({total:,} rows; {n_keys:,} keys in operator {result.operator_id})."
+            + f": the state of batch {info.last_committed} is lost ({rows}; {n_keys:,} keys in operator {result.operator_id})."
             for w in result.ways_out
         ]
     return result

@@ -62,13 +62,13 @@ def _error_class(e: BaseException) -> str | None:
     return None
 
 
-def _explicit_confs(spark: Any, keys: list[str]) -> dict[str, str]:
-    """The confs among ``keys`` the job set itself (a default is not a choice of the job's)."""
+def _explicit_confs(spark: Any, keys: list[str], unread: list[str]) -> dict[str, str]:
+    """The confs among ``keys`` the job set itself (a default is not a choice of the job's); a conf
+    that cannot be read goes to ``unread`` with why."""
     out: dict[str, str] = {}
-    jconf = None
     try:
         jconf = spark._jsparkSession.sessionState().conf()  # classic
-    except Exception:
+    except Exception:  # Spark Connect: no JVM session here
         jconf = None
     for k in keys:
         try:
@@ -79,8 +79,8 @@ def _explicit_confs(spark: Any, keys: list[str]) -> dict[str, str]:
                 value = spark.conf.get(k, None)
                 if value is not None:
                     out[k] = str(value)
-        except Exception:
-            continue
+        except Exception as e:
+            unread.append(f"{k} ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
     return out
 
 
@@ -196,8 +196,10 @@ def run_redirected(writer: Any, spark: Any, scratch: str, connect: bool, planned
         result["new_data"] = False
     import pyspark
 
+    unread: list[str] = []
     return result | {
-        "confs": _explicit_confs(spark, confs),
+        "confs": _explicit_confs(spark, confs, unread),
+        "confs_unread": unread,
         "spark_version": getattr(spark, "version", None) or pyspark.__version__,
         "connect": connect,
         "seconds": round(time.time() - started, 3),
