@@ -227,6 +227,12 @@ def _ms(ms: int) -> str:
     return f"{ms} ms"
 
 
+_WINDOWS_KEPT = (
+    "The stored windows keep their old bounds: they are updated, emitted and evicted as they are; "
+    "new rows go to windows of the new size beside them."
+)
+
+
 def _windows(plan: QueryPlan) -> dict[int, tuple[int, int, bool]]:
     """Operator -> its window's (size, slide, session) in ms."""
     out = {}
@@ -281,8 +287,7 @@ def plan_warnings(
                     + (f" sliding every {_ms(was[1])}" if was[1] != was[0] else "")
                     + f", now {_ms(size)}"
                     + (f" sliding every {_ms(slide)}" if slide != size else "")
-                    + ". The stored windows keep their old bounds: they are updated, emitted and evicted as they are; "
-                    "new rows go to windows of the new size beside them.",
+                    + f". {_WINDOWS_KEPT}",
                 )
             )
         elif op_id not in old_windows and not session and stored_widths.get(op_id):
@@ -292,8 +297,7 @@ def plan_warnings(
                     Warning(
                         "window_changed",
                         f"Operator {op_id}: the stored state holds windows of {', '.join(_ms(w) for w in widths)}; the "
-                        f"changed query makes windows of {_ms(size)}. The stored windows keep their old bounds and are "
-                        "emitted and evicted as they are; new rows go to windows of the new size beside them.",
+                        f"changed query makes windows of {_ms(size)}. {_WINDOWS_KEPT}",
                     )
                 )
     if old is None:

@@ -17,6 +17,7 @@ Python API), and patches PySpark's writers:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -372,25 +373,21 @@ def _no_query() -> None:
         _write({"no_query": True, "skipped_writes": list(_SKIPPED), "other_queries": list(_OTHERS)})
 
 
+def _patch(package: str) -> None:
+    """Patch the writers of ``pyspark.sql`` (classic) or ``pyspark.sql.connect``."""
+    readwriter = importlib.import_module(f"{package}.readwriter")
+    _patched_start(importlib.import_module(f"{package}.streaming.readwriter").DataStreamWriter)
+    _skip(readwriter.DataFrameWriter, _BATCH_WRITES, "DataFrameWriter")
+    _skip(readwriter.DataFrameWriterV2, _V2_WRITES, "DataFrameWriterV2")
+
+
 def install() -> None:
-    """Patch PySpark's writers (the ones this PySpark has)."""
+    """Patch PySpark's writers (the ones this PySpark has: Connect's need its extra packages)."""
     import atexit
 
     atexit.register(_no_query)
-    try:
-        from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
-        from pyspark.sql.streaming.readwriter import DataStreamWriter
-    except Exception:
-        return
-    _patched_start(DataStreamWriter)
-    _skip(DataFrameWriter, _BATCH_WRITES, "DataFrameWriter")
-    _skip(DataFrameWriterV2, _V2_WRITES, "DataFrameWriterV2")
-    try:
-        from pyspark.sql.connect.readwriter import DataFrameWriter as CDataFrameWriter
-        from pyspark.sql.connect.readwriter import DataFrameWriterV2 as CDataFrameWriterV2
-        from pyspark.sql.connect.streaming.readwriter import DataStreamWriter as CDataStreamWriter
-    except Exception:
-        return
-    _patched_start(CDataStreamWriter)
-    _skip(CDataFrameWriter, _BATCH_WRITES, "DataFrameWriter")
-    _skip(CDataFrameWriterV2, _V2_WRITES, "DataFrameWriterV2")
+    for package in ("pyspark.sql", "pyspark.sql.connect"):
+        try:
+            _patch(package)
+        except ImportError:
+            return
