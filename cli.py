@@ -22,12 +22,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import decimal
 import json
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -45,20 +43,12 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _json_value(v: Any) -> Any:
-    if isinstance(v, (dt.datetime, dt.date, dt.time)):
-        return v.isoformat()
-    if isinstance(v, decimal.Decimal):
-        return float(v)
-    if isinstance(v, bytes):
-        return v.hex()
-    if isinstance(v, dt.timedelta):
-        return v.total_seconds()
-    return str(v)
-
-
 def _dump(obj: Any) -> None:
-    print(json.dumps(obj, default=_json_value, ensure_ascii=False))
+    """A result's ``to_dict()`` (or a dict), as one line of JSON."""
+    from statelens.results import json_value
+
+    data = obj.to_dict() if hasattr(obj, "to_dict") else obj
+    print(json.dumps(data, default=json_value, ensure_ascii=False))
 
 
 def _fmt_ms(ms: int) -> str:
@@ -76,24 +66,18 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _engine_summary(engines: Any) -> str | None:
-    """The engine that answered ("native", "spark"), "native+spark" when both did, None when none read."""
-    found = sorted(set(engines))
-    return "+".join(found) if found else None
-
-
 # --------------------------------------------------------------------------- commands
 
 
 def cmd_overview(args: argparse.Namespace) -> None:
-    from analysis.checkpoint.overview import overview_dict, repartition_lines
-    from spark_io.logs.checkpoint import read_checkpoint
+    import statelens
+    from analysis.checkpoint.overview import repartition_lines
 
-    info = read_checkpoint(args.checkpoint)
-    data = overview_dict(info)
+    result = statelens.open(args.checkpoint).overview()
     if args.json:
-        _dump(data)
+        _dump(result)
         return
+    info, data = result.info, result.to_dict()
     print(f"checkpoint  {info.path}")
     print(f"query id    {data['query_id']}")
     committed = info.committed_batches
@@ -129,20 +113,12 @@ def _ago(ms: int | None) -> str:
 
 
 def cmd_ls(args: argparse.Namespace) -> None:
+    import statelens
     from analysis.checkpoint.health import human_bytes
-    from spark_io.gather.fleet import list_checkpoints
 
-    rows = list_checkpoints(args.prefix)
-    key = {
-        "path": lambda r: r.path,
-        "problems": lambda r: (r.error is None, {"error": 0, "warning": 1, "info": 2}.get(r.worst_severity or "", 3), r.path),
-        "bytes": lambda r: -r.state_bytes,
-        "lag": lambda r: -(r.watermark_lag_ms or 0),
-        "behind": lambda r: -r.uncommitted,
-    }[args.sort]
-    rows.sort(key=key)
+    rows = statelens.ls(args.prefix, sort=args.sort)
     if args.json:
-        _dump({"prefix": args.prefix, "checkpoints": [r.to_dict() for r in rows]})
+        _dump(rows)
         return
     if not rows:
         print(f"No checkpoint (a folder with offsets/ and commits/) under {args.prefix}.")
@@ -170,58 +146,48 @@ def cmd_ls(args: argparse.Namespace) -> None:
 
 
 def cmd_sql(args: argparse.Namespace) -> None:
-    import os
+    import statelens
+    from statelens.results import json_value
 
-    from spark_io.gather.workspace import Workspace
-    from spark_io.readers.state_reader import RowFilter
-    from spark_io.runtime.session import scratch_dir
-
-    row_filter = RowFilter(partitions=tuple(args.partitions)) if args.partitions else None
-    spill_dir = os.path.join(scratch_dir(), "spill") if args.spill else None
-    ws = Workspace(
-        args.checkpoint, args.batch, row_budget=args.row_budget, row_filter=row_filter, spill_dir=spill_dir, timeout=args.timeout
+    answer = statelens.open(args.checkpoint).sql(
+        args.query, args.batch, args.max_rows, args.row_budget, args.partitions, args.spill, args.timeout
     )
-    result = ws.execute(args.query, max_rows=args.max_rows)
-    rows = [list(r.values()) for r in result.table.to_pylist()]
-    engines = {t.spec.name: t.engine for t in ws.loaded.values()}
     if args.json:
-        _dump({"columns": result.columns, "rows": rows, "engine": _engine_summary(engines.values()), "engines": engines})
+        _dump(answer)
         return
+    rows = [list(r.values()) for r in answer.table.to_pylist()]
     shown = [
-        [json.dumps(v, default=_json_value, ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in r] for r in rows
+        [json.dumps(v, default=json_value, ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in r] for r in rows
     ]
-    print(_table(result.columns, shown))
-    more = f" (cut at {args.max_rows}: more rows exist)" if result.truncated else ""
-    read = f", state read by {_engine_summary(engines.values())}" if engines else ""
-    print(f"\n{len(rows)} rows at batch {ws.batch}{more}{read}")
-    for t in ws.loaded.values():
-        if t.fallback:
-            print(f"note: {t.spec.name} was read by Spark: the native reader does not read {t.fallback}")
+    print(_table(answer.table.column_names, shown))
+    more = f" (cut at {args.max_rows}: more rows exist)" if answer.truncated else ""
+    read = f", state read by {answer.engine}" if answer.engines else ""
+    print(f"\n{len(rows)} rows at batch {answer.batch}{more}{read}")
+    for note in answer.notes:
+        print(f"note: {note}")
 
 
 def cmd_why_missing(args: argparse.Namespace) -> None:
     import textwrap
 
-    from analysis.runs.progress import parse_event_time
-    from spark_io.gather.diagnosis import why_missing
+    import statelens
 
-    event_time = parse_event_time(args.event_time) if args.event_time is not None else None
-    report = why_missing(
-        args.checkpoint,
-        args.keys,
-        args.operator,
-        args.batch,
-        args.key_field,
+    answers = statelens.open(args.checkpoint).why_missing(
+        *args.keys,
+        operator=args.operator,
+        batch=args.batch,
+        key_field=args.key_field,
         join_type=args.join_type,
-        event_time_ms=event_time,
+        event_time=args.event_time,
         event_log=args.event_log,
         input_root=args.input_root,
         sink=args.sink,
         near_misses=not args.no_near_misses,
     )
     if args.json:
-        _dump(report.to_dict())
+        _dump(answers)
         return
+    report = answers.report
     inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
     if report.whole_query:
         s = report.input_search
@@ -306,30 +272,14 @@ def _print_fate(fate: Any) -> None:
 
 
 def cmd_progress(args: argparse.Namespace) -> None:
-    from analysis.runs.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
-    from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
+    import statelens
+    from analysis.runs.progress import late_drops
 
-    info = read_checkpoint(args.checkpoint)
-    log = None
-    if args.event_log:
-        from spark_io.logs.progress import read_progress
-
-        log = read_progress(args.event_log, info)
-    rows = batch_rows(info, read_source_offsets(args.checkpoint), log)
-    mismatch = operator_mismatch(log, info) if log else None
-    notes = (log.notes if log else []) + ([f"Operators could not be matched: {mismatch}."] if mismatch else [])
-    lags = snapshot_lags(log) if log else []
+    result = statelens.open(args.checkpoint).progress(event_log=args.event_log)
     if args.json:
-        _dump(
-            {
-                "query_id": info.query_id,
-                "progress": {"location": log.location, "format": log.format, "files": log.files} if log else None,
-                "notes": notes,
-                "batches": rows,
-                "snapshot_lag": [x.to_dict() for x in lags],
-            }
-        )
+        _dump(result)
         return
+    info, log, rows, notes, lags = result.info, result.log, result.rows, result.notes, result.lags
     print(f"query id    {info.query_id}")
     print(
         f"progress    {f'{log.format}: {log.location} ({len(log.batches)} batches)' if log else 'none (give --event-log for rows, rates and late rows)'}"
@@ -369,12 +319,13 @@ def cmd_progress(args: argparse.Namespace) -> None:
 
 
 def cmd_skew(args: argparse.Namespace) -> None:
-    from spark_io.gather.health import skew
+    import statelens
 
-    r = skew(args.checkpoint, args.operator, args.store, args.batch)
+    result = statelens.open(args.checkpoint).skew(args.operator, args.store, args.batch)
     if args.json:
-        _dump(r.to_dict())
+        _dump(result)
         return
+    r = result.report
     print(f"operator {r.operator_id} store {r.store_name} at batch {r.batch_id} (state read by {r.engine})")
     if r.engine_note:
         print(f"note: read by Spark instead: the native reader does not read {r.engine_note}")
@@ -389,12 +340,15 @@ def cmd_skew(args: argparse.Namespace) -> None:
 
 
 def cmd_unmatched(args: argparse.Namespace) -> None:
-    from spark_io.gather.unmatched import unmatched
+    import statelens
 
-    report = unmatched(args.checkpoint, args.operator, args.batch, args.since, join_type=args.join_type, event_log=args.event_log)
+    result = statelens.open(args.checkpoint).unmatched(
+        args.operator, args.batch, args.since, join_type=args.join_type, event_log=args.event_log
+    )
     if args.json:
-        _dump(report.to_dict())
+        _dump(result)
         return
+    report = result.report
     span = f"history batches {report.history[0]}-{report.history[1]}" if report.history else "no history"
     print(
         f"operator {report.operator_id} ({report.operator_name}) at batch {report.batch}, {span} (state read by {report.engine})"
@@ -415,12 +369,13 @@ def _print_findings(findings: list) -> None:  # type: ignore[type-arg]
 
 
 def cmd_growth(args: argparse.Namespace) -> None:
-    from spark_io.gather.health import growth
+    import statelens
 
-    g = growth(args.checkpoint, args.operator, args.store)
+    result = statelens.open(args.checkpoint).growth(args.operator, args.store)
     if args.json:
-        _dump(g.to_dict())
+        _dump(result)
         return
+    g = result.report
     rows = [[s["operator_id"], s["store_name"], s["batch_id"], s["rows"], s["bytes"]] for s in g.series()]
     print(_table(["operator", "store", "batch", "rows", "bytes"], rows))
     print(f"\nstate read by {g.engine}")
@@ -431,7 +386,6 @@ def cmd_growth(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     from analysis.charts import charts
-    from analysis.core.errors import InvalidInput
     from analysis.core.export import FIGURE_FORMATS, figure_bytes, to_csv_bytes
     from spark_io.logs.checkpoint import read_checkpoint
 
@@ -461,7 +415,6 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     from analysis.charts.report import checkup_report
-    from analysis.core.errors import InvalidInput
     from spark_io.gather.health import checkup
 
     out = Path(args.out)
@@ -484,12 +437,13 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_preflight(args: argparse.Namespace) -> None:
-    from spark_io.preflight import preflight
+    import statelens
 
-    r = preflight(args.checkpoint, args.job, event_log=args.event_log, timeout=args.timeout)
+    result = statelens.open(args.checkpoint).preflight(args.job, event_log=args.event_log, timeout=args.timeout)
     if args.json:
-        _dump(r.to_dict())
+        _dump(result)
         return
+    r = result.report
     print(f"{'RESTARTS' if r.verdict == 'restarts' else 'FAILS'}: {r.title}")
     if r.error_class:
         print(f"error class  {r.error_class}" + (f" (operator {r.operator_id})" if r.operator_id is not None else ""))
@@ -526,14 +480,13 @@ def cmd_preflight(args: argparse.Namespace) -> None:
 
 
 def cmd_repartition(args: argparse.Namespace) -> None:
-    from analysis.checkpoint.repartition import lines
-    from spark_io.gather.repartition import repartition_preview
+    import statelens
 
-    p = repartition_preview(args.checkpoint, args.partitions, args.operator)
+    result = statelens.open(args.checkpoint).repartition(args.partitions, args.operator)
     if args.json:
-        _dump(p.to_dict())
+        _dump(result)
         return
-    print("\n".join(lines(p)))
+    print("\n".join(result.lines()))
 
 
 def _int_list(text: str) -> list[int]:
@@ -544,36 +497,13 @@ def _int_list(text: str) -> list[int]:
 
 
 def cmd_doctor(args: argparse.Namespace) -> None:
-    from spark_io.logs.checkpoint import doctor
+    import statelens
 
-    run, runs = None, None
-    if args.event_log:
-        from spark_io.logs.checkpoint import read_checkpoint
-        from spark_io.logs.progress import read_progress, repartition_runs
-
-        runs = repartition_runs(args.event_log)  # an application that repartitioned the state offline
-        try:
-            run = read_progress(args.event_log, read_checkpoint(args.checkpoint)).run
-        except StateLensError:
-            if not runs:  # neither the query's run nor a repartition: the log is not this checkpoint's
-                raise
-    explained = None
-    if args.error:
-        from analysis.checkpoint.doctor import RunState
-        from spark_io.logs.checkpoint import explain_restart_error
-        from spark_io.logs.progress import read_error_source
-
-        try:
-            error = read_error_source(args.error)
-        except StateLensError as e:
-            raise InvalidInput(f"--error: {e.message}") from e
-        explained = explain_restart_error(args.checkpoint, error)
-        if run is None:  # the run that raised it has ended: its uncommitted batch is not running
-            run = RunState(False, explained.title, args.error)
-    report = doctor(args.checkpoint, run, repartition_runs=runs)
+    result = statelens.open(args.checkpoint).doctor(event_log=args.event_log, error=args.error)
     if args.json:
-        _dump(report.to_dict() | ({"restart_error": asdict(explained)} if explained else {}))
+        _dump(result)
         return
+    report, explained = result.report, result.restart_error
     c = report.committed
     print(f"checkpoint   {report.path}")
     print(f"committed    {len(c)} batches" + (f" ({c[0]}–{c[-1]})" if c else ""))

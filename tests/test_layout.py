@@ -144,3 +144,13 @@ def test_no_import_loop(package: str) -> None:
         if module not in state:
             visit(module, [module])
     assert loops == [], [" -> ".join(loop) for loop in loops]
+
+
+def test_the_notebook_api_sits_on_the_engine() -> None:
+    """statelens (the notebook API) is a layer beside the CLI and the pages: above spark_io and
+    analysis, never imported by them, and it imports no page, no CLI and no Spark of its own."""
+    for name, mods in imported_modules("statelens").items():
+        assert not mods & {"views", "cli", "streamlit", "pyspark", "py4j"}, (name, mods)
+    for folder in ("analysis", "spark_io", "views"):
+        for name, mods in imported_modules(folder).items():
+            assert "statelens" not in mods, f"{folder}/{name}"

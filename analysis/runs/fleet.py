@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -138,3 +139,24 @@ def skew_findings(info: CheckpointInfo, files: list[StateFile]) -> list[str]:
         if most / median >= SKEW_RATIO:
             out.append(f"operator {op} {store}: partition {hot} holds {most / median:.0f}x the median partition's bytes")
     return out
+
+
+SORTS = ("problems", "path", "bytes", "lag", "behind")
+
+
+def sort_rows(rows: list[CheckpointRow], by: str = "problems") -> list[CheckpointRow]:
+    """The rows in the order asked: ``problems`` (unreadable first, then errors, warnings, notes),
+    ``path``, ``bytes`` (most first), ``lag`` (the watermark furthest behind first), ``behind``
+    (most batches planned and not committed first)."""
+    from analysis.core.errors import InvalidInput
+
+    keys: dict[str, Callable[[CheckpointRow], Any]] = {
+        "path": lambda r: r.path,
+        "problems": lambda r: (r.error is None, {"error": 0, "warning": 1, "info": 2}.get(r.worst_severity or "", 3), r.path),
+        "bytes": lambda r: -r.state_bytes,
+        "lag": lambda r: -(r.watermark_lag_ms or 0),
+        "behind": lambda r: -r.uncommitted,
+    }
+    if by not in keys:
+        raise InvalidInput(f"Cannot sort by '{by}': use one of {', '.join(SORTS)}.")
+    return sorted(rows, key=keys[by])

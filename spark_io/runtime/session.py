@@ -31,6 +31,7 @@ class SparkTarget:
     master: str | None = None  # e.g. local[*], spark://host:7077, yarn
     remote: str | None = None  # Spark Connect, e.g. sc://host:15002
     served: bool = False  # the remote is the local warm engine of `cli.py serve`, not a cluster
+    adopted: bool = False  # a session the caller started and stops (``adopt``)
 
     def describe(self) -> str:
         if self.remote:
@@ -51,10 +52,26 @@ def configure(master: str | None = None, remote: str | None = None, served: bool
     new = SparkTarget(master=master, remote=remote, served=served)
     with _lock:
         if new != _target and _session is not None:
-            _session.stop()
+            if not _target.adopted:
+                _session.stop()
             _session = None
             _children.clear()
         _target = new
+
+
+def adopt(spark: Any) -> None:
+    """Use a session the caller already has (a notebook's ``spark``, classic or Spark Connect) for
+    every read that needs Spark, instead of starting one; it is the caller's to stop."""
+    global _target, _session
+    remote = None
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        remote = "sc:// (the notebook's session)"
+    with _lock:
+        if _session is not None and _session is not spark and not _target.adopted:
+            _session.stop()
+        _children.clear()
+        _session = spark
+        _target = SparkTarget(master=None if remote else "the notebook's session", remote=remote, adopted=True)
 
 
 def target() -> SparkTarget:
@@ -269,7 +286,7 @@ def start_in_background() -> threading.Thread:
 def stop() -> None:
     global _session
     with _lock:
-        if _session is not None:
+        if _session is not None and not _target.adopted:
             _session.stop()
             _session = None
             _children.clear()

@@ -1,0 +1,36 @@
+"""State Lens for notebooks and scripts: what the CLI answers, as Python objects.
+
+    import statelens
+    cp = statelens.open("s3://lake/cp/orders")
+    cp.why_missing("ord-42", event_log="s3://lake/logs/")   # one answer per key, drawn in the notebook
+    cp.doctor().to_dict()                                   # the CLI's --json
+    cp.sql("SELECT count(*) FROM op0").to_pandas()
+    statelens.ls("s3://lake/cp/").to_pandas()
+
+Errors are ``statelens.StateLensError`` (the CLI's one-line errors: ``title``, ``message``).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from analysis.core.errors import StateLensError
+from statelens.api import Checkpoint, configure, ls, open
+from statelens.results import Answers, KeyAnswer, Listing, Result, Rows
+
+# plotly_js: how charts in a notebook get plotly.js: "cdn" (cdn.plot.ly) or "inline" (embedded, offline)
+config = SimpleNamespace(plotly_js="cdn")
+
+__all__ = [
+    "Answers",
+    "Checkpoint",
+    "KeyAnswer",
+    "Listing",
+    "Result",
+    "Rows",
+    "StateLensError",
+    "config",
+    "configure",
+    "ls",
+    "open",
+]

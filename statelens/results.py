@@ -1,0 +1,625 @@
+"""What the API returns: the gatherers' reports, each able to show itself in a notebook.
+
+Every result has ``to_dict()`` (exactly what the CLI prints with ``--json``), ``to_arrow()`` and
+``to_pandas()`` (its main table), ``figures`` (the app's charts, Plotly figures) and
+``_repr_html_`` (Jupyter and Databricks draw it); the report it wraps is ``.report``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from dataclasses import asdict
+from typing import Any
+
+import pyarrow as pa
+
+from statelens import render
+
+
+def json_value(v: Any) -> Any:
+    """How values JSON has no type for are written (the CLI's --json and ``to_dict``)."""
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    return str(v)
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as the CLI's JSON has it: plain dicts, lists, strings and numbers."""
+    return json.loads(json.dumps(obj, default=json_value, ensure_ascii=False))
+
+
+def _utc(ms: int | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC) if ms else None
+
+
+class Result:
+    """One answer. Subclasses give ``_data`` (the CLI's JSON before encoding), ``to_arrow`` and ``_html``."""
+
+    title = "State Lens"
+    report: Any = None
+
+    def _data(self) -> Any:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CLI's ``--json`` answer, as Python objects."""
+        return jsonable(self._data())  # type: ignore[no-any-return]
+
+    def to_arrow(self) -> pa.Table:
+        raise NotImplementedError
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        """The charts, titled: ``(title, plotly Figure)``."""
+        return []
+
+    def _summary(self) -> list[str]:
+        return []
+
+    def _body(self) -> list[str]:
+        return []
+
+    def _repr_html_(self) -> str:
+        return render.card(self.title, self._summary(), self._body(), self.figures)
+
+    def __repr__(self) -> str:
+        lines = self._summary()
+        return f"<{type(self).__name__}: {self.title}" + (f" · {lines[0]}" if lines else "") + ">"
+
+
+class Overview(Result):
+    """Query id, batches and watermarks, operators and stores (``statelens overview --json``)."""
+
+    def __init__(self, info: Any) -> None:
+        self.report = self.info = info
+        self.title = f"Checkpoint {info.path}"
+
+    def _data(self) -> Any:
+        from analysis.checkpoint.overview import overview_dict
+
+        return overview_dict(self.info)
+
+    def to_arrow(self) -> pa.Table:
+        bs = self.info.batches
+        return pa.table(
+            {
+                "batch_id": pa.array([b.batch_id for b in bs], pa.int64()),
+                "committed": pa.array([b.committed for b in bs], pa.bool_()),
+                "watermark": pa.array([_utc(b.watermark_ms) for b in bs], pa.timestamp("ms", "UTC")),
+                "watermark_ms": pa.array([b.watermark_ms for b in bs], pa.int64()),
+                "timestamp": pa.array([_utc(b.timestamp_ms) for b in bs], pa.timestamp("ms", "UTC")),
+                "partitions": pa.array([b.shuffle_partitions for b in bs], pa.int64()),
+            }
+        )
+
+    def _summary(self) -> list[str]:
+        from analysis.checkpoint.overview import repartition_lines
+
+        info = self.info
+        pending = f"; planned, not committed: {', '.join(map(str, info.uncommitted))}" if info.uncommitted else ""
+        return [
+            f"query {info.query_id} · {len(info.batches)} batches ({len(info.committed_batches)} committed, "
+            f"last committed {info.last_committed}){pending} · provider {info.provider}",
+            *repartition_lines(info),
+        ]
+
+    def _body(self) -> list[str]:
+        ops = [
+            [op.operator_id, op.operator_name, ", ".join(f"{s.store_name} ({s.num_partitions} partitions)" for s in op.stores)]
+            for op in self.info.operators
+        ]
+        newest = self.to_arrow().to_pylist()[::-1]
+        return [
+            render.table(["operator", "kind", "stores"], ops) if ops else "<p>No stateful operators (no state/ folder).</p>",
+            "<p><b>Batches, newest first</b></p>",
+            render.table(list(newest[0]) if newest else [], [list(r.values()) for r in newest]),
+        ]
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        from analysis.charts import charts
+
+        return [("Watermark", charts.watermark_figure(self.info.batches))] if self.info.batches else []
+
+
+class Doctor(Result):
+    """Is the checkpoint whole, where a restart starts, what it reads and may change (``doctor --json``)."""
+
+    def __init__(self, report: Any, restart_error: Any = None) -> None:
+        self.report, self.restart_error = report, restart_error
+        self.title = f"Checkpoint doctor: {report.path}"
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.report.ok)
+
+    def _data(self) -> Any:
+        return self.report.to_dict() | ({"restart_error": asdict(self.restart_error)} if self.restart_error else {})
+
+    def to_arrow(self) -> pa.Table:
+        ps = self.report.problems
+        return pa.table(
+            {
+                "severity": pa.array([p.severity for p in ps], pa.string()),
+                "code": pa.array([p.code for p in ps], pa.string()),
+                "title": pa.array([p.title for p in ps], pa.string()),
+                "meaning": pa.array([p.meaning for p in ps], pa.string()),
+                "action": pa.array([p.action for p in ps], pa.string()),
+            }
+        )
+
+    def _summary(self) -> list[str]:
+        r = self.report
+        c = r.committed
+        return [
+            f"{len(r.problems)} problem(s) · {len(c)} committed batches"
+            + (f" ({c[0]}–{c[-1]})" if c else "")
+            + f" · a restart runs batch {r.restart_batch} · checkpoint format version {r.checkpoint_format_version}",
+            f"{r.checksums_verified} file(s) verified against their .crc sidecars",
+        ]
+
+    def _body(self) -> list[str]:
+        out = [render.problems(self.report.problems)]
+        e = self.restart_error
+        if e is not None:
+            items = "".join(f"<li>{render.esc(x)}</li>" for x in [*e.changes, *(f"way out: {w}" for w in e.ways_out)])
+            out.append(
+                f"<p><b>Why the restart failed: {render.esc(e.title)}</b> {render.esc(e.error_class or '')}</p><ul>{items}</ul>"
+            )
+        settings = [[s.setting, s.value, s.may_change] for s in self.report.restart_settings]
+        out += ["<p><b>What a restart may change</b></p>", render.table(["setting", "value", "may change"], settings)]
+        return out
+
+
+class Progress(Result):
+    """Per batch: what each source read, rows, durations, late rows (``progress --json``)."""
+
+    title = "Progress"
+
+    def __init__(self, info: Any, log: Any, rows: list[dict[str, Any]], notes: list[str], lags: list[Any]) -> None:
+        self.report, self.info, self.log, self.rows, self.notes, self.lags = log, info, log, rows, notes, lags
+        self.title = f"Progress: {info.path}"
+
+    def _data(self) -> Any:
+        log = self.log
+        return {
+            "query_id": self.info.query_id,
+            "progress": {"location": log.location, "format": log.format, "files": log.files} if log else None,
+            "notes": self.notes,
+            "batches": self.rows,
+            "snapshot_lag": [x.to_dict() for x in self.lags],
+        }
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table(
+            {
+                "batch_id": pa.array([r["batch_id"] for r in self.rows], pa.int64()),
+                "input_rows": pa.array([r["input_rows"] for r in self.rows], pa.int64()),
+                "duration_ms": pa.array([r["duration_ms"] for r in self.rows], pa.int64()),
+                "late_rows_dropped": pa.array(
+                    [
+                        sum(o["rows_dropped_by_watermark"] or 0 for o in r["operators"]) if r["has_progress"] else None
+                        for r in self.rows
+                    ],
+                    pa.int64(),
+                ),
+                "sources": pa.array(
+                    ["; ".join(f"{s['label']}: {s['summary']}" for s in r["sources"]) for r in self.rows], pa.string()
+                ),
+            }
+        )
+
+    def _summary(self) -> list[str]:
+        log = self.log
+        where = (
+            f"{log.format}: {log.location} ({len(log.batches)} batches)"
+            if log
+            else "none (give event_log= for rows, rates and late rows)"
+        )
+        return [f"progress {where}", *self.notes]
+
+    def _body(self) -> list[str]:
+        return [render.arrow_table(self.to_arrow())]
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        if self.log is None:
+            return []
+        from analysis.charts import charts
+
+        return [
+            ("Input per batch", charts.rates_figure(self.log)),
+            ("Batch duration by phase", charts.durations_figure(self.log)),
+            ("Late rows dropped by the watermark", charts.late_rows_figure(self.log)),
+        ]
+
+
+class KeyAnswer(Result):
+    """Why one key is missing: what reached the output and the root cause first, then the flow
+    (one element of ``why-missing --json``'s ``results``)."""
+
+    def __init__(self, result: Any, report: Any) -> None:
+        self.report, self.result = report, result
+        self.title = f"Why is {result.key!r} missing?"
+
+    @property
+    def key(self) -> str:
+        return str(self.result.key)
+
+    @property
+    def outcome(self) -> str | None:
+        return self.result.outcome  # type: ignore[no-any-return]
+
+    @property
+    def cause(self) -> str | None:
+        return self.result.cause  # type: ignore[no-any-return]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.result.verdict)
+
+    @property
+    def headline(self) -> str:
+        """The sentence a user reads first."""
+        fate = self.result.fate
+        return str(fate.headline if fate is not None and fate.headline else self.result.explanation)
+
+    def _data(self) -> Any:
+        return self.result.to_dict()
+
+    def to_arrow(self) -> pa.Table:
+        return answers_table([self.result])
+
+    def _summary(self) -> list[str]:
+        return [self.headline]
+
+    def _repr_html_(self) -> str:
+        return render.card(self.title, [], [render.key_answer(self.result)], self.figures)
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        if self.result.fate is not None or not self.result.timeline:
+            return []
+        from analysis.charts import charts
+
+        return [(f"{self.key} against the watermark", charts.key_timeline_figure(self.result, self.report.watermarks))]
+
+
+def answers_table(results: list[Any]) -> pa.Table:
+    """One row per key: what reached the output, the root cause, where and when, the first sentence."""
+    at = [r.cause_at or {} for r in results]
+    return pa.table(
+        {
+            "key": pa.array([r.key for r in results], pa.string()),
+            "outcome": pa.array([r.outcome for r in results], pa.string()),
+            "cause": pa.array([r.cause for r in results], pa.string()),
+            "cause_operator": pa.array([a.get("operator_id") for a in at], pa.int64()),
+            "cause_batch": pa.array([a.get("batch_id") for a in at], pa.int64()),
+            "verdict": pa.array([r.verdict for r in results], pa.string()),
+            "verdict_operator": pa.array([r.verdict_operator for r in results], pa.int64()),
+            "answer": pa.array(
+                [r.fate.headline if r.fate is not None and r.fate.headline else r.explanation for r in results], pa.string()
+            ),
+        }
+    )
+
+
+class Answers(list[KeyAnswer]):
+    """``why_missing``'s answers, one per key in the order asked; the list as a whole is
+    ``why-missing --json``."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__(KeyAnswer(r, report) for r in report.results)
+        self.report = report
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable(self.report.to_dict())  # type: ignore[no-any-return]
+
+    def to_arrow(self) -> pa.Table:
+        return answers_table([a.result for a in self])
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def _repr_html_(self) -> str:
+        r = self.report
+        if r.whole_query:
+            s = r.input_search
+            searched = (
+                f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched"
+                if s is not None and s.files_listed
+                else "input not searched"
+            )
+            plan = f"plan from {r.plan_from}" if r.plan_from else "no event log: operators and watermarks from the checkpoint"
+            head = f"The whole query at batch {r.batch}: {searched}; {plan} (state read by {r.engine})"
+        else:
+            head = f"Operator {r.operator_id} ({r.operator_name}) at batch {r.batch}, key field {r.key_label} (state read by {r.engine})"
+        notes = [head, *(f"read by Spark instead: the native reader does not read {n}" for n in r.engine_notes)]
+        if r.history_error:
+            notes.append(f"history could not be read: {r.history_error}")
+        body = [render.key_answer(a.result) + "<hr>" for a in self]
+        figures = [f for a in self for f in a.figures]
+        return render.card(f"Why are {len(self)} key(s) missing?", notes, body, figures)
+
+
+class Unmatched(Result):
+    """Keys that never matched (``unmatched --json``)."""
+
+    def __init__(self, report: Any) -> None:
+        self.report = report
+        self.title = f"Unmatched keys: operator {report.operator_id} ({report.operator_name}) at batch {report.batch}"
+
+    def _data(self) -> Any:
+        return self.report.to_dict()
+
+    def to_arrow(self) -> pa.Table:
+        ks = self.report.keys
+        return pa.table(
+            {
+                self.report.key_name: pa.array([str(k.key) for k in ks], pa.string()),
+                "verdict": pa.array([k.verdict for k in ks], pa.string()),
+                "side": pa.array([k.side for k in ks], pa.string()),
+                "batch": pa.array([k.batch for k in ks], pa.int64()),
+                "detail": pa.array([k.detail for k in ks], pa.string()),
+            }
+        )
+
+    def _summary(self) -> list[str]:
+        counts = self.report.counts()
+        span = f"history batches {self.report.history[0]}-{self.report.history[1]}" if self.report.history else "no history"
+        return [
+            (", ".join(f"{v}: {n:,}" for v, n in sorted(counts.items())) or "no unmatched keys")
+            + f" · {span} · state read by {self.report.engine}",
+            *self.report.notes,
+        ]
+
+    def _body(self) -> list[str]:
+        return [render.arrow_table(self.to_arrow())]
+
+
+class Skew(Result):
+    """Rows and bytes per partition of one store, skew ratios, hot keys (``skew --json``)."""
+
+    def __init__(self, report: Any) -> None:
+        self.report = report
+        self.title = f"Skew: operator {report.operator_id} {report.store_name} at batch {report.batch_id}"
+
+    def _data(self) -> Any:
+        return self.report.to_dict()
+
+    def to_arrow(self) -> pa.Table:
+        from analysis.charts import charts
+
+        return charts.skew_table(self.report)
+
+    def _summary(self) -> list[str]:
+        note = (
+            [f"read by Spark instead: the native reader does not read {self.report.engine_note}"]
+            if self.report.engine_note
+            else []
+        )
+        return [f"{self.report.headline} · state read by {self.report.engine}", *note]
+
+    def _body(self) -> list[str]:
+        from analysis.checkpoint.health import key_json
+
+        hot = [[key_json(k["key"]), k["rows"]] for k in self.report.top_keys[:10] if k["rows"] > 1]
+        return [render.findings(self.report.findings), render.arrow_table(self.to_arrow())] + (
+            [render.table(["hottest key", "rows"], hot)] if hot else []
+        )
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        from analysis.charts import charts
+
+        return [(self.title, charts.skew_figure(self.report))]
+
+
+class Growth(Result):
+    """Rows and bytes per batch from the change feed, with findings (``growth --json``)."""
+
+    title = "Growth"
+
+    def __init__(self, report: Any) -> None:
+        self.report = report
+
+    def _data(self) -> Any:
+        return self.report.to_dict()
+
+    def to_arrow(self) -> pa.Table:
+        from analysis.charts import charts
+
+        return charts.growth_table(self.report.stores)
+
+    def _summary(self) -> list[str]:
+        note = (
+            [f"read by Spark instead: the native reader does not read {self.report.engine_note}"]
+            if self.report.engine_note
+            else []
+        )
+        return [f"{len(self.report.stores)} store(s) · state read by {self.report.engine}", *note]
+
+    def _body(self) -> list[str]:
+        from analysis.checkpoint.health import human_bytes
+
+        stores = []
+        for g in self.report.stores:
+            first, last = min(g.rows, default=None), max(g.rows, default=None)
+            span = f"{first}–{last}" if first is not None else "-"
+            now = g.rows.get(last, 0) if last is not None else 0
+            stores.append(
+                [
+                    g.operator_id,
+                    g.store_name,
+                    span,
+                    f"{now:,}",
+                    human_bytes(g.bytes.get(last, 0)) if last is not None else "-",
+                    g.method,
+                ]
+            )
+        head = ["operator", "store", "batches", "rows in state at the last", "bytes on disk at the last", "measured from"]
+        return [render.findings(self.report.findings), render.table(head, stores)]
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        from analysis.charts import charts
+
+        return [("Growth", charts.growth_figure(self.report.stores))]
+
+
+class Rows(Result):
+    """Rows: a SQL query's result or a store's state (``sql --json``: columns, rows, engine)."""
+
+    def __init__(
+        self, table: pa.Table, title: str, engines: dict[str, str], truncated: bool = False, notes: list[str] | None = None
+    ) -> None:
+        self.report = self.table = table
+        self.title, self.engines, self.truncated, self.notes = title, engines, truncated, notes or []
+        self.batch: int | None = None  # the batch a SQL query read
+
+    @property
+    def engine(self) -> str | None:
+        found = sorted(set(self.engines.values()))
+        return "+".join(found) if found else None
+
+    def _data(self) -> Any:
+        rows = [list(r.values()) for r in self.table.to_pylist()]
+        return {"columns": self.table.column_names, "rows": rows, "engine": self.engine, "engines": self.engines}
+
+    def to_arrow(self) -> pa.Table:
+        return self.table
+
+    def to_duckdb(self) -> Any:
+        """A DuckDB relation over the rows (in DuckDB's default connection), for more SQL."""
+        import duckdb
+
+        return duckdb.from_arrow(self.table)
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    def _summary(self) -> list[str]:
+        more = " (cut at the row limit: more rows exist)" if self.truncated else ""
+        read = f", state read by {self.engine}" if self.engine else ""
+        return [f"{self.table.num_rows:,} rows{more}{read}", *self.notes]
+
+    def _body(self) -> list[str]:
+        return [render.arrow_table(self.table)]
+
+
+class Listing(list[Any]):
+    """Every checkpoint under a folder or prefix, one row each (``ls --json``: ``checkpoints``)."""
+
+    def __init__(self, prefix: str, rows: list[Any]) -> None:
+        super().__init__(rows)
+        self.prefix = prefix
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"prefix": self.prefix, "checkpoints": [r.to_dict() for r in self]})  # type: ignore[no-any-return]
+
+    def to_arrow(self) -> pa.Table:
+        rows = [{k: v for k, v in r.to_dict().items() if k not in ("trend", "findings", "operators")} for r in self]
+        for r, d in zip(self, rows, strict=True):
+            d["operators"] = ", ".join(r.operators)
+            d["findings"] = "; ".join(r.findings)
+        return pa.Table.from_pylist(rows) if rows else pa.table({"path": pa.array([], pa.string())})
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def _repr_html_(self) -> str:
+        from analysis.checkpoint.health import human_bytes
+
+        rows = [
+            [
+                r.path,
+                r.last_committed,
+                r.uncommitted,
+                ", ".join(r.operators),
+                human_bytes(r.state_bytes),
+                r.error or (f"{r.worst_severity}: {r.worst}" if r.worst else "ok"),
+            ]
+            for r in self
+        ]
+        body = [render.table(["checkpoint", "last batch", "behind", "operators", "state", "doctor"], rows)]
+        return render.card(f"{len(self)} checkpoint(s) under {self.prefix}", [], body)
+
+
+class Repartition(Result):
+    """What repartitioning the state would do (``repartition --json``)."""
+
+    def __init__(self, preview: Any) -> None:
+        self.report = preview
+        self.title = f"Repartition to {preview.partitions} partitions"
+
+    def _data(self) -> Any:
+        return self.report.to_dict()
+
+    def lines(self) -> list[str]:
+        from analysis.checkpoint.repartition import lines
+
+        return lines(self.report)
+
+    def to_arrow(self) -> pa.Table:
+        from analysis.charts import charts
+
+        tables = [charts.repartition_table(self.report, s) for s in self.report.stores]
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+    def _summary(self) -> list[str]:
+        return self.lines()
+
+    def _body(self) -> list[str]:
+        return [render.arrow_table(self.to_arrow())]
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        from analysis.charts import charts
+
+        return [(f"operator {s.operator_id} {s.store}", charts.repartition_figure(self.report, s)) for s in self.report.stores]
+
+
+class Preflight(Result):
+    """Whether a changed job restarts on the checkpoint, judged by Spark (``preflight --json``)."""
+
+    def __init__(self, report: Any) -> None:
+        self.report = report
+        self.title = f"{'Restarts' if report.verdict == 'restarts' else 'Fails'}: {report.title}"
+
+    @property
+    def verdict(self) -> str:
+        return str(self.report.verdict)
+
+    def _data(self) -> Any:
+        return self.report.to_dict()
+
+    def to_arrow(self) -> pa.Table:
+        ws = self.report.warnings
+        return pa.table(
+            {"kind": pa.array([w.kind for w in ws], pa.string()), "detail": pa.array([w.detail for w in ws], pa.string())}
+        )
+
+    def _summary(self) -> list[str]:
+        r = self.report
+        return [
+            f"error class {r.error_class}" if r.error_class else "Spark's checks passed",
+            *(f"way out: {w}" for w in r.ways_out),
+        ]
+
+    def _body(self) -> list[str]:
+        r = self.report
+        out = [render.table(["what changed"], [[d["change"]] for d in r.differences])] if r.differences else []
+        if r.warnings:
+            out.append(render.arrow_table(self.to_arrow()))
+        return out
