@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from views import auth
 from views.common import (
     CHECKPOINT_KEY,
     EVENT_LOG_KEY,
@@ -29,12 +30,17 @@ from views.common import (
 
 st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:", layout="wide")
 
+# A shared server (STATELENS_POLICY): nobody signed in sees the sign-in page only; a user's paths are
+# checked against their roots for the whole run. Without a policy: None, and nothing changes.
+who = auth.gate()
+
 # The checkpoint is chosen once, here, and kept across pages in st.session_state.
 # A link may carry it: ?checkpoint=/path/to/checkpoint
 # The canonical value lives under CHECKPOINT_KEY (not a widget key, so it survives page
 # switches); the text input edits a copy.
 if CHECKPOINT_KEY not in st.session_state:
-    st.session_state[CHECKPOINT_KEY] = st.query_params.get("checkpoint") or default_checkpoint()
+    _default = default_checkpoint()
+    st.session_state[CHECKPOINT_KEY] = st.query_params.get("checkpoint") or (_default if auth.may(_default) else "")
     # the query's event log (optional): ?event_log=..., else the bundled sample's own
     st.session_state[EVENT_LOG_KEY] = st.query_params.get("event_log") or sample_event_log(st.session_state[CHECKPOINT_KEY])
 # The other sidebar widgets keep their values across page switches the same way.
@@ -79,7 +85,7 @@ with st.sidebar:
         "plain, lz4, snappy or zstd) or a file of StreamingQueryProgress JSON lines. It adds input rates, "
         "durations and the rows dropped by the watermark; it is matched to the checkpoint by query id.",
     )
-    samples = sample_checkpoints()
+    samples = {name: path for name, path in sample_checkpoints().items() if auth.may(path)}
     if samples:
         current = next((n for n, p in samples.items() if p == st.session_state[CHECKPOINT_KEY]), None)
         st.session_state["sample_pick"] = current
@@ -95,8 +101,10 @@ with st.sidebar:
         key=TZ_KEY,
         help="Times in tables and charts are shown in this zone (UTC by default). Explanations always say UTC.",
     )
-spark_settings()
-engine_settings()
+    auth.sidebar(who)
+if who is None:  # server-wide settings: on a shared server they are the operator's, not a user's
+    spark_settings()
+    engine_settings()
 warm_up_in_background()
 
 nav = st.navigation(
@@ -114,19 +122,32 @@ nav = st.navigation(
             st.Page("views/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
             st.Page("views/health.py", title="State health", icon=":material/monitor_heart:"),
         ],
+        # it runs the user's script on this server: on a shared server only for groups with run_jobs
         "Change": [
             st.Page("views/preflight.py", title="Will my change restart?", icon=":material/published_with_changes:"),
-        ],
+        ]
+        if who is None or who.run_jobs
+        else [],
     }
 )
-with asking():
-    nav.run()
+st.session_state["_page"] = nav.url_path or "overview"
+try:
+    with asking():
+        nav.run()
+finally:  # a page that stops early (st.stop) is still a question asked
+    auth.question(
+        page=st.session_state["_page"],
+        checkpoint=current_path(),
+        event_log=st.session_state.get(EVENT_LOG_KEY) or None,
+        params={k: st.query_params.get_all(k) for k in st.query_params if k != "checkpoint"},
+    )
 
 if st.session_state.get("live"):
 
     @st.fragment(run_every=10)
     def _watch_commits() -> None:
         """Reruns the whole app when the checkpoint commits (a stat of two folders, no read)."""
+        auth.bind(who)  # a fragment's run starts here, not at the top: the user's bounds again
         fp = (current_path(), fingerprint(current_path()))
         seen = st.session_state.setdefault("_live_seen", fp)
         if fp != seen:

@@ -26,7 +26,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 from analysis.checkpoint.doctor import DoctorReport
 from analysis.checkpoint.health import SkewReport, human_bytes
 from analysis.checkpoint.repartition import RepartitionPreview
-from analysis.core.errors import SparkUnavailable, StateLensError
+from analysis.core.errors import NotAllowed, SparkUnavailable, StateLensError
 from analysis.core.export import figure_bytes, to_csv_bytes
 from analysis.core.model import CheckpointInfo, StateSource
 from analysis.core.sources import SourceBatch
@@ -45,7 +45,8 @@ from spark_io.readers import engine
 from spark_io.readers.access import between_questions, load_state, state_access
 from spark_io.readers.state_reader import RowFilter
 from spark_io.runtime import jobs, session
-from spark_io.storage.locations import is_local
+from spark_io.storage.locations import check_allowed, is_local
+from views import auth
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))
@@ -80,11 +81,17 @@ def samples_folder() -> str:
 
 
 @st.cache_data(show_spinner="Listing checkpoints…", ttl=30, max_entries=16)
-def checkpoints_under(prefix: str) -> list[Any]:
-    """Every checkpoint under a folder or prefix (``spark_io.gather.fleet``), kept 30 s."""
+def _checkpoints_under(prefix: str) -> list[Any]:
     from spark_io.gather.fleet import list_checkpoints
 
     return list_checkpoints(prefix)
+
+
+def checkpoints_under(prefix: str) -> list[Any]:
+    """Every checkpoint under a folder or prefix (``spark_io.gather.fleet``), kept 30 s (the user's
+    bounds checked first, every run)."""
+    check_allowed(prefix)
+    return _checkpoints_under(prefix)
 
 
 def _beside(checkpoint_path: str, shared: str, own: str) -> str:
@@ -97,7 +104,7 @@ def _beside(checkpoint_path: str, shared: str, own: str) -> str:
         found = p.parent / own
     else:
         return ""
-    return str(found) if found.exists() else ""
+    return str(found) if found.exists() and auth.may(str(found)) else ""
 
 
 def sample_event_log(checkpoint_path: str) -> str:
@@ -140,6 +147,8 @@ def guard() -> Iterator[None]:
     try:
         yield
     except StateLensError as e:
+        if isinstance(e, NotAllowed):
+            auth.refused(e.message)
         st.error(f"**{e.title}.** {e.message}")
     except Exception as e:  # a bug: say so plainly, keep the app alive, log the details
         log.exception("unexpected error")
@@ -169,7 +178,10 @@ def asking() -> Iterator[None]:
 
 
 def fingerprint(path: str) -> tuple[int, int]:
-    """Changes when the checkpoint commits a new batch: the key for cached reads."""
+    """Changes when the checkpoint commits a new batch: the key for cached reads. Every cached read
+    of a checkpoint asks it first, in the page's run: the signed-in user's bounds are checked here,
+    before a cached answer another user asked for could be served."""
+    check_allowed(path)
     return files.fingerprint(path)
 
 
@@ -384,6 +396,9 @@ def whole_query_cached(
     near_misses: bool = True,
 ) -> diagnosis.WhyMissingReport:
     """Why-missing of the whole query: each key's records from the input files to the output."""
+    for moved in (input_root, sink):
+        if moved:
+            check_allowed(moved)
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
     return _whole(
         path,
@@ -463,6 +478,8 @@ def checkup_cached(path: str, event_log: str | None = None) -> health.Checkup:
 
 
 def log_fingerprint(event_log: str | None) -> tuple[int, int]:
+    if event_log:
+        check_allowed(event_log)  # as fingerprint: in the page's run, before any cached answer
     """Changes when an event log grows (a running application)."""
     return _log_fingerprint(event_log)
 
@@ -544,6 +561,18 @@ def chart(fig: Any, key: str) -> None:
     st.plotly_chart(shown, width="stretch", theme=None, key=key, config=config)
 
 
+def audited(make: Callable[[], bytes], file: str) -> Callable[[], bytes]:
+    """A download's data, made when clicked, and written in the audit log (on a shared server)."""
+    note = auth.recorder(page=st.session_state.get("_page"), checkpoint=current_path())
+
+    def data() -> bytes:
+        out = make()
+        note("download", file=file, bytes=len(out))
+        return out
+
+    return data
+
+
 def chart_downloads(name: str, fig: Any, table: pa.Table | None, key: str) -> None:
     """PNG, SVG, HTML and CSV (with a table) of one chart, titled; images render only when clicked."""
 
@@ -559,9 +588,18 @@ def chart_downloads(name: str, fig: Any, table: pa.Table | None, key: str) -> No
     # one row of buttons as wide as their labels (columns cut them to "P..." on narrow screens)
     row = st.container(horizontal=True, gap="small")
     for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml"), ("html", "text/html")):
-        row.download_button(fmt.upper(), render(fmt), f"{name}.{fmt}", mime, key=f"{key}-{fmt}", on_click="ignore")
+        row.download_button(
+            fmt.upper(), audited(render(fmt), f"{name}.{fmt}"), f"{name}.{fmt}", mime, key=f"{key}-{fmt}", on_click="ignore"
+        )
     if table is not None:
-        row.download_button("CSV", to_csv_bytes(table), f"{name}.csv", "text/csv", key=f"{key}-csv", on_click="ignore")
+        row.download_button(
+            "CSV",
+            audited(lambda: to_csv_bytes(table), f"{name}.csv"),
+            f"{name}.csv",
+            "text/csv",
+            key=f"{key}-csv",
+            on_click="ignore",
+        )
 
 
 def metric_row(items: list[tuple[str, Any, str | None]]) -> None:

@@ -12,6 +12,7 @@ from analysis.core.model import sources_of
 from spark_io.gather import crosscheck
 from spark_io.gather.health import default_store
 from views.common import (
+    audited,
     chart,
     chart_downloads,
     check_with_spark,
@@ -59,7 +60,10 @@ elif info is not None:
             (st.warning if f.severity == "warning" else st.info)(text)
         st.download_button(
             "Download the health report (one HTML file)",
-            lambda: checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor).encode(),
+            audited(
+                lambda: checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor).encode(),
+                "statelens-health-report.html",
+            ),
             "statelens-health-report.html",
             "text/html",
             key="report",

@@ -10,7 +10,7 @@ from analysis.checkpoint.examples import example_queries
 from analysis.core.export import display_table, to_csv_bytes, to_parquet_bytes
 from spark_io.gather.workspace import DEFAULT_ROW_BUDGET, LoadedTable
 from spark_io.readers.state_reader import RowFilter
-from views.common import checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
+from views.common import audited, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor
@@ -185,11 +185,20 @@ if info is not None:
                 )
                 d1, d2, _ = st.columns([1, 1, 4])
                 with guard():
-                    d1.download_button("CSV", to_csv_bytes(result.table), "statelens-query.csv", "text/csv", key="dl_csv")
+                    table = result.table
+                    d1.download_button(
+                        "CSV",
+                        audited(lambda: to_csv_bytes(table), "statelens-query.csv"),
+                        "statelens-query.csv",
+                        "text/csv",
+                        key="dl_csv",
+                        on_click="ignore",
+                    )
                     d2.download_button(
                         "Parquet",
-                        to_parquet_bytes(result.table),
+                        audited(lambda: to_parquet_bytes(table), "statelens-query.parquet"),
                         "statelens-query.parquet",
                         "application/octet-stream",
                         key="dl_parquet",
+                        on_click="ignore",
                     )

@@ -11,6 +11,7 @@ task counts are not available).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 import uuid
@@ -68,7 +69,8 @@ def run_cancellable(
         except BaseException as e:  # handed to the caller's thread
             result["error"] = e
 
-    worker = threading.Thread(target=work, name=tag, daemon=True)
+    # the caller's context goes with it (the signed-in user whose paths may be opened, the question)
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(work,), name=tag, daemon=True)
     if prepare_thread is not None:
         prepare_thread(worker)
     start = time.monotonic()

@@ -3,9 +3,13 @@ Spark can read (``hdfs://`` ...); and whether State Lens may open it (``STATELEN
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from analysis.core.errors import NotAllowed
 from spark_io.storage.azure import Azure
@@ -58,6 +62,42 @@ def canonical(path: str) -> str:
     return out.rstrip("/")
 
 
+@dataclass(frozen=True)
+class UserRoots:
+    """The roots a signed-in user may open (the access policy's), and why, for refusals."""
+
+    user: str
+    roots: tuple[str, ...]
+    policy: str  # the policy file
+
+
+_USER: contextvars.ContextVar[UserRoots | None] = contextvars.ContextVar("statelens_user_roots", default=None)
+_require_user = False  # a shared server: a location checked with no user bound is refused
+
+
+def require_user() -> None:
+    """From now on, in this process, a location checked where no user is bound is refused (the
+    shared server turns this on: nothing is opened on nobody's behalf)."""
+    global _require_user
+    _require_user = True
+
+
+def bind_user(user: UserRoots | None) -> None:
+    """Check every location against ``user``'s roots in this context (a run of a page) and the
+    threads started with a copy of it (the storage pools are)."""
+    _USER.set(user)
+
+
+@contextlib.contextmanager
+def as_user(user: UserRoots | None) -> Iterator[None]:
+    """``bind_user`` inside the block only."""
+    token = _USER.set(user)
+    try:
+        yield
+    finally:
+        _USER.reset(token)
+
+
 def allowed_roots() -> list[str]:
     """STATELENS_ALLOWED_ROOTS: folders or URI prefixes, separated by commas or newlines."""
     raw = os.environ.get("STATELENS_ALLOWED_ROOTS", "")
@@ -65,23 +105,34 @@ def allowed_roots() -> list[str]:
 
 
 def check_allowed(path: str) -> None:
-    """Refuse a location outside the allowed roots (when they are set), before any request.
+    """Refuse a location outside the allowed roots (when they are set) or outside the signed-in
+    user's roots (``as_user``), before any request.
 
     Both sides are compared in canonical form (``canonical``): local paths after resolving
     symlinks and ``..``, URIs in their cloud's spelling; a URI with a ``..`` segment is refused."""
     roots = allowed_roots()
-    if not roots:
-        return
-    raw = path.strip()
-    local = is_local(raw)
-    if not local and ".." in urllib.parse.urlparse(raw).path.split("/"):
-        ok = False
-    else:
-        want = canonical(raw)
-        sep = os.sep if local else "/"
-        ok = any(want == r or want.startswith(r.rstrip(sep) + sep) for r in (canonical(x) for x in roots if is_local(x) == local))
-    if not ok:
+    if roots and not under(path, roots):
         raise NotAllowed(
             f"{path} is outside the folders this State Lens may open ({', '.join(roots)}). "
             "Ask whoever runs it to add the checkpoint's folder to STATELENS_ALLOWED_ROOTS."
         )
+    user = _USER.get()
+    if user is None and _require_user:
+        raise NotAllowed(f"{path} was asked for outside a signed-in session: sign in and ask again.")
+    if user is not None and not under(path, list(user.roots)):
+        mine = f"you may open {', '.join(user.roots)}" if user.roots else "you may open no checkpoint yet"
+        raise NotAllowed(
+            f"{path} is not among the checkpoints {user.user} may open ({mine}). "
+            f"Ask for a group that may open it to be given to you (the access policy {user.policy})."
+        )
+
+
+def under(path: str, roots: list[str]) -> bool:
+    """Whether ``path`` is one of ``roots`` or inside one."""
+    raw = path.strip()
+    local = is_local(raw)
+    if not local and ".." in urllib.parse.urlparse(raw).path.split("/"):
+        return False
+    want = canonical(raw)
+    sep = os.sep if local else "/"
+    return any(want == r or want.startswith(r.rstrip(sep) + sep) for r in (canonical(x) for x in roots if is_local(x) == local))

@@ -9,6 +9,7 @@ decode goes to Spark (``SparkState``) and ``fallbacks`` says which and why.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 from typing import Any
 
@@ -270,7 +271,7 @@ class NativeState(ArrowState):
                 with contextlib.suppress(StateReadError, NativeUnsupported):  # said by the question that reads it
                     self.reader.warm(source, batch)
 
-        t = threading.Thread(target=warm, name="statelens-warm-snapshots", daemon=True)
+        t = threading.Thread(target=contextvars.copy_context().run, args=(warm,), name="statelens-warm-snapshots", daemon=True)
         t.start()
         return t
 
