@@ -6,6 +6,7 @@ streamlit run app.py
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -28,6 +29,7 @@ from views.common import (
     warm_up_in_background,
 )
 
+started = time.perf_counter()  # the run's time, in its audit line
 st.set_page_config(page_title="State Lens", page_icon=":material/frame_inspect:", layout="wide")
 
 # A shared server (STATELENS_POLICY): nobody signed in sees the sign-in page only; a user's paths are
@@ -140,6 +142,7 @@ finally:  # a page that stops early (st.stop) is still a question asked
         checkpoint=current_path(),
         event_log=st.session_state.get(EVENT_LOG_KEY) or None,
         params={k: st.query_params.get_all(k) for k in st.query_params if k != "checkpoint"},
+        seconds=round(time.perf_counter() - started, 3),
     )
 
 if st.session_state.get("live"):

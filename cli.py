@@ -565,10 +565,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 # How the web app is served unless the user's Streamlit options say otherwise: on loopback only
 # (state and SQL are data), without Streamlit's file watcher (it watches the whole folder, .venv
-# included, and reloads modules under a running page) and without the Deploy button.
+# included, and reloads modules under a running page), without a full garbage collection after
+# every run of a page (it holds the interpreter 0.3-0.5 s a run here, every other user's page
+# waiting: with 8 users at once it was half the server's time; Python still collects on its own)
+# and without the Deploy button.
 APP_DEFAULTS = {
     "server.address": "127.0.0.1",
     "server.fileWatcherType": "none",
+    "runner.postScriptGC": "false",
     "client.toolbarMode": "viewer",
     "browser.gatherUsageStats": "false",
 }

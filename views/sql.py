@@ -186,19 +186,16 @@ if info is not None:
                 d1, d2, _ = st.columns([1, 1, 4])
                 with guard():
                     table = result.table
-                    d1.download_button(
-                        "CSV",
-                        audited(lambda: to_csv_bytes(table), "statelens-query.csv"),
-                        "statelens-query.csv",
-                        "text/csv",
-                        key="dl_csv",
-                        on_click="ignore",
-                    )
-                    d2.download_button(
-                        "Parquet",
-                        audited(lambda: to_parquet_bytes(table), "statelens-query.parquet"),
-                        "statelens-query.parquet",
-                        "application/octet-stream",
-                        key="dl_parquet",
-                        on_click="ignore",
-                    )
+                    for col, label, convert, mime in (
+                        (d1, "CSV", to_csv_bytes, "text/csv"),
+                        (d2, "Parquet", to_parquet_bytes, "application/octet-stream"),
+                    ):
+                        file = f"statelens-query.{label.lower()}"
+                        col.download_button(
+                            label,
+                            audited(lambda convert=convert: convert(table), file),
+                            file,
+                            mime,
+                            key=f"dl_{label.lower()}",
+                            on_click="ignore",
+                        )

@@ -197,6 +197,7 @@ class Workspace:
         self.loaded: dict[str, LoadedTable] = {}
         self._loader = loader
         self._con = _locked_connection(spill_dir)
+        self._arrow: dict[str, pa.Table] = {}  # loaded tables, registered on each query's cursor
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- tables
@@ -230,11 +231,9 @@ class Workspace:
                     raise RowBudgetExceeded(self._budget_advice(spec))
                 loaded = self._spill(spec, t0)
             else:
-                self._con.register("__incoming", table)
-                try:
-                    self._con.execute(f'CREATE OR REPLACE TABLE "{spec.name}" AS SELECT * FROM __incoming')
-                finally:
-                    self._con.unregister("__incoming")
+                # not copied: DuckDB scans the Arrow table where it is, so the sessions that load the
+                # same store share one decoded copy (the app's cached reads hand every one the same table)
+                self._arrow[spec.name] = table
                 loaded = LoadedTable(
                     spec,
                     table.num_rows,
@@ -261,6 +260,7 @@ class Workspace:
         dest = os.path.join(self.spill_dir, f"{spec.name}-b{self.batch}-{uuid.uuid4().hex[:8]}")
         _, by, why = engine.spill_state(self.info.path, spec.source, self.batch, dest, info=self.info, row_filter=self.row_filter)
         glob = os.path.join(dest, "*.parquet").replace("'", "''")
+        self._arrow.pop(spec.name, None)
         self._con.execute(f"CREATE OR REPLACE VIEW \"{spec.name}\" AS SELECT * FROM read_parquet('{glob}')")
         rows = self._con.execute(f'SELECT count(*) FROM "{spec.name}"').fetchone()[0]  # type: ignore[index]
         return LoadedTable(spec, int(rows), str(self.batch), time.perf_counter() - t0, spilled=dest, engine=by, fallback=why)
@@ -309,6 +309,8 @@ class Workspace:
         t0 = time.perf_counter()
         with self._lock:
             cur = self._con.cursor()
+            for name, table in self._arrow.items():
+                cur.register(name, table)
             timer = threading.Timer(self.timeout, cur.interrupt)
             timer.daemon = True
             timer.start()
