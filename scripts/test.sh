@@ -12,4 +12,9 @@ if [ ! -x .tools/node_modules/.bin/azurite-blob ]; then
     echo "Installing Azurite (Microsoft's Azure Storage emulator) for the storage tests..."
     npm install --silent --no-audit --no-fund --prefix .tools azurite@3.37.0 >/dev/null
 fi
+# The whole suite (no arguments): whole test files side by side in 4 processes (half the suite waits on
+# JVMs, servers and browsers starting), the slowest tests listed at the end. With arguments: as given.
+if [ "$#" -eq 0 ]; then
+    set -- -n "${STATELENS_TEST_WORKERS:-4}" --dist loadfile --durations=30
+fi
 exec .venv/bin/python -m pytest "$@"

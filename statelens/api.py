@@ -60,7 +60,7 @@ def open(path: str) -> Checkpoint:
     """A checkpoint (the folder given to the query as ``checkpointLocation``): local, ``s3://``,
     ``abfss://``, ``gs://`` or ``hdfs://``. It is read when asked, never written."""
     cp = Checkpoint(path)
-    cp.info()  # a path that is not a checkpoint fails here, with the CLI's message
+    cp._files()  # a path that is not a checkpoint fails here, with the CLI's message (a damaged one does not)
     return cp
 
 
@@ -74,6 +74,13 @@ class Checkpoint:
 
     def __repr__(self) -> str:
         return f"statelens.open({self.path!r})"
+
+    @_question
+    def _files(self) -> Any:
+        """The checkpoint's folders and files (``spark_io.logs.files.Files``), listed, not read."""
+        from spark_io.logs.files import open_files
+
+        return open_files(self.path)
 
     @_question
     def info(self) -> Any:

@@ -11,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_checkpoints"
 ARTIFACTS = ROOT / "test-artifacts"
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1 ... in a parallel run: its own file names
 for p in (str(ROOT), str(SAMPLES)):
     if p not in sys.path:
         sys.path.insert(0, p)
@@ -43,6 +44,31 @@ def sample_checksums() -> dict[str, dict[str, str]]:
         | {f"compat/{name}": tree_checksums(COMPAT / name) for name in COMPAT_NAMES}
         | {extra: tree_checksums(SAMPLES / extra) for extra in ("event_logs", "sources", "inputs", "sinks", "pipelines")}
     )
+
+
+def copy_package_sources(dest: Path) -> None:
+    """What ``pip install .`` packages, copied to ``dest`` (building never writes into this folder):
+    pyproject.toml, the README, and the modules and packages pyproject.toml names."""
+    import shutil
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for name in ("pyproject.toml", "README.md", *(f"{m}.py" for m in tool["py-modules"])):
+        shutil.copy2(ROOT / name, dest / name)
+    for name in {p.split(".")[0] for p in tool["packages"]["find"]["include"]}:
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def changed_samples() -> list[str]:
+    """What differs from BASELINE now: checkpoints created or removed, files created, removed or changed."""
+    now = sample_checksums()
+    out = [f"{n}: created" for n in set(now) - set(BASELINE)] + [f"{n}: removed" for n in set(BASELINE) - set(now)]
+    for name in set(now) & set(BASELINE):
+        before, after = BASELINE[name], now[name]
+        out += [f"{name}/{p}: created" for p in sorted(set(after) - set(before))]
+        out += [f"{name}/{p}: removed" for p in sorted(set(before) - set(after))]
+        out += [f"{name}/{p}: changed" for p in sorted(p for p in set(before) & set(after) if before[p] != after[p])]
+    return sorted(out)
 
 
 def scenario(name: str) -> generate.Scenario:

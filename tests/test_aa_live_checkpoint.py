@@ -73,7 +73,7 @@ def test_reads_while_a_query_writes(spark, tmp_path: Path) -> None:  # type: ign
 
 @pytest.mark.usefixtures("spark")
 def test_a_batch_in_flight_reads_as_running_not_failed(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The doctor on a query whose batch 2 is running (its sink takes 20 s): 'batch 2 running', not
+    """The doctor on a query whose batch 2 is running (its sink waits until the doctor has answered): 'batch 2 running', not
     'planned but not committed: the query stopped or failed'; the same checkpoint a day later reads
     as a query that stopped."""
     import threading
@@ -81,12 +81,12 @@ def test_a_batch_in_flight_reads_as_running_not_failed(spark, tmp_path: Path) ->
     from spark_io.logs.checkpoint import doctor
 
     cp = tmp_path / "in_flight"
-    started = threading.Event()
+    started, release = threading.Event(), threading.Event()
 
     def slow(df, batch_id: int) -> None:  # type: ignore[no-untyped-def]
         if batch_id == 2:
             started.set()
-            time.sleep(20)
+            release.wait(120)
 
     stream = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load()
     query = (
@@ -103,6 +103,7 @@ def test_a_batch_in_flight_reads_as_running_not_failed(spark, tmp_path: Path) ->
         assert problem.title.startswith("Batch 2 running for ") and report.committed[-1] == 1
         assert "stopped or failed" not in problem.meaning
     finally:
+        threading.Timer(1.0, release.set).start()  # batch 2 ends while the query stops, as in a real stop
         query.stop()
     info = read_checkpoint(str(cp))
     later = info.batches[-1].timestamp_ms + 24 * 3600 * 1000

@@ -8,7 +8,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from support import ROOT, SAMPLES, sample
+from support import SAMPLES, copy_package_sources, sample
 
 CHAIN = sample("dedup_window_chain")
 OUTER = sample("outer_join_clicks")
@@ -89,10 +88,7 @@ def without(obj: Any, keys: set[str]) -> Any:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project as ``pip install`` puts it (the package's files only, not this folder)."""
     src, target = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("site")
-    for name in ("pyproject.toml", "README.md", "app.py", "cli.py"):
-        shutil.copy(ROOT / name, src / name)
-    for name in ("analysis", "spark_io", "statelens", "views", "assets"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_package_sources(src)
     r = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(src)],
         capture_output=True,

@@ -134,7 +134,11 @@ _QUESTION_LOCK = threading.Lock()
 @contextmanager
 def question() -> Iterator[None]:
     """One question (a CLI command, one run of an app page): inside it each remote folder is listed
-    once, whoever asks; the next question lists again (a running query adds files)."""
+    once, whoever asks; the next question lists again (a running query adds files). A question
+    asked inside one (an API method another calls, the CLI's command) is part of it."""
+    if _QUESTION.get() is not None:
+        yield
+        return
     token = _QUESTION.set({})
     try:
         yield

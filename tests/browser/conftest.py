@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from support import ARTIFACTS, ROOT
+from support import ARTIFACTS, ROOT, WORKER
 
 CHROMIUM = os.environ.get("STATELENS_CHROMIUM", "/usr/bin/chromium")
 
@@ -40,7 +40,7 @@ SQL_TIMEOUT = 60.0
 def app_server() -> Iterator[AppServer]:
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
-    log = (ARTIFACTS / "streamlit.log").open("w")
+    log = (ARTIFACTS / f"streamlit{WORKER}.log").open("w")
     # started as a user starts it (the README's command), so the tests see its defaults (but one)
     proc = subprocess.Popen(
         ["bash", str(ROOT / "scripts" / "start.sh"), "--server.headless", "true", "--server.port", str(port)],
@@ -59,7 +59,7 @@ def app_server() -> Iterator[AppServer]:
             time.sleep(0.5)
     else:
         proc.kill()
-        pytest.fail("the Streamlit server did not start; see test-artifacts/streamlit.log")
+        pytest.fail(f"the Streamlit server did not start; see test-artifacts/streamlit{WORKER}.log")
     yield AppServer(url, proc.pid, SQL_TIMEOUT)
     proc.terminate()
     proc.wait(timeout=30)

@@ -4,7 +4,6 @@ source folder, with every CLI command, `statelens --version` and `statelens app`
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -15,19 +14,13 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from conftest import free_port
-from support import ROOT, sample
-
-SOURCES = ["app.py", "cli.py", "pyproject.toml", "README.md", "analysis", "spark_io", "views", "assets"]
+from support import ROOT, copy_package_sources, sample
 
 
 def test_wheel_gives_a_statelens_command_and_app(tmp_path: Path, browser) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "src"  # a copy: building never writes into the source folder
     src.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
+    copy_package_sources(src)
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(dist)], check=True, timeout=600)
     (wheel,) = dist.glob("state_lens-*.whl")
