@@ -41,13 +41,14 @@ def _utc(ms: int | None) -> dt.datetime | None:
 
 
 class Result:
-    """One answer. Subclasses give ``_data`` (the CLI's JSON before encoding), ``to_arrow`` and ``_html``."""
+    """One answer. Subclasses give ``report`` (or ``_data``: the CLI's JSON before encoding),
+    ``to_arrow``, ``_summary`` and ``_body``."""
 
     title = "State Lens"
     report: Any = None
 
     def _data(self) -> Any:
-        raise NotImplementedError
+        return self.report.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``--json`` answer, as Python objects."""
@@ -360,9 +361,6 @@ class Unmatched(Result):
         self.report = report
         self.title = f"Unmatched keys: operator {report.operator_id} ({report.operator_name}) at batch {report.batch}"
 
-    def _data(self) -> Any:
-        return self.report.to_dict()
-
     def to_arrow(self) -> pa.Table:
         ks = self.report.keys
         return pa.table(
@@ -394,9 +392,6 @@ class Skew(Result):
     def __init__(self, report: Any) -> None:
         self.report = report
         self.title = f"Skew: operator {report.operator_id} {report.store_name} at batch {report.batch_id}"
-
-    def _data(self) -> Any:
-        return self.report.to_dict()
 
     def to_arrow(self) -> pa.Table:
         from analysis.charts import charts
@@ -433,9 +428,6 @@ class Growth(Result):
 
     def __init__(self, report: Any) -> None:
         self.report = report
-
-    def _data(self) -> Any:
-        return self.report.to_dict()
 
     def to_arrow(self) -> pa.Table:
         from analysis.charts import charts
@@ -563,9 +555,6 @@ class Repartition(Result):
         self.report = preview
         self.title = f"Repartition to {preview.partitions} partitions"
 
-    def _data(self) -> Any:
-        return self.report.to_dict()
-
     def lines(self) -> list[str]:
         from analysis.checkpoint.repartition import lines
 
@@ -600,9 +589,6 @@ class Preflight(Result):
     @property
     def verdict(self) -> str:
         return str(self.report.verdict)
-
-    def _data(self) -> Any:
-        return self.report.to_dict()
 
     def to_arrow(self) -> pa.Table:
         ws = self.report.warnings

@@ -17,7 +17,7 @@ import streamlit as st
 from analysis.core.errors import StateLensError
 from analysis.core.policy import Identity, Policy, groups_of
 from spark_io.runtime.policy import audit, load_policy
-from spark_io.storage.locations import UserRoots, bind_user, require_user
+from spark_io.storage.locations import UserRoots, bind_user, check_allowed, require_user
 
 WHO_KEY = "_statelens_who"
 
@@ -86,8 +86,6 @@ def bind(who: Identity | None) -> None:
 
 def may(path: str) -> bool:
     """Whether the signed-in user (if any) may open ``path``."""
-    from spark_io.storage.locations import check_allowed
-
     try:
         check_allowed(path)
     except StateLensError:

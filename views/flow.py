@@ -9,7 +9,7 @@ import json
 
 import streamlit as st
 
-from analysis.charts.flow import NEAR_STYLE, STEP_STYLE, flow_rows, outputs_rows, visible, where_text
+from analysis.charts.flow import STEP_STYLE, flow_rows, near_rows, outputs_rows, visible, where_text
 from analysis.core.export import display_rows
 from analysis.fate import KeyFate
 from views.common import grid_height
@@ -52,13 +52,10 @@ def render_fate(fate: KeyFate, tz: str) -> None:
             column_config={"batch": st.column_config.NumberColumn("batch", format="%d")},
         )
     if fate.near_fates:
-        lines = []
-        for n in fate.near_fates:
-            batches = f" in batch {', '.join(map(str, n.batches))}" if n.batches else ""
-            files = f" · {', '.join(n.files[:2])}" if n.files else ""
-            lines.append(
-                f"- `{visible(n.key)}` ({n.reason}; {n.where}): {_badge(NEAR_STYLE.get(n.outcome, ('gray', n.outcome)), batches)}{files}"
-            )
+        lines = [
+            f"- `{key}` ({reason}; {where}): {_badge(style, batches)}{files}"
+            for key, reason, where, style, batches, files in near_rows(fate)
+        ]
         st.markdown("**Near misses, followed as keys of their own:**\n" + "\n".join(lines))
     elif fate.near:
         st.markdown(

@@ -152,6 +152,22 @@ def outputs_rows(fate: KeyFate) -> list[dict[str, Any]]:
     ]
 
 
+def near_rows(fate: KeyFate) -> list[tuple[str, str, str, tuple[str, str], str, str]]:
+    """Each near miss followed as a key of its own: (the key as shown, why it is near, where it
+    was seen, its outcome's badge style, " in batch ..." and " · " its first two files, or "")."""
+    return [
+        (
+            visible(n.key),
+            n.reason,
+            n.where,
+            NEAR_STYLE.get(n.outcome, ("gray", n.outcome)),
+            f" in batch {', '.join(map(str, n.batches))}" if n.batches else "",
+            f" · {', '.join(n.files[:2])}" if n.files else "",
+        )
+        for n in fate.near_fates
+    ]
+
+
 def fate_html(fate: KeyFate) -> str:
     """The whole flow of one key as an HTML fragment."""
     e = html.escape
@@ -182,14 +198,10 @@ def fate_html(fate: KeyFate) -> str:
             )
         )
     if fate.near_fates:
-        items = []
-        for n in fate.near_fates:
-            batches = f" in batch {', '.join(map(str, n.batches))}" if n.batches else ""
-            files = f" · {', '.join(n.files[:2])}" if n.files else ""
-            items.append(
-                f"<li><code>{e(visible(n.key))}</code> ({e(n.reason)}; {e(n.where)}): "
-                f"{badge_html(NEAR_STYLE.get(n.outcome, ('gray', n.outcome)), batches)}{e(files)}</li>"
-            )
+        items = [
+            f"<li><code>{e(key)}</code> ({e(reason)}; {e(where)}): {badge_html(style, batches)}{e(files)}</li>"
+            for key, reason, where, style, batches, files in near_rows(fate)
+        ]
         parts.append(f"<p><b>Near misses, followed as keys of their own:</b></p><ul>{''.join(items)}</ul>")
     elif fate.near:
         parts.append(
