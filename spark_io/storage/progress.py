@@ -47,6 +47,17 @@ def reporting(reporter: Reporter) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+@contextmanager
+def unreported() -> Iterator[None]:
+    """Downloads in the block are nobody's question (background work between questions: the page
+    that started it may be gone, and its bar with it)."""
+    token = _CURRENT.set(None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
 def started(size: int) -> None:
     d = _CURRENT.get()
     if d is None:

@@ -12,8 +12,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from playwright.sync_api import expect
 
 from support import ARTIFACTS, ROOT, WORKER
+
+# a page on a loaded machine (the suite runs four files side by side on two cores) may take longer
+# than Playwright's 5 s to finish a rerun: wait as a user would, the assertions stay the same
+expect.set_options(timeout=20_000)
+FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    rep = yield
+    if rep.when == "call" and rep.failed:
+        item.stash[FAILED] = True
+    return rep
+
 
 CHROMIUM = os.environ.get("STATELENS_CHROMIUM", "/usr/bin/chromium")
 
@@ -96,8 +111,15 @@ def browser():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def page(browser):  # type: ignore[no-untyped-def]
+def page(browser, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
     pg = ctx.new_page()
     yield pg
+    if request.node.stash.get(FAILED, False):  # what the page showed, in CI's output and as a picture
+        shot = ARTIFACTS / f"failed-{request.node.name}.png"[:200]
+        try:
+            pg.screenshot(path=str(shot), full_page=True)
+            print(f"page at failure ({pg.url}), screenshot {shot}:\n{pg.inner_text('body', timeout=5_000)[:3000]}")
+        except Exception as e:  # the page itself may be what failed
+            print(f"page at failure: not readable ({type(e).__name__}: {e})")
     ctx.close()

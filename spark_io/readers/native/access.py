@@ -35,6 +35,7 @@ from spark_io.readers.native.key_index import KeyIndex
 from spark_io.readers.native.reader import NativeReader
 from spark_io.readers.state_reader import has_change_feed
 from spark_io.runtime import engine_choice
+from spark_io.storage import progress
 
 _SIMPLE = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
@@ -266,14 +267,18 @@ class NativeState(ArrowState):
             return None
         self._warmed.update(todo)
 
-        def warm() -> None:
-            for source, batch in todo:
-                with contextlib.suppress(StateReadError, NativeUnsupported):  # said by the question that reads it
-                    self.reader.warm(source, batch)
+        def warm() -> None:  # the asking page's context (its storage and bounds), not its progress bar
+            with progress.unreported():
+                self._warm(todo)
 
         t = threading.Thread(target=contextvars.copy_context().run, args=(warm,), name="statelens-warm-snapshots", daemon=True)
         t.start()
         return t
+
+    def _warm(self, todo: list[tuple[StateSource, int]]) -> None:
+        for source, batch in todo:
+            with contextlib.suppress(StateReadError, NativeUnsupported):  # said by the question that reads it
+                self.reader.warm(source, batch)
 
     def has_change_feed(self, operator_id: int) -> bool:
         operator_of(self.info, operator_id)
