@@ -72,7 +72,7 @@ def free_port() -> int:
 class Server:
     """``statelens app`` as a team runs it, with a sampler of its memory and children."""
 
-    def __init__(self, cp: str) -> None:
+    def __init__(self, cp: str, cores: set[int] | None = None) -> None:
         import psutil
 
         self.port = free_port()
@@ -87,6 +87,7 @@ class Server:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "STATELENS_POLICY": str(policy)},
+            preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + 60
@@ -177,16 +178,19 @@ def p95(xs: list[float]) -> float:
     return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
 
 
-def scenario(users: int, cp: str) -> dict[str, Any]:
+def scenario(users: int, cp: str, pin: bool) -> dict[str, Any]:
     import asyncio
 
     from playwright.async_api import async_playwright
 
-    server = Server(cp)
+    cores = sorted(os.sched_getaffinity(0))
+    server = Server(cp, {cores[-1]} if pin else None)
     results: list[dict[str, Any]] = [{} for _ in range(users)]
     keys = [f"user-{1000 + 97_331 * i}" for i in range(users)]
 
     async def run() -> None:
+        if pin:  # this process and the browsers it starts: every core but the server's
+            os.sched_setaffinity(0, set(cores[:-1]))
         async with async_playwright() as p:
             browser = await p.chromium.launch(
                 executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox", "--disable-gpu"]
@@ -207,7 +211,10 @@ def scenario(users: int, cp: str) -> dict[str, Any]:
 
     cpu0, t0, machine0 = server.cpu_seconds(), time.perf_counter(), psutil.cpu_times()
     try:
-        asyncio.run(run())
+        try:
+            asyncio.run(run())
+        finally:
+            os.sched_setaffinity(0, set(cores))
         cpu, wall, machine = server.cpu_seconds() - cpu0, time.perf_counter() - t0, psutil.cpu_times()
         idle = machine.idle - machine0.idle
         took = server.server_seconds()
@@ -233,14 +240,22 @@ def scenario(users: int, cp: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--users", default="1,4,8")
+    ap.add_argument(
+        "--shared-cores",
+        action="store_true",
+        help="browsers and server on the same cores (default: the server on a core of its own, as on a machine of its own)",
+    )
     args = ap.parse_args()
+    pin = not args.shared_cores and len(os.sched_getaffinity(0)) > 1
     cp = str(agg_1m())
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
-    rows = [scenario(int(n), cp) for n in args.users.split(",")]
+    rows = [scenario(int(n), cp, pin) for n in args.users.split(",")]
     alone = rows[0]
     cols = [*STEPS, *(f"server_{step}" for step in STEPS)]
     base = {k: statistics.median(alone[k]) for k in cols if alone[k]}
     print(f"real Chromium sessions on {cp} (1,000,000 keys), each scenario on a fresh server; seconds")
+    where = "the server on a core of its own, the browsers on the others" if pin else "browsers and server on the same cores"
+    print(f"({where})")
     print("(browser: link opened to answer on screen; server: the same runs' script time, from the audit log)")
     print("users  step         browser median   p95  p95/alone   server median   p95  p95/alone")
     for r in rows:
