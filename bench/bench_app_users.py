@@ -13,11 +13,12 @@ server's own time for the same runs (the audit log's ``seconds``: the script run
 browser in it), errors, the server's peak memory (RSS of the server and its children), its CPU
 time, whether it started a JVM, and how idle the machine was. Target: 8 at once with p95 within 3x
 one alone, no error, no JVM (every answer here is native). A team's browsers run on their own
-machines; here they share the server's two cores (a lower CPU priority does not hold: Chromium sets
-its renderers' priorities itself, in a scheduling group of its own), which the page that reads no
-state shows.
+machines: here the server runs on a core of its own and the browsers on the others
+(``--shared-cores``: all on the same cores, where 8 renderers take the CPU the server's threads
+wait for; a lower priority for the browsers does not hold, Chromium sets its renderers' own). The
+page that reads no state shows what the browsers themselves take.
 
-    .venv/bin/python bench/bench_app_users.py [--users 1,4,8]
+    .venv/bin/python bench/bench_app_users.py [--users 1,4,8] [--shared-cores]
 """
 
 from __future__ import annotations
