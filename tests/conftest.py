@@ -8,12 +8,15 @@ controller after every worker has finished: a changed byte fails the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from support import BASELINE, SAMPLES, sample_checksums
@@ -40,6 +43,52 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if changes:
         session.config.get_terminal_writer().line(f"sample checkpoints changed by the run: {changes[:20]}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# What each test file costs in CPU: its tests' processes (pytest's, the JVMs, browsers and servers
+# they start), listed at the end of a run. On a busy machine a test's duration is mostly its wait
+# for a core; its CPU is what running it takes.
+CPU_STARTED = pytest.StashKey[float]()
+CPU_BY_FILE: Counter[str] = Counter()
+
+
+def _tree_cpu() -> float:
+    """CPU seconds of this process, of its children it has waited for, and of its live descendants."""
+    t = os.times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            c = p.cpu_times()
+            total += c.user + c.system
+    return total
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[CPU_STARTED] = _tree_cpu()  # before the test's fixtures start anything
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    rep = yield
+    if call.when == "teardown" and CPU_STARTED in item.stash:
+        rep.user_properties.append(("cpu_s", _tree_cpu() - item.stash[CPU_STARTED]))
+    return rep
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:  # the controller's copy of a worker's report too
+        if name == "cpu_s":
+            CPU_BY_FILE[report.nodeid.split("::")[0]] += float(value)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not CPU_BY_FILE:
+        return
+    terminalreporter.section("CPU by test file (its processes: Python, JVMs, browsers, servers), top 15")
+    terminalreporter.line(f"{sum(CPU_BY_FILE.values()):8.0f} CPU s  every test file")
+    for path, seconds in CPU_BY_FILE.most_common(15):
+        terminalreporter.line(f"{seconds:8.0f} CPU s  {path}")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -41,7 +41,7 @@ def test_diagnose_works_at_the_first_click_while_typing(app_url: str, page) -> N
     expect(box).to_be_visible(timeout=240_000)
     box.click()
     box.press_sequentially("ad-late-click")  # still focused: the text is not sent before the click
-    page.get_by_role("button", name="Diagnose").click(timeout=10_000)
+    page.get_by_role("button", name="Diagnose").click()
     expect(page.get_by_text("2 input record(s) of ad-late-click").first).to_be_visible(timeout=240_000)
     row = page.locator("table").filter(has_text="input record").first.get_by_role("row").filter(has_text="parquet")
     expect(row).to_contain_text("dropped as late · b10")
