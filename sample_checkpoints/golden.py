@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,9 @@ def spark_feed(info: Any, src: Any, start: int, end: int) -> Any:
     return to_arrow(change_frame(info, src, start, end), src.describe())
 
 
-def spark_reads(name: str) -> list[dict[str, Any]]:
-    """Every read of one sample through Spark, as golden lines (without the header)."""
+def spark_reads(name: str, at: Callable[[Any, Any, list[int]], list[int]] | None = None) -> list[dict[str, Any]]:
+    """Every read of one sample through Spark, as golden lines (without the header): each store's
+    state at every committed batch, or at the batches ``at(info, source, batches)`` picks."""
     from analysis.core.model import sources_of
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers import state_reader
@@ -108,12 +110,13 @@ def spark_reads(name: str) -> list[dict[str, Any]]:
     batches = [b.batch_id for b in info.committed_batches]
     for op in info.operators:
         for src in sources_of(op):
-            table = spark_at_batches(info, src, batches)
+            chosen = at(info, src, batches) if at else batches
+            table = spark_at_batches(info, src, chosen)
             out.append(
                 {
                     "read": "state",
                     "source": src.describe(),
-                    "batches": batches,
+                    "batches": chosen,
                     "rows": sorted(row_text(r) for r in table.to_pylist()),
                 }
             )

@@ -153,16 +153,18 @@ def test_overview_and_operator_kind(name: str) -> None:
 
 @pytest.mark.parametrize("name", COMPAT_NAMES)
 def test_state_rows_equal_spark_truth(name: str, spark) -> None:  # type: ignore[no-untyped-def]
-    """Every store's rows at every committed batch, through State Lens's reader, as Spark read them."""
+    """Every store's rows at the last committed batch and its change feed, through State Lens's reader
+    of Spark's State Data Source, as the sample's own Spark read them (every batch of every store:
+    the native reader in test_native_equality.py, against the pinned Spark's reads)."""
     t = truth(name)
     info = read_checkpoint(path(name))
     reads = {label: truth_source(info, label) for label in t["state"]}
     meta = state_reader.read_state_metadata(info.path, info)
     assert (meta.num_rows == 0) == t["spark_version"].startswith("3."), meta.num_rows  # no operator metadata before 4.0
     for label, src in reads.items():
-        for b in t["committed_batches"][-3:]:
-            table, _ = state_reader.read_state(info.path, src, b, info=info)
-            assert table.num_rows == len(t["state"][label][str(b)]), (label, b)
+        last = t["committed_batches"][-1]
+        table, _ = state_reader.read_state(info.path, src, last, info=info)
+        assert table.num_rows == len(t["state"][label][str(last)]), (label, last)
         if src.has_change_feed and state_reader.has_change_feed(info, src.operator_id):
             feed, _start, end = state_reader.read_changes(info.path, src, info=info)
             assert end == t["committed_batches"][-1]

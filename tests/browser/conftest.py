@@ -30,6 +30,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     return rep
 
 
+def idle(page) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the page's script run is over (no "Running..." in the header). A click while a run
+    is still going can be dropped by Streamlit (the run it interrupts resets button triggers): a user
+    sees the page still running and waits; so do the tests before they click."""
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=180_000)
+
+
 CHROMIUM = os.environ.get("STATELENS_CHROMIUM", "/usr/bin/chromium")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from conftest import idle
 from support import ARTIFACTS, sample
 
 CUT = """
@@ -37,6 +38,7 @@ def _visit(page: Any, url: str, ready: list[str], shot: str) -> None:
     page.goto(url)
     for text in ready:
         expect(page.get_by_text(text, exact=True).first).to_be_visible(timeout=180_000)
+    idle(page)
     page.wait_for_timeout(1500)  # let the layout settle
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
     assert page.evaluate(CUT) == [], shot
@@ -49,10 +51,12 @@ def test_nothing_is_cut(browser, app_url: str, width: int) -> None:  # type: ign
     try:
         page.goto(app_url)
         expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
+        idle(page)
         page.get_by_role("radio", name="windowed_agg").click()
         expect(page.locator("code").filter(has_text="sample_checkpoints/windowed_agg")).to_be_visible(timeout=60_000)
         expect(page.get_by_text("Late rows dropped", exact=True).first).to_be_visible(timeout=60_000)
         expect(page.get_by_role("button", name="CSV").first).to_be_visible(timeout=60_000)
+        idle(page)
         page.wait_for_timeout(1500)
         page.screenshot(path=str(ARTIFACTS / f"overview-{width}.png"), full_page=True)
         assert page.get_by_role("button", name="PNG").count() >= 2
