@@ -11,12 +11,13 @@ serves it: an access policy, every user signed in by a proxy's headers, an audit
 Per scenario: the median and p95 of each step's time (link opened to answer on screen), and of the
 server's own time for the same runs (the audit log's ``seconds``: the script run that answers, no
 browser in it), errors, the server's peak memory (RSS of the server and its children), its CPU
-time, whether it started a JVM, and how idle the machine was. Target: 8 at once with p95 within 3x
-one alone, no error, no JVM (every answer here is native). A team's browsers run on their own
-machines: here the server runs on a core of its own and the browsers on the others
-(``--shared-cores``: all on the same cores, where 8 renderers take the CPU the server's threads
-wait for; a lower priority for the browsers does not hold, Chromium sets its renderers' own). The
-page that reads no state shows what the browsers themselves take.
+time, whether it started a JVM, the browsers' CPU time (per page opened: what a browser spends
+drawing a Streamlit page, whatever the server does) and how idle the machine was. Target: 8 at
+once with p95 within 3x one alone, no error, no JVM (every answer here is native). A team's
+browsers run on their own machines: here the server runs on a core of its own and the browsers on
+the others (``--shared-cores``: all on the same cores, where 8 renderers take the CPU the server's
+threads wait for; a lower priority for the browsers does not hold, Chromium sets its renderers'
+own). The page that reads no state shows what the browsers themselves take.
 
     .venv/bin/python bench/bench_app_users.py [--users 1,4,8] [--shared-cores]
 """
@@ -141,6 +142,35 @@ class Server:
         self.log.close()
 
 
+class BrowserCpu:
+    """CPU seconds of the Chromium processes (browser, renderers, GPU and utility processes), sampled
+    every 0.1 s so a tab's renderer that exits with its tab still counts (up to its last sample)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            for p in psutil.process_iter(["name", "create_time", "cpu_times"]):
+                if "chrom" in (p.info["name"] or "") and p.info["cpu_times"] is not None:
+                    t = p.info["cpu_times"]
+                    self.seen[(p.pid, p.info["create_time"])] = t.user + t.system
+            self._stop.wait(0.1)
+
+    def total(self) -> float:
+        return sum(self.seen.values())
+
+    def close(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.total()
+
+
 def user_of(key: str) -> str:
     return f"{key}@oncall.example.com"
 
@@ -205,18 +235,22 @@ def scenario(users: int, cp: str, pin: bool) -> dict[str, Any]:
             await warm.goto(f"{server.url}/checkpoints?{urllib.parse.urlencode({'prefix': EMPTY})}")
             await warm.get_by_role("heading", name="Checkpoints").wait_for(timeout=TIMEOUT_MS)
             await warm.close()
+            before = cpu.total()
             await asyncio.gather(*(session(ctx, server.url, cp, k, r) for k, r in zip(keys, results, strict=True)))
+            browser_cpu.append(cpu.total() - before)
             await browser.close()
 
     import psutil
 
+    cpu, browser_cpu = BrowserCpu(), []
     cpu0, t0, machine0 = server.cpu_seconds(), time.perf_counter(), psutil.cpu_times()
     try:
         try:
             asyncio.run(run())
         finally:
             os.sched_setaffinity(0, set(cores))
-        cpu, wall, machine = server.cpu_seconds() - cpu0, time.perf_counter() - t0, psutil.cpu_times()
+            cpu.close()
+        server_cpu, wall, machine = server.cpu_seconds() - cpu0, time.perf_counter() - t0, psutil.cpu_times()
         idle = machine.idle - machine0.idle
         took = server.server_seconds()
     finally:
@@ -232,7 +266,8 @@ def scenario(users: int, cp: str, pin: bool) -> dict[str, Any]:
         },
         "rss": server.peak_rss,
         "jvm": server.jvm,
-        "server_cpu": cpu,
+        "server_cpu": server_cpu,
+        "browser_cpu": browser_cpu[0] if browser_cpu else float("nan"),
         "idle": idle,
         "wall": wall,
     }
@@ -274,7 +309,9 @@ def main() -> None:
         print(
             f"{r['users']} user(s): {len(r['errors'])} errors, server peak RSS {r['rss'] / 2**20:.0f} MB, "
             f"JVM {'started' if r['jvm'] else 'not started'}, {r['wall']:.1f} s wall, the server busy "
-            f"{r['server_cpu']:.1f} CPU s, the machine idle {r['idle']:.1f} of {r['wall'] * (os.cpu_count() or 1):.1f} CPU s"
+            f"{r['server_cpu']:.1f} CPU s, the browsers busy {r['browser_cpu']:.1f} CPU s "
+            f"({r['browser_cpu'] / (len(STEPS) * r['users']):.2f} a page opened), "
+            f"the machine idle {r['idle']:.1f} of {r['wall'] * (os.cpu_count() or 1):.1f} CPU s"
         )
     for r in rows:
         for e in r["errors"]:
