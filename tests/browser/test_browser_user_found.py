@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from playwright.sync_api import expect
 
+from conftest import idle
 from support import ARTIFACTS, sample
 
 
@@ -52,7 +53,9 @@ def test_a_join_keys_timeline_tells_its_sides_apart(app_url: str, page) -> None:
 def test_an_outer_joins_unmatched_keys_read_as_emitted_null_padded(app_url: str, page) -> None:  # type: ignore[no-untyped-def]
     query = urllib.parse.urlencode([("checkpoint", sample("outer_join_clicks")), ("operator", "0")])
     page.goto(f"{app_url}/why_missing?{query}")  # a bundled sample: its event log (the plan: left outer) is filled in
-    page.get_by_text("Which keys never matched?", exact=True).click(timeout=240_000)
+    expect(page.get_by_text("Which keys never matched?", exact=True)).to_be_visible(timeout=240_000)
+    idle(page)
+    page.get_by_text("Which keys never matched?", exact=True).click()
     page.get_by_role("button", name="Find them").click()
     expect(page.get_by_text("Emitted unmatched (null-padded)").first).to_be_visible(timeout=240_000)
     expect(page.get_by_text("Join condition not met").first).to_be_visible()
