@@ -165,10 +165,9 @@ class BrowserCpu:
     def total(self) -> float:
         return sum(self.seen.values())
 
-    def close(self) -> float:
+    def close(self) -> None:
         self._stop.set()
         self._thread.join()
-        return self.total()
 
 
 def user_of(key: str) -> str:
@@ -219,7 +218,8 @@ def scenario(users: int, cp: str, pin: bool) -> dict[str, Any]:
     results: list[dict[str, Any]] = [{} for _ in range(users)]
     keys = [f"user-{1000 + 97_331 * i}" for i in range(users)]
 
-    async def run() -> None:
+    async def run() -> float:
+        """The sessions, all at once; returns the browsers' CPU seconds over them."""
         if pin:  # this process and the browsers it starts: every core but the server's
             os.sched_setaffinity(0, set(cores[:-1]))
         async with async_playwright() as p:
@@ -237,16 +237,17 @@ def scenario(users: int, cp: str, pin: bool) -> dict[str, Any]:
             await warm.close()
             before = cpu.total()
             await asyncio.gather(*(session(ctx, server.url, cp, k, r) for k, r in zip(keys, results, strict=True)))
-            browser_cpu.append(cpu.total() - before)
+            spent = cpu.total() - before
             await browser.close()
+            return spent
 
     import psutil
 
-    cpu, browser_cpu = BrowserCpu(), []
+    cpu = BrowserCpu()
     cpu0, t0, machine0 = server.cpu_seconds(), time.perf_counter(), psutil.cpu_times()
     try:
         try:
-            asyncio.run(run())
+            browser_cpu = asyncio.run(run())
         finally:
             os.sched_setaffinity(0, set(cores))
             cpu.close()
@@ -267,7 +268,7 @@ def scenario(users: int, cp: str, pin: bool) -> dict[str, Any]:
         "rss": server.peak_rss,
         "jvm": server.jvm,
         "server_cpu": server_cpu,
-        "browser_cpu": browser_cpu[0] if browser_cpu else float("nan"),
+        "browser_cpu": browser_cpu,
         "idle": idle,
         "wall": wall,
     }

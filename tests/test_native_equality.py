@@ -156,15 +156,18 @@ def _live_batches(info: CheckpointInfo, src: StateSource, batches: list[int]) ->
     return batches
 
 
+def _rows_at(rows: list[str], batches: list[int]) -> list[str]:
+    """A store's state rows at the given batches only (each row carries its batch)."""
+    keep = set(batches)
+    return [x for x in rows if json.loads(x)["_batch"] in keep]
+
+
 def _at_batches(reads: list[dict[str, Any]], chosen: dict[str, list[int]]) -> list[dict[str, Any]]:
-    """The reads with each store's state rows at the chosen batches only (a row carries its batch)."""
-    out = []
-    for r in reads:
-        if r["read"] == "state":
-            keep = set(chosen[r["source"]])
-            r = {**r, "batches": chosen[r["source"]], "rows": [x for x in r["rows"] if json.loads(x)["_batch"] in keep]}
-        out.append(r)
-    return out
+    """The reads with each store's state rows at the chosen batches only."""
+    return [
+        {**r, "batches": chosen[r["source"]], "rows": _rows_at(r["rows"], chosen[r["source"]])} if r["read"] == "state" else r
+        for r in reads
+    ]
 
 
 @pytest.mark.parametrize("name", LIVE)
@@ -172,7 +175,7 @@ def test_live_spark_reads_equal_the_native_reader_and_the_golden_file(name: str,
     live = golden.spark_reads(name, at=_live_batches)
     chosen = {r["source"]: r["batches"] for r in live if r["read"] == "state"}
     mine, others = native_reads(name, monkeypatch)
-    kept_others = [(way, source, [x for x in rows if json.loads(x)["_batch"] in chosen[source]]) for way, source, rows in others]
+    kept_others = [(way, source, _rows_at(rows, chosen[source])) for way, source, rows in others]
     _compare(name, live, _at_batches(mine, chosen), kept_others, "Spark (live)")
     _, kept = golden.read(name)
     _compare(name, live, _at_batches(kept, chosen), [], "Spark (live) against the golden file")
