@@ -37,16 +37,22 @@ def _run(
     spark: Any, query: str, change: str, inputs: Path, checkpoint: Path, output: Path, first_only: bool = False
 ) -> str | None:
     """Run the job's query until its input is used up (``first_only``: until the first batch after the
-    start ended; a processing-time timeout keeps running batches): Spark's error, or None."""
+    start ended; a processing-time timeout keeps running batches): Spark's error, or None.
+
+    With ``first_only`` the answer is the first batch's: a batch reports progress only when it ended
+    well, so once there is progress the restart has passed, and what the stop that follows raises
+    (a batch after it interrupted on a busy machine) is not the restart's error."""
     with _confs(spark, cj.confs(query, change)):
         q = cj.start(spark, query, change, inputs, checkpoint, output, sink="foreach_batch")
+        stopped = False
         try:
             while not q.awaitTermination(1):
                 if first_only and q.recentProgress:
                     q.stop()
+                    stopped = True
         except Exception as e:
-            return str(e)
-        return str(q.exception()) if q.exception() else None
+            return None if stopped else str(e)
+        return str(q.exception()) if q.exception() and not stopped else None
 
 
 def spark_class(error: str | None) -> str | None:

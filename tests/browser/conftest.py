@@ -121,6 +121,9 @@ def browser():  # type: ignore[no-untyped-def]
 def page(browser, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
     pg = ctx.new_page()
+    # an action (a click) waits for the page to take it: on a loaded machine a page drawing its first
+    # run took over Playwright's 30 s (CI, a sample pill); the same click, given the time a user gives
+    pg.set_default_timeout(90_000)
     yield pg
     if request.node.stash.get(FAILED, False):  # what the page showed, in CI's output and as a picture
         shot = ARTIFACTS / f"failed-{request.node.name}.png"[:200]
