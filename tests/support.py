@@ -81,3 +81,11 @@ def ms(iso: str) -> int:
 
 def sample(name: str) -> str:
     return str(SAMPLES / name)
+
+
+def logged_batches(checkpoint: Path, folder: str = "commits") -> list[int]:
+    """The batches in a checkpoint's log folder (``commits`` or ``offsets``), in order, read from the
+    file names as Spark names them: a file being written is a hidden temporary file, and each file
+    has a hidden checksum file beside it. Empty while the folder does not exist yet."""
+    logs = checkpoint / folder
+    return sorted(int(p.name) for p in logs.iterdir() if p.name.isdigit()) if logs.is_dir() else []

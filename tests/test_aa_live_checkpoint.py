@@ -17,13 +17,7 @@ from analysis.core.model import StateSource
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.state_reader import read_state
-
-
-def _commits(cp: Path) -> list[Path]:
-    """The batches committed so far: a commit file is named by its batch (a commit being written is a
-    hidden temporary file, and each commit has a hidden checksum file beside it)."""
-    commits = cp / "commits"
-    return [p for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+from support import logged_batches
 
 
 @pytest.mark.usefixtures("spark")
@@ -52,7 +46,7 @@ def test_reads_while_a_query_writes(spark, tmp_path: Path) -> None:  # type: ign
         # the read window starts once the query has committed twice (slow on a JVM busy with the
         # earlier tests' state stores: give it time, and say so if it never does)
         deadline = time.monotonic() + 240
-        while len(_commits(cp)) < 2:
+        while len(logged_batches(cp)) < 2:
             assert query.exception() is None, query.exception()
             assert time.monotonic() < deadline, f"the query committed fewer than 2 batches in 240 s: {query.status}"
             time.sleep(0.5)

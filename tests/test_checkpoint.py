@@ -10,7 +10,7 @@ import pytest
 
 from analysis.core.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint, read_schema_file
-from support import SAMPLE_NAMES, ms, sample, scenario
+from support import SAMPLE_NAMES, logged_batches, ms, sample, scenario
 
 
 def expected_watermarks(name: str, delay_min: float, event_cols: dict[str, str]) -> list[int]:
@@ -164,7 +164,7 @@ def test_bad_paths_get_clear_errors(tmp_path: Path) -> None:
 def test_corrupt_log_files_name_the_file(copy_sample, folder: str, content: bytes, message: str) -> None:  # type: ignore[no-untyped-def]
     """Any offset file; the last commit (the one commit whose content is read, as Spark does)."""
     cp = copy_sample("windowed_agg")
-    name = "5" if folder == "offsets" else str(max(int(p.name) for p in (cp / folder).iterdir() if p.name.isdigit()))
+    name = "5" if folder == "offsets" else str(logged_batches(cp, folder)[-1])
     (cp / folder / name).write_bytes(content)
     with pytest.raises(CorruptCheckpoint, match=message) as e:
         read_checkpoint(str(cp))

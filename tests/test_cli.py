@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from spark_io.logs.checkpoint import read_checkpoint
-from support import ROOT, SAMPLES, sample
+from support import ROOT, SAMPLES, logged_batches, sample
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -85,7 +85,7 @@ def test_corrupt_commit_exits_2(copy_sample) -> None:  # type: ignore[no-untyped
     """The last commit, the one Spark reads on restart, is read: damaged, it is named. An older
     commit tells by being there (Spark reads none of them again)."""
     cp = copy_sample("dedup")
-    last = max(int(p.name) for p in (cp / "commits").iterdir() if p.name.isdigit())
+    last = logged_batches(cp)[-1]
     (cp / "commits" / "3").write_text("v1\n{broken")
     assert run_cli("overview", str(cp), env=no_java_env()).returncode == 0
     (cp / "commits" / str(last)).write_text("v1\n{broken")

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from spark_io.logs.checkpoint import doctor
-from support import COMPAT, SAMPLES
+from support import COMPAT, SAMPLES, logged_batches
 
 V2 = COMPAT / "4.3.0" / "checkpoint_v2"  # RocksDB, checkpoint format 2: Spark's CRC32C sidecars on state files
 
@@ -114,7 +114,7 @@ def test_a_truncated_offsets_file_is_a_finding_not_a_refusal(tmp_path: Path) -> 
     from support import ROOT
 
     path = _copy(SAMPLES / "windowed_agg", tmp_path)
-    last = max(int(p.name) for p in (path / "offsets").iterdir() if p.name.isdigit())
+    last = logged_batches(path, "offsets")[-1]
     data = (path / "offsets" / str(last)).read_bytes()
     (path / "offsets" / str(last)).write_bytes(data[:40])
     report = doctor(str(path))

@@ -23,7 +23,7 @@ import pytest
 from test_cli import run_cli
 
 from spark_io.preflight import judge_writer
-from support import ROOT, SAMPLES, tree_checksums
+from support import ROOT, SAMPLES, logged_batches, tree_checksums
 
 sys.path.insert(0, str(ROOT / "tests" / "jobs"))
 import changed_job as cj
@@ -92,7 +92,7 @@ def bases(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _next_batch(checkpoint: Path) -> int:
-    return max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) + 1
+    return logged_batches(checkpoint)[-1] + 1
 
 
 def _truth(spark: Any, query: str, change: str, checkpoint: Path, inputs: Path, tmp: Path) -> tuple[str | None, Path]:
