@@ -273,7 +273,7 @@ def _print_fate(fate: Any) -> None:
 
 def cmd_progress(args: argparse.Namespace) -> None:
     import statelens
-    from analysis.runs.progress import late_drops
+    from analysis.runs.progress import duplicate_drops, late_drops
 
     result = statelens.open(args.checkpoint).progress(event_log=args.event_log)
     if args.json:
@@ -285,8 +285,10 @@ def cmd_progress(args: argparse.Namespace) -> None:
         f"progress    {f'{log.format}: {log.location} ({len(log.batches)} batches)' if log else 'none (give --event-log for rows, rates and late rows)'}"
     )
     table = []
+    duplicates = duplicate_drops(log) if log else []
     for r in rows:
         dropped = sum(o["rows_dropped_by_watermark"] or 0 for o in r["operators"])
+        repeats = sum(d.by_batch.get(r["batch_id"], 0) for d in duplicates)
         srcs = "; ".join(f"{s['label']}: {s['summary']}" for s in r["sources"])
         table.append(
             [
@@ -294,16 +296,19 @@ def cmd_progress(args: argparse.Namespace) -> None:
                 "-" if r["input_rows"] is None else r["input_rows"],
                 "-" if r["duration_ms"] is None else r["duration_ms"],
                 dropped if r["has_progress"] else "-",
+                *([repeats if r["has_progress"] else "-"] if duplicates else []),
                 srcs,
             ]
         )
     print()
-    print(_table(["batch", "input rows", "duration ms", "late rows dropped", "what each source read"], table))
-    for d in late_drops(log) if log else []:
-        print(
-            f"\noperator {d.operator_id} ({d.operator_name}) dropped {d.total:,} late row(s): "
-            + ", ".join(f"batch {b}: {n}" for b, n in d.by_batch.items())
-        )
+    heads = ["batch", "input rows", "duration ms", "late rows dropped", *(["duplicates dropped"] if duplicates else [])]
+    print(_table([*heads, "what each source read"], table))
+    for what, drops in (("late", late_drops(log) if log else []), ("duplicate", duplicates)):
+        for d in drops:
+            print(
+                f"\noperator {d.operator_id} ({d.operator_name}) dropped {d.total:,} {what} row(s): "
+                + ", ".join(f"batch {b}: {n}" for b, n in d.by_batch.items())
+            )
     if lags:
         print(
             f"\nsnapshot lag at batch {lags[0].batch_id} (Spark's SnapshotLastUploaded metrics, the instances it reports; "

@@ -215,6 +215,15 @@ class Progress(Result):
                     ],
                     pa.int64(),
                 ),
+                "duplicates_dropped": pa.array(
+                    [
+                        sum(int(o["custom_metrics"].get("numDroppedDuplicateRows") or 0) for o in r["operators"])
+                        if r["has_progress"]
+                        else None
+                        for r in self.rows
+                    ],
+                    pa.int64(),
+                ),
                 "sources": pa.array(
                     ["; ".join(f"{s['label']}: {s['summary']}" for s in r["sources"]) for r in self.rows], pa.string()
                 ),

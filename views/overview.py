@@ -11,7 +11,7 @@ import streamlit as st
 from analysis.charts import charts
 from analysis.checkpoint.health import human_bytes
 from analysis.checkpoint.overview import batches_table, conf_table, operators_table, repartition_lines, summary
-from analysis.runs.progress import batch_rows, late_drops, operator_mismatch, snapshot_lags
+from analysis.runs.progress import batch_rows, duplicate_drops, late_drops, operator_mismatch, snapshot_lags
 from spark_io.logs.checkpoint import explain_restart_error
 from views.common import (
     chart,
@@ -106,6 +106,17 @@ if info is not None:
                         "Late rows dropped",
                         f"{sum(d.total for d in drops):,}",
                         "numRowsDroppedByWatermark summed over every stateful operator and batch",
+                    ),
+                    *(
+                        [
+                            (
+                                "Duplicates dropped",
+                                f"{sum(d.total for d in duplicates):,}",
+                                "numDroppedDuplicateRows summed over every deduplication and batch",
+                            )
+                        ]
+                        if (duplicates := duplicate_drops(log))
+                        else []
                     ),
                 ]
             )

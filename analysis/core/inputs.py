@@ -29,6 +29,7 @@ class InputRecord:
     column: str  # the column that holds the key
     values: dict[str, Any] = field(hash=False, compare=False)
     near: str | None = None  # why it looks like the key when it is not the key exactly
+    via: str | None = None  # how it gets the key when no column of it holds it (a static table maps its column to it)
 
     @property
     def file_name(self) -> str:
@@ -48,6 +49,9 @@ class InputRecord:
         }
 
 
+ANY = "any column"  # no key column in the source: every column is searched for the key
+
+
 @dataclass
 class InputSearch:
     """The search of every file each batch read: the key's records, and what could not be searched."""
@@ -64,6 +68,8 @@ class InputSearch:
     @property
     def complete(self) -> bool:
         return self.files_listed > 0 and not self.unsearched
+
+    missing: list[str] = field(default_factory=list)  # key columns no source has (computed from the input)
 
     def of(self, key: str) -> list[InputRecord]:
         return [r for r in self.records if r.key == key]

@@ -136,6 +136,7 @@ class Column:
     window: Window | None = None  # a window computed from ``window.column``
     watermark_delay_ms: int | None = None  # the column carries the watermark (a -T<delay>ms tag)
     shift_us: int = 0
+    scan: int | None = None  # the plan's scan node whose output it is (a static table's, or a source's)
 
 
 @dataclass
@@ -145,6 +146,20 @@ class SourceScan:
     columns: list[str]
     location: str  # the files or folder the Scan read in that batch
     pushed_filters: str = ""
+
+
+@dataclass(frozen=True)
+class BatchJoin:
+    """A join inside the streaming plan that is not a stream-stream join (``BroadcastHashJoin``,
+    ``SortMergeJoin`` ...): a stream joined with a static table. Which side is static the plan alone
+    does not say: the side whose scans are none of the checkpoint's sources."""
+
+    node_id: int
+    join_type: str | None  # inner | left_outer | ... (None: a type this reader does not name)
+    keys: dict[str, tuple[str, ...]]  # side (left/right) -> its key columns, in order
+    condition: str | None
+    scans: dict[str, tuple[int, ...]]  # side -> the scan nodes under it
+    output: dict[str, tuple[str, ...]]  # side -> the columns it brings
 
 
 @dataclass
@@ -162,6 +177,9 @@ class StatefulOperator:
     filters: dict[int, list[str]] = field(default_factory=dict)  # scan node id -> conditions between it and here
     # upstream stateful operator -> the conditions between its output and here (a filter after a dedup ...)
     upstream_filters: dict[int, list[str]] = field(default_factory=dict)
+    # scan node id -> the batch joins between it and here, each with how many of ``filters[scan]`` (listed
+    # from here down) are above it
+    batch_joins: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def sides(self) -> list[str]:
@@ -184,6 +202,7 @@ class QueryPlan:
     scans: dict[int, SourceScan]
     watermark_delays: dict[str, int]  # event-time column -> delay (ms), from EventTimeWatermark nodes
     batch_watermarks: dict[int, dict[int, OperatorWatermarks]] = field(default_factory=dict)  # batch -> op -> marks
+    batch_joins: dict[int, BatchJoin] = field(default_factory=dict)  # node id -> a join with a static table
 
     def chain(self, scan_id: int) -> list[tuple[StatefulOperator, str]]:
         """The stateful operators a source's rows pass through, from the source up to the sink, each
@@ -367,7 +386,19 @@ def _lineage(root: PlanNode) -> dict[int, Column]:
             visit(c)
         if node.name.startswith(("Scan", "BatchScan", "LocalTableScan")):
             for name, i, _ in _attrs(node.details.get("Output", "")):
-                out[i] = Column(name, name)
+                out[i] = Column(name, name, scan=node.node_id)
+        elif node.name == "Expand":  # sliding windows: one projection per window a row falls in
+            args = split_top(node.details.get("Arguments", ""))
+            projections = split_top(args[0][1:-1]) if len(args) == 2 and args[0].startswith("[") else []
+            first = split_top(projections[0][1:-1]) if projections else []
+            names = _attrs(args[1]) if len(args) == 2 else []
+            for expr, (name, i, _) in zip(first, names, strict=False):
+                window = _window_of(expr, out)
+                refs = _attrs(expr)
+                if window is not None:
+                    out[i] = Column(name, None, window)
+                elif len(refs) == 1 and refs[0][1] in out:
+                    out[i] = out[refs[0][1]]
         elif node.name == "Project" or node.name.endswith("HashAggregate") or node.name == "SortAggregate":
             listed = _bracketed(node.details.get("Output" if node.name == "Project" else "Results", ""))
             for item in split_top(listed[0]) if listed else []:
@@ -394,6 +425,7 @@ def _lineage(root: PlanNode) -> dict[int, Column]:
                         src.source_column if src else None,
                         src.window if src else None,
                         shift_us=src.shift_us if src else 0,
+                        scan=src.scan if src else None,
                     )
                 elif i not in out:
                     out[i] = Column(alias, None)
@@ -408,10 +440,10 @@ def _column(text: str, lineage: dict[int, Column]) -> Column:
         return Column(readable(text), None)
     name, i, delay = refs[0]
     base = lineage.get(i, Column(name, None))
-    return Column(name, base.source_column, base.window, delay, base.shift_us)
+    return Column(name, base.source_column, base.window, delay, base.shift_us, base.scan)
 
 
-def _marks(args: str) -> tuple[int | None, int | None]:
+def _marks(args: str, node: str = "") -> tuple[int | None, int | None]:
     """(late, eviction) watermarks from a stateful node's arguments: the first two numbers (or
     ``None``s) after its ``state info [...]`` and ``stateStoreCkptIds``."""
     m = _STATE_INFO.search(args)
@@ -426,6 +458,8 @@ def _marks(args: str) -> tuple[int | None, int | None]:
     )
     if timed:
         rest = rest[timed.end() :]
+    elif node.startswith("TransformWithState"):  # its batch's two timestamps come first
+        rest = ",".join(split_top(rest)[2:])
     found: list[int | None] = []
     for token in split_top(rest):
         token = token.strip()
@@ -452,7 +486,9 @@ def _cleanup(args: str) -> dict[str, int]:
     return out
 
 
-def _join(op_id: int, args: str) -> JoinPlan | None:
+def _join(op_id: int, args: str, left_output: str = "", right_output: str = "") -> JoinPlan | None:
+    """A stream-stream join from its node's arguments; its outputs (``Left output`` and ``Right output``)
+    name the side of a column both sides have (``right.ts >= left.ts``, not ``ts >= ts``)."""
     m = re.match(r"^\[(?P<left>.*?)\], \[(?P<right>.*?)\], (?P<type>\w+), condition = \[(?P<cond>.*?)\], state info", args)
     if not m:
         return None
@@ -464,15 +500,29 @@ def _join(op_id: int, args: str) -> JoinPlan | None:
         m.group("type"),
         tuple(readable(p) for p in split_top(m.group("left"))),
         tuple(readable(p) for p in split_top(m.group("right"))),
-        None if cond == "null" else readable(cond),
+        None if cond == "null" else readable(_qualified(cond, left_output, right_output)),
     )
+
+
+def _qualified(expr: str, left_output: str, right_output: str) -> str:
+    """``expr`` with each attribute whose name both sides have prefixed by its side (``left.``, ``right.``)."""
+    sides = {"left": _attrs(left_output), "right": _attrs(right_output)}
+    names = {side: {n for n, _, _ in attrs} for side, attrs in sides.items()}
+    side_of = {i: side for side, attrs in sides.items() for _, i, _ in attrs}
+    both = names["left"] & names["right"]
+
+    def qualify(m: re.Match[str]) -> str:
+        side = side_of.get(int(m.group("id")))
+        return f"{side}.{m.group(0)}" if side and m.group("name") in both else m.group(0)
+
+    return ATTR.sub(qualify, expr)
 
 
 def _watermark_column(node: PlanNode, key: str, lineage: dict[int, Column]) -> Column | None:
     for name, i, delay in _attrs(node.details.get(key, "")):
         if delay is not None:
             base = lineage.get(i, Column(name, None))
-            return Column(name, base.source_column, base.window, delay, base.shift_us)
+            return Column(name, base.source_column, base.window, delay, base.shift_us, base.scan)
     return None
 
 
@@ -486,6 +536,7 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
     lineage = _lineage(root)
     scans: dict[int, SourceScan] = {}
     delays: dict[str, int] = {}
+    joins: dict[int, BatchJoin] = {}
     operators: dict[int, StatefulOperator] = {}
     for node in root.walk():
         if node.name.startswith("Scan ") or node.name == "Scan" or (empty_sources and node.name == "LocalTableScan"):
@@ -498,6 +549,8 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
                 loc,
                 node.details.get("PushedFilters", ""),
             )
+        elif node.name.startswith(BATCH_JOINS) and len(node.children) == 2:
+            joins[node.node_id] = _batch_join(node)
         elif node.name == "EventTimeWatermark":
             m = re.search(r", (?P<col>[A-Za-z_][\w$]*)#\d+: \w+, (?P<delay>.+)$", node.details.get("Arguments", ""))
             if m:
@@ -511,7 +564,7 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
         op_id = int(m.group("op"))
         op = StatefulOperator(op_id, kind, node.name, [])
         if kind == "join":
-            op.join = _join(op_id, args)
+            op.join = _join(op_id, args, node.details.get("Left output", ""), node.details.get("Right output", ""))
             lists = re.match(r"^\[(?P<left>.*?)\], \[(?P<right>.*?)\],", args)
             if lists:
                 op.keys = [_column(p, lineage) for p in split_top(lists.group("left"))]
@@ -525,7 +578,7 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
             # [keys], ... ; a user's function first: func(...)#id, [grouping keys], ...
             grouped = args.startswith("[") or kind in ("group_state", "transform_with_state")
             op.keys = [_column(p, lineage) for p in split_top(keys[0])] if keys and grouped else []
-            col = _watermark_column(node, "Input", lineage)
+            col = _watermark_column(node, "Input", lineage) or _watermark_column(node, "Left output", lineage)
             if col:
                 op.watermark_columns[""] = col
             mode = re.search(r"\b(Append|Update|Complete)\b", args[m.end() :])
@@ -537,12 +590,37 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
         operators[op_id] = op
     if not operators:
         return None
-    return QueryPlan(root, operators, scans, delays)
+    return QueryPlan(root, operators, scans, delays, batch_joins=joins)
 
 
-def _below(node: PlanNode, op: StatefulOperator, side: str, conditions: list[str], scans: dict[int, SourceScan]) -> None:
+BATCH_JOINS = ("BroadcastHashJoin", "SortMergeJoin", "ShuffledHashJoin", "BroadcastNestedLoopJoin", "CartesianProduct")
+_PLAN_JOIN_TYPE = re.compile(r"\b(Inner|LeftOuter|RightOuter|FullOuter|LeftSemi|LeftAnti|Cross)\b")
+
+
+def _batch_join(node: PlanNode) -> BatchJoin:
+    kind = node.details.get("Join type") or (m.group(1) if (m := _PLAN_JOIN_TYPE.search(node.name)) else "")
+    cond = node.details.get("Join condition", "None").strip()
+    keys, scans, output = {}, {}, {}
+    for side, child in zip(("left", "right"), node.children, strict=True):
+        keys[side] = tuple(a[0] for a in _attrs(node.details.get(f"{side.title()} keys", "")))
+        found = [n for n in child.walk() if n.name.startswith(("Scan", "BatchScan", "LocalTableScan"))]
+        scans[side] = tuple(n.node_id for n in found)
+        output[side] = tuple(dict.fromkeys(a[0] for n in found for a in _attrs(n.details.get("Output", ""))))
+    return BatchJoin(
+        node.node_id, JOIN_TYPES.get(kind, kind.lower() or None), keys, None if cond == "None" else readable(cond), scans, output
+    )
+
+
+def _below(
+    node: PlanNode,
+    op: StatefulOperator,
+    side: str,
+    conditions: list[str],
+    scans: dict[int, SourceScan],
+    joins: tuple[tuple[int, int], ...] = (),
+) -> None:
     """Record the sources and stateful operators directly under ``op`` on one side, with the
-    filters on the way down to each source."""
+    filters on the way down to each source, and the joins with static tables on the way."""
     m = _STATE_INFO.search(node.details.get("Arguments", ""))
     if node.name in WRITERS and m:
         op.upstream[side].append(int(m.group("op")))
@@ -554,9 +632,13 @@ def _below(node: PlanNode, op: StatefulOperator, side: str, conditions: list[str
     if node.node_id in scans:
         op.sources[side].append(node.node_id)
         op.filters[node.node_id] = here
+        if joins:
+            op.batch_joins[node.node_id] = list(joins)
         return
+    if node.name.startswith(BATCH_JOINS) and len(node.children) == 2:
+        joins = (*joins, (node.node_id, len(here)))
     for c in node.children:
-        _below(c, op, side, here, scans)
+        _below(c, op, side, here, scans, joins)
 
 
 def _interval_ms(text: str) -> int:
@@ -581,7 +663,7 @@ def batch_watermarks(plan: str) -> dict[int, OperatorWatermarks]:
             continue
         m = _STATE_INFO.search(line)
         if m:
-            late, eviction = _marks(line[len("Arguments: ") :])
+            late, eviction = _marks(line[len("Arguments: ") :], node)
             out[int(m.group("op"))] = OperatorWatermarks(late, eviction, _cleanup(line))
     return out
 
@@ -589,10 +671,14 @@ def batch_watermarks(plan: str) -> dict[int, OperatorWatermarks]:
 def join_plans(plan: str) -> dict[int, JoinPlan]:
     """Operator id -> the join, for every StreamingSymmetricHashJoin node of a physical plan description."""
     out: dict[int, JoinPlan] = {}
+    outputs = {"Left output": "", "Right output": ""}
     for line in plan.split("\n"):
-        if line.startswith("Arguments: [") and "condition = [" in line:
+        head = line.split(" [", 1)[0]
+        if head in outputs:
+            outputs[head] = line
+        elif line.startswith("Arguments: [") and "condition = [" in line:
             m = _STATE_INFO.search(line)
-            j = _join(int(m.group("op")), line[len("Arguments: ") :]) if m else None
+            j = _join(int(m.group("op")), line[len("Arguments: ") :], *outputs.values()) if m else None
             if j is not None:
                 out[j.operator_id] = j
     return out

@@ -17,7 +17,7 @@ to the sink (Spark numbers stateful operators from the sink: the last is 0):
 
 from __future__ import annotations
 
-from analysis.fate.key import key_fate, search_columns
+from analysis.fate.key import StaticLookup, failed_fate, key_fate, search_columns, sink_columns, static_lookups
 from analysis.fate.model import (
     CAUSES,
     CONDITION_NOT_MET,
@@ -31,6 +31,7 @@ from analysis.fate.model import (
     MATCHED,
     NEVER_IN_INPUT,
     NO_MATCH_IN_INPUT,
+    NO_STATIC_MATCH,
     NOT_FOUND,
     OUTCOME_WRITTEN,
     OUTCOMES,
@@ -70,6 +71,7 @@ __all__ = [
     "NEVER_IN_INPUT",
     "NOT_FOUND",
     "NO_MATCH_IN_INPUT",
+    "NO_STATIC_MATCH",
     "OUTCOMES",
     "OUTCOME_WRITTEN",
     "PARTLY_WRITTEN",
@@ -89,10 +91,14 @@ __all__ = [
     "Output",
     "RecordFate",
     "RecordFinder",
+    "StaticLookup",
     "Step",
     "Waiting",
+    "failed_fate",
     "fmt_time",
     "group_text",
     "key_fate",
     "search_columns",
+    "sink_columns",
+    "static_lookups",
 ]

@@ -6,13 +6,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from analysis.core.inputs import InputSearch, event_time_us
 from analysis.core.state_access import key_text
-from analysis.fate.model import EMITTED, EMITTED_UNMATCHED, MATCHED, WRITTEN, KeyFate, Output, group_text
+from analysis.core.static_table import StaticTable
+from analysis.fate.model import EMITTED, EMITTED_UNMATCHED, MATCHED, UNKNOWN, WRITTEN, Cause, KeyFate, Output, group_text
 from analysis.fate.outcome import judge
-from analysis.fate.walk import FateWalk
+from analysis.fate.walk import TIME_KEYS, FateWalk, defect
 from analysis.verdicts.key_verdicts import GROUP_STATE, TWS, operator_kind
 
 # a file sink's rows whose column holds one of the values: (column, values) -> (batch, file, row values)
@@ -49,6 +51,15 @@ def key_fate(
     return fate
 
 
+def failed_fate(key: str, e: Exception) -> KeyFate:
+    """A key whose fate could not be followed for a defect: unknown, saying so (the other keys still answer)."""
+    why = defect(e)
+    fate = KeyFate(key, input_searched=False, input_note=why, outcome=UNKNOWN)
+    fate.cause = Cause(UNKNOWN, None, None, None, None, why, why=why)
+    fate.headline = f"Unknown: {why}."
+    return fate
+
+
 def downstream_writes(outputs: list[Output], sink: SinkSearch) -> list[Output]:
     """The sink's rows of what the last operator emitted: the same key (a window, the group's
     columns) written in the batch it was emitted in."""
@@ -80,18 +91,81 @@ def _same(state: Any, sink: Any) -> bool:
     return key_text(state) == key_text(sink)
 
 
+@dataclass(frozen=True)
+class StaticLookup:
+    """A key column a join with a static table gives (a region looked up from a country): the stream's
+    records that get a key are those whose ``stream_column`` holds a value the table maps to it."""
+
+    column: str  # the table's column the key is a value of
+    stream_column: str  # the stream's column it is looked up by
+    table_keys: tuple[str, ...]  # the table's columns the stream's is compared with
+    table: StaticTable
+
+    def values(self, key: str) -> list[str]:
+        """The stream column's values that the table maps to the key."""
+        return [str(v[0]) for v in self.table.giving(self.column, key, self.table_keys) if v and v[0] is not None]
+
+    def via(self, value: str, key: str) -> str:
+        return f"{self.stream_column} {value} is {self.column} {key} in {self.table.label}"
+
+
+def static_lookups(walk: FateWalk, key_field: str | None) -> list[StaticLookup]:
+    """The operators' key columns (or ``key_field``) that come from a static table, each with how a
+    stream record gets a value of it: the join's key on the stream's side (single-column joins)."""
+    out: list[StaticLookup] = []
+    if walk.plan is None:
+        return out
+    for op in sorted(walk.info.operators, key=lambda o: o.operator_id):
+        for cols in walk.view(op).keys.values():
+            for c in cols:
+                if c.scan not in walk.static_tables or (key_field is not None and key_field not in (c.name, c.source_column)):
+                    continue
+                out += [x for x in _through(walk, c.scan, c.source_column or c.name) if x not in out]
+    if key_field is not None and not out:  # a column of a static table no operator is keyed by
+        for scan, table in walk.static_tables.items():
+            if key_field in table.columns:
+                out += _through(walk, scan, key_field)
+    return out
+
+
+def _through(walk: FateWalk, scan: int | None, column: str) -> list[StaticLookup]:
+    """How a stream record gets a static table's column: the joins whose static side reads the table."""
+    out = []
+    for join in walk.plan.batch_joins.values() if walk.plan else []:
+        static = next((s for s, scans in join.scans.items() if scan in scans), None)
+        if static is None or scan is None or len(join.keys[static]) != 1 or column in join.keys[static]:
+            continue  # (the column the stream is joined by is the stream's own)
+        stream = "right" if static == "left" else "left"
+        out.append(StaticLookup(column, join.keys[stream][0], join.keys[static], walk.static_tables[scan]))
+    return out
+
+
 def search_columns(walk: FateWalk, key_field: str | None) -> list[str]:
     """The input columns a key may be in, the likeliest first: every operator's lookup column (the
     column its state key takes), operator 0's first; with ``key_field``, that column (or the
-    column of that state key field: ``field0`` of a join is its key column; none: no state key has it)."""
+    column of that state key field: ``field0`` of a join is its key column; none: no state key has it).
+    A column a static table gives is not an input column (``static_lookups``)."""
     cols: list[str] = []
     for op in sorted(walk.info.operators, key=lambda o: o.operator_id):
         view = walk.view(op)
         for side in view.keys:
             for i, c in enumerate(view.keys[side]):
-                if c.window is not None or c.name in ("window", "session_window"):
+                if c.window is not None or c.name in TIME_KEYS or c.scan in walk.static_tables:
                     continue
                 column = c.source_column or c.name
                 if key_field is None or key_field in (column, c.name, f"field{i}"):
                     cols.append(column)
     return list(dict.fromkeys(cols))
+
+
+def sink_columns(walk: FateWalk, columns: list[str]) -> list[str]:
+    """The columns a key may be in among the query's output: the input columns it is searched in, and
+    the operators' key columns as they name them (a column renamed before the state keeps that name)."""
+    names = [
+        c.name
+        for op in sorted(walk.info.operators, key=lambda o: o.operator_id)
+        for cols in walk.view(op).keys.values()
+        for c in cols
+        if c.window is None and c.name not in TIME_KEYS and not c.name.startswith("field")
+    ]
+    return list(dict.fromkeys([*columns, *names]))

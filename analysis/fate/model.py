@@ -20,6 +20,7 @@ DROPPED_AS_LATE = "dropped_as_late"
 DROPPED_AS_DUPLICATE = "dropped_as_duplicate"
 CONDITION_NOT_MET = "condition_not_met"
 FILTERED = "filtered"
+NO_STATIC_MATCH = "no_static_match"  # a join with a static table found no row for it (an inner join drops it)
 EVICTED_UNMATCHED = "evicted_unmatched"  # a join row the watermark evicted without a match
 NOT_FOUND = "not_found_in_state"
 UNKNOWN = "unknown"
@@ -130,6 +131,10 @@ class Cause:
     predicate: str | None = None  # filtered: the plan's condition as Spark printed it
     why: str | None = None  # unknown: why it cannot be told
     then: str = ""  # what followed on the key's own row ("the impression then never matched")
+    static_table: str | None = None  # a join with a static table: the table, and where it was read
+    # a join of unknown type (no event log) evicted it unmatched: lost, unless it was emitted null-padded
+    # (an outer join); why, for when the sink's files cannot tell
+    unless_emitted: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         rec = self.record
@@ -152,6 +157,7 @@ class Cause:
                 else None
             ),
             "predicate": self.predicate,
+            "static_table": self.static_table,
             "why": self.why,
         }
 
@@ -241,6 +247,7 @@ class RecordFate:
     waiting: list[Waiting] = field(default_factory=list)  # where it still waits
     contribution: str = UNKNOWN  # reached_output | waiting | lost | unknown
     cause: Cause | None = None  # why it (or its match) did not reach the output
+    match_only: bool = False  # a left semi join's right row: never output itself, only what lets the left rows out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -256,6 +263,7 @@ class RecordFate:
             "operator_id": self.operator_id,
             "at_batch": self.at_batch,
             "side": self.side,
+            "match_only": self.match_only,
             "values": jsonable(self.record.values),
             "steps": [s.to_dict() for s in self.steps],
         }

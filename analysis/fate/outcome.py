@@ -15,6 +15,7 @@ from analysis.core.inputs import InputSearch
 from analysis.fate.model import (
     CONDITION_NOT_MET,
     DROPPED,
+    DROPPED_AS_DUPLICATE,
     EMITTED_UNMATCHED,
     EVICTED_UNMATCHED,
     HELD,
@@ -23,6 +24,7 @@ from analysis.fate.model import (
     OUTCOME_WRITTEN,
     PARTLY_WRITTEN,
     REACHED,
+    REACHED_STATE,
     STATE_REMOVED,
     UNKNOWN,
     WAITING,
@@ -50,6 +52,7 @@ STEP_WORDS = {
     "dropped_as_duplicate": "dropped as duplicates",
     "condition_not_met": "rejected by the join condition",
     "filtered": "filtered out",
+    "no_static_match": "dropped by a join with a static table",
     "reached_state": "reached state",
     "evicted_unmatched": "evicted unmatched",
     "not_found_in_state": "never found in state",
@@ -64,25 +67,35 @@ def judge(fate: KeyFate, written: list[Output], sink_searched: bool, function_op
     output is a user's function's (group state, transformWithState)."""
     for rf in fate.records:
         _contribution(rf, written, sink_searched, function_ops)
+    _repeats_of_written(fate)
     outputs = [o for rf in fate.records for o in rf.outputs if o.kind != STATE_REMOVED]
     fate.outputs = sorted(
         dict.fromkeys(outputs + written), key=lambda o: (o.batch_id if o.batch_id is not None else -1, o.group, o.kind)
     )
-    fate.waiting = list(dict.fromkeys(w for rf in fate.records if rf.contribution == HELD or rf.waiting for w in rf.waiting))
-    reached = [r for r in fate.records if r.contribution == REACHED]
-    held = [r for r in fate.records if r.contribution == HELD]
-    lost = [r for r in fate.records if r.contribution == DROPPED]
-    unknown = [r for r in fate.records if r.contribution == UNKNOWN]
+    counted = _counted(fate)
+    fate.waiting = list(dict.fromkeys(w for rf in counted if rf.contribution == HELD or rf.waiting for w in rf.waiting))
+    reached = [r for r in counted if r.contribution == REACHED]
+    held = [r for r in counted if r.contribution == HELD]
+    lost = [r for r in counted if r.contribution == DROPPED]
+    unknown = [r for r in counted if r.contribution == UNKNOWN]
     if not fate.records:
-        if written:
-            fate.outcome, fate.cause = (
-                OUTCOME_WRITTEN,
-                None,
-            )  # in the sink: a key computed from the input (no record holds it as is)
-        elif fate.input_searched and search.complete:
+        if written:  # in the sink: a key computed from the input (no record holds it as is)
+            why = (
+                "no input record holding it was found, so whether each of its records reached the output cannot be "
+                "told: it is computed from the input"
+            )
+            fate.outcome, fate.cause = OUTCOME_WRITTEN, Cause(UNKNOWN, None, None, None, None, why, why=why)
+        elif fate.input_searched and search.complete and not search.missing:
             fate.outcome = NEVER_IN_INPUT
             detail = f"none of the {search.files_searched:,} input files the query read holds {fate.key!r}"
             fate.cause = Cause(NEVER_IN_INPUT, None, None, None, None, detail)
+        elif fate.input_searched and search.complete:
+            why = (
+                f"no input column holds {fate.key!r}, but no input column is named {' or '.join(search.missing)} as the "
+                "operators' key is: it may be computed from the input (a renamed column, a static join, an expression), "
+                "which the query's event log tells"
+            )
+            fate.outcome, fate.cause = UNKNOWN, Cause(UNKNOWN, None, None, None, None, why, why=why)
         else:
             why = fate.input_note or "the input was not searched"
             fate.outcome, fate.cause = UNKNOWN, Cause(UNKNOWN, None, None, None, None, why, why=why)
@@ -95,11 +108,13 @@ def judge(fate: KeyFate, written: list[Output], sink_searched: bool, function_op
         else:
             fate.outcome = OUTCOME_WRITTEN
             fate.cause = _waiting_cause(held, fate.waiting) if held else None
+    elif written:  # the sink's files hold rows of the key that no record of it was followed to
+        fate.outcome, fate.cause = _written_unfollowed(fate, lost, unknown, held)
     elif held:
         fate.outcome, fate.cause = WAITING, _waiting_cause(held, fate.waiting)
-    elif lost:
+    elif lost and not unknown:
         fate.outcome, fate.cause = LOST, _first([r.cause for r in lost])
-    else:
+    else:  # some record's fate cannot be told: nothing reached the output as far as the others tell
         fate.outcome, fate.cause = UNKNOWN, _first([r.cause for r in unknown])
     if fate.outcome == UNKNOWN and fate.cause is None:
         why = "what became of its records cannot be told"
@@ -108,11 +123,55 @@ def judge(fate: KeyFate, written: list[Output], sink_searched: bool, function_op
     fate.headline = headline(fate, written)
 
 
+def _counted(fate: KeyFate) -> list[RecordFate]:
+    """The records whose fate is the key's: a left semi join's right rows are never output, and count
+    only where the key has no left row."""
+    return [r for r in fate.records if not r.match_only] or fate.records
+
+
+def _repeats_of_written(fate: KeyFate) -> None:
+    """A record a dedup dropped as a repeat of the key's own earlier record, which reached the output:
+    what it holds was written (the dedup did its job), not lost."""
+    where = {(r.record.source, r.record.file, r.record.row): r for r in fate.records}
+    for rf in fate.records:
+        c = rf.cause
+        if rf.contribution != DROPPED or c is None or c.kind != DROPPED_AS_DUPLICATE or c.earlier is None:
+            continue
+        original = where.get((c.earlier.source, c.earlier.file, c.earlier.row))
+        if original is not None and original.contribution == REACHED:
+            rf.contribution, rf.cause = REACHED, None
+            rf.outputs = list(original.outputs)
+        elif original is not None and original.contribution == UNKNOWN:  # it is as its original: unknown too
+            rf.contribution = UNKNOWN
+
+
+def _written_unfollowed(
+    fate: KeyFate, lost: list[RecordFate], unknown: list[RecordFate], held: list[RecordFate]
+) -> tuple[str, Cause | None]:
+    """The sink holds rows of the key, yet the walk followed none of its records there: written, as the
+    sink says; partly written where some record was lost for a known cause; else what could not be
+    told is the cause, named as unknown."""
+    known = [r for r in lost if r.cause is not None and r.cause.kind != UNKNOWN]
+    if known and unknown:
+        return PARTLY_WRITTEN, _first([r.cause for r in known])
+    if held and not unknown and not lost:
+        return OUTCOME_WRITTEN, _waiting_cause(held, fate.waiting)
+    first = (unknown or lost or held or fate.records)[0]
+    told = _first([r.cause for r in unknown]) if unknown else None
+    why = (
+        f"the sink's files hold rows of it, but what became of {len(unknown or lost or held)} of its "
+        f"{len(fate.records)} input record(s) cannot be told"
+        + (f": {told.why or told.detail}" if told is not None else " (the walk followed none of them to the output)")
+    )
+    return OUTCOME_WRITTEN, Cause(UNKNOWN, None, None, None, first.record, why, why=why)
+
+
 def _contribution(rf: RecordFate, written: list[Output], sink_searched: bool, function_ops: set[int]) -> None:
     b = rf.record.batch_id or 0
     derived = [o for o in rf.outputs if o.kind != STATE_REMOVED]
     last = rf.steps[-1] if rf.steps else None
-    by_function = last is not None and last.operator_id in function_ops
+    # it reached a user's function's state (not dropped before it): what it emitted is the sink's to tell
+    by_function = last is not None and last.operator_id in function_ops and last.outcome == REACHED_STATE
     later = [w for w in written if w.batch_id is None or w.batch_id >= b]
     if derived:
         rf.contribution = REACHED
@@ -143,6 +202,12 @@ def _contribution(rf: RecordFate, written: list[Output], sink_searched: bool, fu
         cause = next((s.cause for s in reversed(rf.steps) if s.cause is not None), None)
         rf.cause = cause
         rf.contribution = UNKNOWN if cause is None or (cause.kind == UNKNOWN and rf.outcome == UNKNOWN) else DROPPED
+        if cause is not None and cause.unless_emitted and (written or not sink_searched):
+            # the sink cannot say it was not emitted null-padded
+            rf.contribution = UNKNOWN
+            rf.cause = Cause(
+                UNKNOWN, cause.operator_id, cause.batch_id, cause.side, rf.record, cause.unless_emitted, why=cause.unless_emitted
+            )
 
 
 def _unmatched_cause(rf: RecordFate) -> Cause | None:
@@ -178,8 +243,9 @@ def _where(o: Output) -> str:
 def _reached_text(fate: KeyFate, written: list[Output]) -> str:
     if written:
         rows = sorted(written, key=lambda o: (o.batch_id or -1, o.group))
-        shown = "; ".join(f"batch {o.batch_id} ({o.file})" if o.file else f"batch {o.batch_id}" for o in rows[:3])
-        more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+        places = list(dict.fromkeys((o.batch_id, o.file) for o in rows))  # a file holding several rows named once
+        shown = "; ".join(f"batch {b} ({f})" if f else f"batch {b}" for b, f in places[:3])
+        more = f" and {len(places) - 3} more" if len(places) > 3 else ""
         whose = "of it are" if any(o.key is None for o in rows) else "its records went into are"  # downstream: another key's rows
         return f"{len(rows)} row(s) {whose} in the sink's files, written in {shown}{more}"
     outs = [o for o in fate.outputs if o.kind != WRITTEN]
@@ -210,7 +276,9 @@ def headline(fate: KeyFate, written: list[Output]) -> str:
         return text
     if fate.outcome == OUTCOME_WRITTEN:
         text = f"{word}: {_reached_text(fate, written)}."
-        if c is not None and c.kind == WAITING_FOR_WATERMARK and fate.waiting:
+        if c is not None and c.kind == UNKNOWN:
+            text += f" But {_cause_text(c)}."
+        elif c is not None and c.kind == WAITING_FOR_WATERMARK and fate.waiting:
             w = min(fate.waiting, key=lambda w: (w.released_at_watermark is None, w.released_at_watermark or 0))
             text += f" {len(fate.waiting)} more wait: {w.detail}."
         return text
@@ -222,10 +290,12 @@ def headline(fate: KeyFate, written: list[Output]) -> str:
             if first
             else "its row went out null-padded"
         )
-        return f"{word}: {emitted}, and {_reached_text(fate, written)}. It never matched: {_cause_text(c) or 'no match came'}."
+        why = _cause_text(c) or "no match came"
+        return f"{word}: it never matched ({why}), so {emitted}, and {_reached_text(fate, written)}."
     if fate.outcome == PARTLY_WRITTEN:
-        n_lost = sum(1 for r in fate.records if r.contribution in (DROPPED, UNKNOWN))
-        return f"{word}: {_reached_text(fate, written)}; {n_lost} of its {len(fate.records)} records were lost: {_cause_text(c)}."
+        counted = _counted(fate)
+        n_lost = sum(1 for r in counted if r.contribution in (DROPPED, UNKNOWN))
+        return f"{word}: {_reached_text(fate, written)}; {n_lost} of its {len(counted)} records were lost: {_cause_text(c)}."
     if fate.outcome == WAITING:
         soonest = (
             min(fate.waiting, key=lambda x: (x.released_at_watermark is None, x.released_at_watermark or 0))

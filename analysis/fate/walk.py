@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from analysis.core.errors import StateReadError
+from analysis.core.errors import StateLensError, StateReadError
 from analysis.core.inputs import InputRecord, event_time_us
 from analysis.core.key_format import fmt_duration, jsonable, to_ms
 from analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
 from analysis.core.predicates import filter_passes
 from analysis.core.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
 from analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
+from analysis.core.static_table import StaticTable
 from analysis.fate.model import (
     DROPPED_AS_LATE,
     FILTERED,
     KIND_WORDS,
+    NO_MATCH_IN_INPUT,
+    NO_STATIC_MATCH,
     PASSED,
     REACHED,
     REACHED_STATE,
@@ -45,10 +48,21 @@ from analysis.fate.model import (
 )
 from analysis.verdicts.key_verdicts import JOIN, SESSION, TWS, operator_kind
 
+# state key fields that are an operator's time, not an input column (a window, a session's start)
+TIME_KEYS = ("window", "session_window", "sessionStartTime")
 MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches
 
-# input records of a source whose column holds one of the values: (source, column, values) -> records
-RecordFinder = Callable[[str, str, list[str]], list[InputRecord]]
+
+class RecordFinder(Protocol):
+    """The query's input, searched on demand (``spark_io.gather.inputs.RecordSearch``)."""
+
+    def __call__(self, source: str, column: str, values: list[str]) -> list[InputRecord]:
+        """The records of a source whose column holds one of the values."""
+        ...
+
+    def columns(self, source: str | None = None) -> set[str]:
+        """The columns of a source's files (every source's: None)."""
+        ...
 
 
 class StageLike(Protocol):
@@ -70,6 +84,7 @@ class OpView:
     condition: str | None = None
     filters: dict[int, list[str]] = field(default_factory=dict)  # the plan's scan -> filters between it and here
     upstream_filters: dict[int, list[str]] = field(default_factory=dict)  # an operator below -> filters from it to here
+    batch_joins: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # scan -> joins with static tables on the way
     planned: bool = False  # from the event log's plan
 
     @property
@@ -83,7 +98,7 @@ class OpView:
     def lookup(self, side: str) -> tuple[str, Column] | None:
         """The state key field a record is looked up by, and the column whose value it takes."""
         for i, c in enumerate(self.keys.get(side, [])):
-            if c.window is None and c.name not in ("window", "session_window"):
+            if c.window is None and c.name not in TIME_KEYS:
                 return (f"field{i}" if self.kind == JOIN else c.name), c
         return None
 
@@ -138,11 +153,21 @@ def value_at(values: dict[str, Any], path: str) -> Any:
     return value_at(inner, rest) if rest and isinstance(inner, dict) else None
 
 
+def column_value(values: dict[str, Any], c: Column) -> Any:
+    """A row's value of an operator's key column: by the input column it comes from, else by its own
+    name (the row an upstream operator emitted names it as that operator's key does)."""
+    if c.source_column:
+        v = value_at(values, c.source_column)
+        if v is not None:
+            return v
+    return value_at(values, c.name)
+
+
 def same_value(state_value: Any, record_value: Any, tz: str) -> bool:
     """Whether a state row's field holds what the input record's column holds."""
     if state_value is None or record_value is None:
         return state_value is None and record_value is None
-    if isinstance(state_value, dt.datetime):
+    if isinstance(state_value, dt.datetime) or isinstance(record_value, dt.datetime):  # a time as either file holds it
         t = event_time_us(record_value, tz)
         return t is not None and t == event_time_us(state_value, tz)
     if isinstance(state_value, dict) and isinstance(record_value, dict):
@@ -153,6 +178,12 @@ def same_value(state_value: Any, record_value: Any, tz: str) -> bool:
         except (TypeError, ValueError):
             return False
     return key_text(state_value) == key_text(record_value)
+
+
+def defect(e: Exception) -> str:
+    """An unexpected error as an answer says it: what failed, and where to report it."""
+    first = (str(e).strip().splitlines() or [""])[0][:200]
+    return f"State Lens failed on it ({type(e).__name__}: {first}); please report it (STATELENS_DEBUG=1 shows where)"
 
 
 def key_id(key: Any) -> str:
@@ -198,7 +229,21 @@ class FateWalk:
         self._views: dict[int, OpView] = {}
         self._chains: dict[tuple[str, frozenset[str]], list[tuple[OperatorInfo, str]]] = {}
         self._found: dict[tuple[str, str], dict[str, list[InputRecord]]] = {}
+        self.renamed: dict[str, str] = {}  # no plan: an operator's key column -> the input column taken to be it
+        self.assume_renames = False  # no plan, and the key's column not given: a key found in another column is a rename
+        self.strict = False  # an unexpected error in a stage is raised (debugging), not the record's unknown step
+        self.static_tables: dict[int, StaticTable] = {}  # the plan's scan -> the static table it reads
+        self.unsure: set[int] = set()  # no plan: operators that may be off a record's path (both join sides fit)
         self.notes: list[str] = []
+
+    def source_columns(self) -> dict[str, set[str]]:
+        """Each source's columns, as its files have them (none known without a searchable input)."""
+        finder = self.finder
+        return {name: finder.columns(name) for name in set(self.source_names.values()) if name} if finder else {}
+
+    def key_columns(self) -> set[str]:
+        """Every operator's key columns as they are named (a join's by the columns its fields equal)."""
+        return {c.source_column or c.name for op in self.info.operators for cols in self.view(op).keys.values() for c in cols}
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -227,6 +272,7 @@ class FateWalk:
                 planned.join.condition if planned.join else None,
                 filters,
                 dict(planned.upstream_filters),
+                dict(planned.batch_joins),
                 planned=True,
             )
         sides = ["left", "right"] if kind == JOIN else [""]
@@ -255,6 +301,21 @@ class FateWalk:
     def filters(self, view: OpView, source: str) -> list[str]:
         """The plan's filters between a source and an operator, as Spark printed them."""
         return [c for scan, conds in view.filters.items() if self.scan_source(scan) == source for c in conds]
+
+    def stateless_path(self, view: OpView, source: str) -> list[str | int]:
+        """What a source's row meets on its way to an operator, from the source up: the plan's filters
+        (as Spark printed them) and, as their node ids, its joins with static tables."""
+        out: list[str | int] = []
+        for scan, conds in view.filters.items():
+            if self.scan_source(scan) != source:
+                continue
+            top = len(conds)
+            for node, above in sorted(view.batch_joins.get(scan, []), key=lambda j: -j[1]):  # the deepest first
+                out += conds[above:top]
+                out.append(node)
+                top = above
+            out += conds[:top]
+        return out
 
     def source(self, op: OperatorInfo, side: str) -> StateSource:
         if side:
@@ -285,6 +346,7 @@ class FateWalk:
         out: list[tuple[OperatorInfo, str]] = []
         ops = sorted(self.info.operators, key=lambda o: -o.operator_id)
         joined = False
+        sources = self.source_columns() if any(o.is_join for o in ops) else {}
         for op in ops:
             side = ""
             if op.is_join:
@@ -294,16 +356,35 @@ class FateWalk:
                 }
                 side = max(fit, key=lambda s: fit[s])
                 joined = True
-            elif not joined and len(ops) > 1:
+            elif not joined:
                 view = self.view(op)
                 cols = [c.source_column or c.name for c in view.keys.get("", []) if c.window is None]
-                cols = [c for c in cols if c not in ("window", "session_window")]
-                if cols and not all(c in rec.values for c in cols):
+                cols = [c for c in cols if c not in TIME_KEYS]
+                missing = [c for c in cols if c not in rec.values]
+                if (
+                    len(missing) == 1
+                    and self.assume_renames
+                    and rec.column in rec.values
+                    and rec.column not in self.key_columns()
+                ):
+                    # the key was found in another column: taken to be the same column renamed before the state
+                    self.renamed[missing[0]] = rec.column
+                    self.note(
+                        f"No event log: {view.label}'s key column {missing[0]} is not in the {rec.source or 'input'} files; "
+                        f"their {rec.column} column, which holds the key, was taken to be it renamed (give the event log to know)."
+                    )
+                elif cols and missing and len(ops) > 1:
                     self.note(
                         f"No event log: {view.label} was taken to be off the path of the {rec.source or 'input'} records "
                         f"(they have no {', '.join(c for c in cols if c not in rec.values)} column); give the event log to know."
                     )
                     continue
+                elif cols and sum(all(c in have for c in cols) for have in sources.values()) > 1:
+                    self.unsure.add(op.operator_id)  # the sources of both sides of the join after it have its key's columns
+                    self.note(
+                        f"No event log: both sides of the join have {view.label}'s key columns ({', '.join(cols)}): which "
+                        "side's records it sees cannot be told, so what it did with a record it does not hold is unknown."
+                    )
             out.append((op, side))
         return out
 
@@ -359,7 +440,12 @@ class FateWalk:
         self.note(
             f"Operator {op.operator_id} has no change feed: its history is its state at batches {batches[0]}-{batches[-1]}."
         )
-        return replay_as_changes([(b, self.access.rows(src, b, query)) for b in batches])
+        per_batch = [(b, self.access.rows(src, b, query)) for b in batches]
+        out: list[dict[str, Any]] = []
+        for k in query.keys:  # each key's rows replayed on their own, then known by the key again
+            rows = [(b, [r for r in found if k in query.owners(r["_raw"])]) for b, found in per_batch]
+            out += [{**c, "_raw": k} for c in replay_as_changes(rows)]
+        return out
 
     # ---- other records of the input
 
@@ -478,6 +564,7 @@ class FateWalk:
             t, _, _ = self.event_time(self.view(chain[0][0]), chain[0][1], rec.values)
             first_time = t // 1000 if t is not None else None
         fate = RecordFate(rec, first_time, UNKNOWN, None, rec.batch_id, None)
+        fate.match_only = any(side == "right" and self.view(op).join_type == "left_semi" for op, side in chain)
         if rec.batch_id is None or rec.batch_id > self.last:
             why = (
                 f"{rec.file_name} is listed by the source, but the batch that read it is no longer in the checkpoint (purged)."
@@ -487,7 +574,8 @@ class FateWalk:
             fate.steps.append(Step(-1, UNKNOWN, rec.batch_id, why))
             fate.cause = Cause(UNKNOWN, None, rec.batch_id, None, rec, why, why=why)
             return fate
-        flows = [Flow(dict(rec.values), rec.batch_id)]
+        aliases = {name: rec.values[col] for name, col in self.renamed.items() if col in rec.values and name not in rec.values}
+        flows = [Flow({**rec.values, **aliases}, rec.batch_id)]
         last_results: list[StepResult] = []
         below: int | None = None
         for i, (op, side) in enumerate(chain):
@@ -498,7 +586,8 @@ class FateWalk:
                 return fate
             view = self.view(op)
             stage = self.stages[view.kind]
-            final = i == len(chain) - 1
+            # the last operator of its path emits the query's output; without a plan, only operator 0 surely does
+            final = i == len(chain) - 1 and (self.plan is not None or op.operator_id == 0)
             results = [self.step(stage, view, side, flow, rec, records, below, final) for flow in flows]
             fate.steps += [r.step for r in results]
             fate.waiting += [w for r in results for w in r.waiting]
@@ -529,11 +618,22 @@ class FateWalk:
         below: int | None,
         final: bool,
     ) -> StepResult:
-        checked = self.pre_check(view, side, flow, rec, below)
-        if isinstance(checked, StepResult):
-            return checked
-        t_us, window = checked
-        return stage.step(self, view, Arrival(side, flow, rec, records, final, t_us, window))
+        try:
+            checked = self.pre_check(view, side, flow, rec, below)
+            if isinstance(checked, StepResult):
+                return checked
+            t_us, window = checked
+            return stage.step(self, view, Arrival(side, flow, rec, records, final, t_us, window))
+        except StateLensError:
+            raise
+        except Exception as e:  # a defect: this record's step is unknown, the other records and keys still answer
+            if self.strict:
+                raise
+            why = f"what {view.label} did with it cannot be told: {defect(e)}"
+            cause = Cause(UNKNOWN, view.operator_id, flow.batch, side or None, rec, why, why=why)
+            return StepResult(
+                Step(view.operator_id, UNKNOWN, flow.batch, why[0].upper() + why[1:] + ".", side or None, cause=cause)
+            )
 
     def pre_check(
         self, view: OpView, side: str, flow: Flow, rec: InputRecord, below: int | None
@@ -542,9 +642,16 @@ class FateWalk:
         or from the operator ``below``), then its late-row watermark. The step that dropped the row, or
         the row's event time (µs) and window at the operator."""
         op_id, b, sd = view.operator_id, flow.batch, side or None
-        conditions = self.filters(view, rec.source) if below is None else view.upstream_filters.get(below, [])
+        path = self.stateless_path(view, rec.source) if below is None else list(view.upstream_filters.get(below, []))
         columns = (self.scan_columns(rec.source) or set()) | set(flow.values) if below is None else None
-        for cond in conditions:
+        for cond in path:
+            if isinstance(cond, int):  # a join with a static table
+                dropped = self.static_join(view, side, flow, rec, cond)
+                if dropped is not None:
+                    return dropped
+                if columns is not None:
+                    columns |= set(flow.values)
+                continue
             verdict = filter_passes(cond, flow.values, columns)
             shown = readable(cond)
             if verdict.passes is False:
@@ -560,9 +667,59 @@ class FateWalk:
         if late is not None and t_us is not None and not session_unknown:
             ends = [e for _, e in window.of(t_us // 1000)] if window else [t_us // 1000]
             behind = all(e * 1000 <= late * 1000 for e in ends) if window else t_us <= late * 1000
+            if behind and op_id in self.unsure:
+                why = f"it is behind {view.label}'s late-row watermark, but whether that operator is on its path cannot be told without the event log"
+                return StepResult(
+                    Step(
+                        op_id,
+                        UNKNOWN,
+                        b,
+                        why[0].upper() + why[1:] + ".",
+                        sd,
+                        cause=Cause(UNKNOWN, op_id, b, sd, rec, why, why=why),
+                    )
+                )
             if behind:
                 return StepResult(self._late(view, side, flow, rec, t_us, window, column, late))
         return t_us, window
+
+    def static_join(self, view: OpView, side: str, flow: Flow, rec: InputRecord, node: int) -> StepResult | None:
+        """A row meeting a join with a static table on its way to an operator: it goes on with the table's
+        columns (its match's; nulls where an outer join keeps it unmatched), or is dropped (no match in an
+        inner join). A table that could not be read leaves its fate unknown."""
+        assert self.plan is not None
+        join = self.plan.batch_joins[node]
+        mine = next((s for s, scans in join.scans.items() if any(self.scan_source(x) == rec.source for x in scans)), None)
+        if mine is None:
+            return None
+        other = "right" if mine == "left" else "left"
+        table = next((self.static_tables[x] for x in join.scans[other] if x in self.static_tables), None)
+        op_id, b, sd = view.operator_id, flow.batch, side or None
+        kind = (join.join_type or "").replace("_", " ")
+        if table is None or table.rows is None:
+            why = f"its {noun(rec)} ({record_text(rec)}) meets a {kind} join with a static table before {view.label}, " + (
+                f"and {table.label} cannot be read: {table.why}" if table else "which is not among the plan's scans"
+            )
+            cause = Cause(UNKNOWN, op_id, b, sd, rec, why, why=why, static_table=table.label if table else None)
+            return StepResult(Step(op_id, UNKNOWN, b, why[0].upper() + why[1:] + ".", sd, cause=cause))
+        values = [value_at(flow.values, k) for k in join.keys[mine]]
+        found = table.matching(join.keys[other], values)
+        shown = ", ".join(f"{k} {key_text(v)}" for k, v in zip(join.keys[mine], values, strict=False))
+        if found:
+            if len(found) > 1:
+                self.note(f"{shown} has {len(found)} rows in {table.label}: the first is followed.")
+            flow.values.update({c: v for c, v in found[0].items() if c not in flow.values or c not in join.keys[other]})
+            return None
+        keeps = join.join_type in ({"left": ("left_outer", "full_outer"), "right": ("right_outer", "full_outer")}[mine])
+        if keeps:
+            flow.values.update({c: None for c in join.output[other] if c not in flow.values})
+            return None
+        detail = (
+            f"its {noun(rec)} ({record_text(rec)}) has {shown}, which no row of {table.label} holds: the {kind} join "
+            f"with it before operator {op_id} dropped the {noun(rec)} in batch {b}"
+        )
+        cause = Cause(NO_MATCH_IN_INPUT, op_id, b, sd, rec, detail, static_table=table.label)
+        return StepResult(Step(op_id, NO_STATIC_MATCH, b, detail[0].upper() + detail[1:] + ".", sd, cause=cause))
 
     def _late(
         self,
@@ -617,6 +774,7 @@ _RANK = {
     DROPPED_AS_LATE: 2,
     "dropped_as_duplicate": 3,
     FILTERED: 4,
+    NO_STATIC_MATCH: 4,
     "not_found_in_state": 5,
     UNKNOWN: 6,
 }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -436,12 +436,23 @@ class LateDrops:
 
 def late_drops(log: ProgressLog) -> list[LateDrops]:
     """Rows dropped by the watermark, per operator, in the batches where there were some."""
+    return _drops(log, lambda o: o.rows_dropped_by_watermark)
+
+
+def duplicate_drops(log: ProgressLog) -> list[LateDrops]:
+    """Rows a deduplication dropped as duplicates (its ``numDroppedDuplicateRows`` metric), per operator,
+    in the batches where there were some."""
+    return _drops(log, lambda o: _int(o.custom_metrics.get("numDroppedDuplicateRows")))
+
+
+def _drops(log: ProgressLog, count: Callable[[OperatorProgress], int | None]) -> list[LateDrops]:
     per_op: dict[int, LateDrops] = {}
     for b in log.batches:
         for o in b.operators:
-            if o.rows_dropped_by_watermark:
+            n = count(o)
+            if n:
                 d = per_op.setdefault(o.operator_id, LateDrops(o.operator_id, o.operator_name, {}))
-                d.by_batch[b.batch_id] = o.rows_dropped_by_watermark
+                d.by_batch[b.batch_id] = n
     return [per_op[k] for k in sorted(per_op)]
 
 

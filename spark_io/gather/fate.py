@@ -12,12 +12,14 @@ below it.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
-from analysis.core.errors import InvalidInput
-from analysis.core.inputs import InputSearch
-from analysis.core.model import CheckpointInfo, default_operator, require_state
+from analysis.core.errors import InvalidInput, StateLensError
+from analysis.core.inputs import ANY, InputSearch
+from analysis.core.model import CheckpointInfo, default_operator, operator_of, require_state, resolve_batch
 from analysis.core.near_miss import near_miss_reason
 from analysis.core.query_plan import operator_watermarks
 from analysis.core.state_access import StateAccess
@@ -31,18 +33,25 @@ from analysis.fate import (
     NearFate,
     Output,
     RecordFinder,
+    StaticLookup,
+    failed_fate,
     group_text,
     key_fate,
     search_columns,
+    sink_columns,
+    static_lookups,
 )
 from analysis.fate.key import SinkSearch
 from analysis.fate.outcome import from_state, headline
+from analysis.fate.walk import defect
 from analysis.runs.progress import ProgressLog
 from analysis.verdicts import diagnose
 from analysis.verdicts import why_missing as wm
 from analysis.verdicts.diagnose import WhyMissingReport
+from analysis.verdicts.key_verdicts import operator_kind
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.gather.inputs import Listing, RecordSearch, listed_files, search_inputs, search_sink, sink_folder
+from spark_io.gather.static import static_tables
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.runtime.engine_choice import reads_natively
 
@@ -124,17 +133,42 @@ def why_missing_whole(
     else:
         listing = listed_files(info, input_root, format_of)
         walk.finder = RecordSearch(listing)
-    if key_field is not None:
-        columns = _key_columns(walk, key_field, columns, listing)
+        walk.static_tables = static_tables(plan, set(listing[2].values()), input_root)
+        columns = search_columns(walk, None)
+    lookups = static_lookups(walk, key_field) if listing is not None else []
+    if key_field is not None:  # a column a static table gives is searched through the table alone
+        columns = [] if lookups and not search_columns(walk, key_field) else _key_columns(walk, key_field, columns, listing)
     if listing is not None:
-        search = searched or search_inputs(info, keys, columns, input_root, format_of, tz, listing=listing)
+        search = searched or search_inputs(
+            info,
+            keys if columns or not lookups else [],
+            columns,
+            input_root,
+            format_of,
+            tz,
+            listing=listing,
+            any_column=plan is None and key_field is None,
+        )
+        if lookups:
+            search = _through_static(search, lookups, keys, info, input_root, format_of, tz, listing)
         if not search.files_listed:
             why_not = search.note() or "The query reads no file source: its input cannot be searched here."
     walk.source_names = search.sources
+    walk.assume_renames = plan is None and key_field is None
+    walk.strict = bool(os.environ.get("STATELENS_DEBUG"))
     walk.prefetch(search.records)
-    written, sink_searched = _written(progress, sink, keys, columns)
+    written, sink_searched = _written(progress, sink, keys, sink_columns(walk, [*columns, *([key_field] if key_field else [])]))
     downstream = _sink_rows(progress, sink) if sink_searched else None
-    fates = {k: key_fate(k, search, walk, written.get(k, []), why_not, sink_searched, downstream) for k in keys}
+    fates = {}
+    for k in keys:
+        try:
+            fates[k] = key_fate(k, search, walk, written.get(k, []), why_not, sink_searched, downstream)
+        except StateLensError:
+            raise
+        except Exception as e:  # a defect: this key says so, the other keys still answer
+            if walk.strict:
+                raise
+            fates[k] = failed_fate(k, e)
     # the verdict of the last operator whose key holds the key's column, as one operator's diagnosis gives it
     reports: dict[tuple[int, str | None], WhyMissingReport] = {}
     chosen: dict[str, tuple[int, str | None]] = {}
@@ -142,10 +176,17 @@ def why_missing_whole(
         chosen[k] = _verdict_operator(walk, fates[k], key_field, info)
     for op_id, field_name in dict.fromkeys(chosen.values()):
         asked = [k for k in keys if chosen[k] == (op_id, field_name)]
-        arrivals = arrivals_for(info, asked, op_id, event_time_ms, progress)
-        reports[(op_id, field_name)] = diagnose.why_missing(
-            access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals, near_misses
-        )
+        try:
+            arrivals = arrivals_for(info, asked, op_id, event_time_ms, progress)
+            reports[(op_id, field_name)] = diagnose.why_missing(
+                access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals, near_misses
+            )
+        except StateLensError:
+            raise
+        except Exception as e:  # a defect in the operator's verdict: its keys keep their fate, the verdict says so
+            if walk.strict:
+                raise
+            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, e)
     results = []
     for k in keys:
         results.append(next(r for r in reports[chosen[k]].results if r.key == k))
@@ -158,10 +199,58 @@ def why_missing_whole(
         _apply(d, fates[d.key], chosen[d.key][0], reports[chosen[d.key]].kind)
     first = reports[chosen[keys[0]]]
     first.results = results
+    first.key_field = key_field or first.key_field  # what the keys were asked as (an input column too)
     first.whole_query = True
     first.input_search = search
     first.plan_from = progress.location if plan is not None and progress is not None else None
     return first
+
+
+def _through_static(
+    search: InputSearch,
+    lookups: list[StaticLookup],
+    keys: list[str],
+    info: CheckpointInfo,
+    input_root: str | None,
+    format_of: Callable[[str], str | None],
+    tz: str,
+    listing: Listing,
+) -> InputSearch:
+    """The records of keys a static table gives (regions of countries): the input searched for the
+    values the table maps to each key, each record then answering that key."""
+    for lk in lookups:
+        wanted = {k: lk.values(k) for k in keys}
+        values = sorted({v for vs in wanted.values() for v in vs})
+        if not values:
+            continue
+        found = search_inputs(info, values, [lk.stream_column], input_root, format_of, tz, listing=listing)
+        for k, vs in wanted.items():
+            search.records += [dataclasses.replace(r, key=k, via=lk.via(r.key, k)) for r in found.records if r.key in vs]
+        for source, col in found.columns.items():
+            if col != ANY:
+                search.columns[source] = f"{col} (through {lk.table.label})"
+    search.records.sort(key=lambda r: (r.key, r.batch_id if r.batch_id is not None else -1, r.source_index, r.file, r.row))
+    return search
+
+
+def _verdict_failed(
+    info: CheckpointInfo, op_id: int, batch_id: int | None, field_name: str | None, keys: list[str], e: Exception
+) -> WhyMissingReport:
+    op = operator_of(info, op_id)
+    why = defect(e)
+    report = WhyMissingReport(
+        info.path,
+        op_id,
+        op.operator_name,
+        operator_kind(op.operator_name),
+        resolve_batch(info, batch_id),
+        field_name or "",
+        [],
+        None,
+        {},
+    )
+    report.results = [wm.KeyDiagnosis(k, UNKNOWN, f"Operator {op_id}'s verdict cannot be told: {why}.") for k in keys]
+    return report
 
 
 def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Listing | None) -> list[str]:
@@ -182,6 +271,11 @@ def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Li
     raise InvalidInput(
         f"The query has no field '{key_field}': no state key field or input column is named so. Its key columns: {known}"
         + (f"; its other input columns: {others}" if others else "")
+        + (
+            ". If it comes from a static table or an expression, give the query's event log (its plan shows where)"
+            if walk.plan is None
+            else ""
+        )
         + "."
     )
 
@@ -276,7 +370,7 @@ def _near_fates(
     if not near_keys:
         return
     search = search_inputs(info, near_keys, columns, None, format_of, tz, listing=listing)
-    written, sink_searched = _written(progress, sink, near_keys, columns)
+    written, sink_searched = _written(progress, sink, near_keys, sink_columns(walk, columns))
     for key, found in wanted.items():
         for near_key, reason, where in found:
             f = key_fate(near_key, search, walk, written.get(near_key, []), None, sink_searched)
@@ -296,11 +390,23 @@ def _near_fates(
             )
 
 
+def _near_misses(in_state: list[dict[str, Any]], fate: KeyFate) -> list[dict[str, Any]]:
+    """Every look-alike of the key in one shape, where it was seen with what became of it (None: not
+    followed): the state's sightings and the input's, as the fate followed them."""
+    followed = {n.key: n for n in fate.near_fates}
+    out = {n["key"]: {**n, "outcome": None, "batches": [], "files": []} for n in in_state}
+    for key, n in followed.items():
+        seen = out.setdefault(key, {"key": key, "reason": n.reason, "where": n.where, "seen": n.where})
+        seen.update(outcome=n.outcome, batches=n.batches, files=n.files)
+    return list(out.values())
+
+
 def _apply(d: wm.KeyDiagnosis, fate: KeyFate, operator_id: int, kind: str) -> None:
     """The fate on one key's single-operator diagnosis: the outcome and its root cause first, then the
     operator's verdict (the whole query's where it decides: every record dropped as late, never in the input)."""
     d.fate = fate
     d.reason = fate.reason
+    d.near_misses = _near_misses(d.near_misses, fate)
     if fate.outcome == NEVER_IN_INPUT and d.verdict != wm.NEVER_IN_STATE:
         # the key is in the state but no input column holds it: the operator's key is computed (an
         # expression of the input), so its records were not found: the state's verdict stands
@@ -314,11 +420,13 @@ def _apply(d: wm.KeyDiagnosis, fate: KeyFate, operator_id: int, kind: str) -> No
     if fate.outcome == UNKNOWN and not fate.records and operator_id == 0:
         from_state(fate, d.verdict, d.was_matched, kind, d.explanation, operator_id)
     verdict = fate.verdict
+    d.verdict_operator = operator_id
     if verdict in (wm.DROPPED_AS_LATE, NEVER_IN_INPUT):
         d.verdict = verdict
         late = [s for r in fate.records for s in r.steps if s.outcome == wm.DROPPED_AS_LATE]
         d.dropped_in_batch = late[0].batch if late else None
-    d.verdict_operator = operator_id
+        if late:  # the operator that dropped it gives the verdict
+            d.verdict_operator = late[0].operator_id
     d.outcome = fate.outcome
     d.cause = fate.cause.kind if fate.cause else None
     d.cause_at = fate.cause.to_dict() if fate.cause else None

@@ -31,7 +31,7 @@ from typing import Any
 
 from analysis.core.arrow_numpy import rows_of
 from analysis.core.errors import StateLensError
-from analysis.core.inputs import InputRecord, InputSearch
+from analysis.core.inputs import ANY, InputRecord, InputSearch
 from analysis.core.model import CheckpointInfo
 from analysis.core.near_miss import digits, near_miss_reason, normalize
 from spark_io.logs.checkpoint import read_source_offsets
@@ -50,7 +50,6 @@ FORMATS = {
     ".txt": "text",
     ".text": "text",
 }
-ANY = "any column"  # no key column in the source: every column is searched for the key
 
 
 @dataclass(frozen=True)
@@ -205,10 +204,13 @@ def search_inputs(
     format_of: Callable[[str], str | None] | None = None,
     time_zone: str = "UTC",
     listing: Listing | None = None,
+    any_column: bool = False,
 ) -> InputSearch:
     """Every record of the keys in the files each batch read. ``columns``: the columns the key may
     be in, the likeliest first ([]: any column holding it); ``format_of``: a source's format by its
-    name (the plan's Scan), else told by the files' names; ``listing``: the files, listed already."""
+    name (the plan's Scan), else told by the files' names; ``listing``: the files, listed already;
+    ``any_column``: a source lacking some of the columns is searched in its other columns too (no
+    plan tells where an operator's key column comes from)."""
     files, notes, names = listing or listed_files(info, input_root, format_of)
     search = InputSearch(files_listed=len(files), unsearched=list(notes), time_zone=time_zone, sources=names)
     readable = [f for f in files if f.path is not None]
@@ -220,9 +222,10 @@ def search_inputs(
     for f in readable:
         by_source.setdefault(f.source_index, []).append(f)
     for i, fs in sorted(by_source.items()):
-        # the key columns this source has; none of them: any column that holds the key (named in the answer)
+        # the key columns this source has; none of them: any column that holds the key (named in the answer);
+        # ``any_column``: where some are missing, any other column too (after those: a column renamed later)
         wanted = [c for c in columns if _has_column(fs, c)]
-        found = _exact(fs, keys, wanted)
+        found = _exact(fs, keys, [*wanted, REST] if any_column and wanted and len(wanted) < len(columns) else wanted)
         search.records += found
         cols = sorted({r.column for r in found})
         search.columns[names.get(i, str(i))] = ", ".join(cols) if cols else (", ".join(wanted) if wanted else ANY)
@@ -230,6 +233,7 @@ def search_inputs(
         if missing and (wanted or not columns):  # look-alikes in the key's column (any only when none is known)
             search.near += _near(fs, missing, wanted)
     search.records.sort(key=lambda r: (r.key, r.batch_id if r.batch_id is not None else -1, r.source_index, r.file, r.row))
+    search.missing = [c for c in columns if not any(_has_column(fs, c) for fs in by_source.values())]
     return search
 
 
@@ -291,8 +295,14 @@ def _exact(files: list[ListedFile], keys: list[str], columns: list[str]) -> list
     return out
 
 
+REST = "*"  # in a list of columns to search: then every other column
+
+
 def _pick(values: dict[str, Any], key: str, columns: list[str]) -> str | None:
-    """The column holding exactly the key: the first of ``columns`` that does ([]: any column)."""
+    """The column holding exactly the key: the first of ``columns`` that does ([]: any column; ending
+    in ``REST``: those first, then any other)."""
+    if columns and columns[-1] == REST:
+        columns = [*columns[:-1], *(c for c in values if c not in columns)]
     return next((c for c in columns or list(values) if c in values and _text(values[c]) == key), None)
 
 
@@ -400,9 +410,10 @@ def _parquet_local(by_path: dict[str, ListedFile], keys: list[str], columns: lis
     try:
         schema = con.execute("DESCRIBE SELECT * FROM read_parquet(?, union_by_name = true)", [list(by_path)]).fetchall()
         names = [r[0] for r in schema]
-        cols = [c for c in columns if c in names] or [
-            n for n, t in ((r[0], r[1]) for r in schema) if "VARCHAR" in t or "INT" in t
-        ]
+        searchable = [n for n, t in ((r[0], r[1]) for r in schema) if "VARCHAR" in t or "INT" in t]
+        cols = [c for c in columns if c in names] or searchable
+        if columns and columns[-1] == REST:
+            cols = [*cols, *(c for c in searchable if c not in cols)]
         if not cols:
             return []
         out: list[InputRecord] = []

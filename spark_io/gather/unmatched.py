@@ -13,6 +13,15 @@ from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine
 from spark_io.readers.state_reader import has_change_feed
 
+# why an operator kind has no keys that "never matched", said when it is asked
+_WHY_NOT = {
+    wm.DEDUP: "A deduplication keeps only first occurrences, so its state does not show the rows it dropped. ",
+    wm.DEDUP_WITHIN: "A deduplication keeps only first occurrences, so its state does not show the rows it dropped. ",
+    wm.SESSION: "A session window's open sessions wait for the watermark: growth and why-missing show them. ",
+    wm.GROUP_STATE: "A user's function keeps what it chooses; what it emitted is not in its state. ",
+    wm.TWS: "A user's function keeps what it chooses; what it emitted is not in its state. ",
+}
+
 
 def unmatched(
     path: str,
@@ -81,8 +90,9 @@ def unmatched(
     else:
         raise InvalidInput(
             f"Operator {op.operator_id} is a {kind.replace('_', ' ')}: 'which keys never matched' is answered for "
-            "stream-stream joins (unmatched keys) and windowed aggregations (windows still waiting). A "
-            "deduplication keeps only first occurrences, so the state does not show the rows it dropped."
+            "stream-stream joins (unmatched keys) and windowed aggregations (windows still waiting). "
+            + _WHY_NOT.get(kind, "")
+            + "Ask why-missing about a key of it instead."
         )
     report.engine = "spark" if "spark" in engines else "native"
     return report.since(since)

@@ -81,7 +81,9 @@ def _build(root: Path, dest: Path) -> None:
         meta = op / "_metadata"
         if not meta.is_dir():
             continue
-        (tmp / "state" / op.name / "_metadata" / "v2").mkdir(parents=True)
+        # an empty v2 folder where the operator has none (a v1 operator beside a transformWithState)
+        # makes Spark look for v2 metadata that is not there
+        (tmp / "state" / op.name / "_metadata" / ("v2" if (meta / "v2").is_dir() else "")).mkdir(parents=True, exist_ok=True)
         for entry in meta.iterdir():
             if entry.name != "v2":
                 os.symlink(entry, tmp / "state" / op.name / "_metadata" / entry.name)

@@ -10,7 +10,7 @@ from typing import Any
 from analysis.core.inputs import event_time_us
 from analysis.fate.model import EMITTED, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
 from analysis.fate.stages.base import Stage, key_has
-from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, value_at, window_of_key
+from analysis.fate.walk import TIME_KEYS, Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id, window_of_key
 from analysis.verdicts.key_verdicts import AGGREGATION
 
 
@@ -33,9 +33,7 @@ class AggregationStage(Stage):
             return state
         col, value, [hist] = state
         wanted = {
-            c.name: value_at(flow.values, c.source_column or c.name)
-            for c in view.keys.get("", [])
-            if c.window is None and c.name not in ("window", "session_window")
+            c.name: column_value(flow.values, c) for c in view.keys.get("", []) if c.window is None and c.name not in TIME_KEYS
         }
         t = t_us // 1000 if t_us is not None else None
         windows = window.of(t) if window is not None and t is not None else None

@@ -9,7 +9,7 @@ from analysis.core.inputs import InputRecord
 from analysis.core.query_plan import Column
 from analysis.core.state_access import key_text
 from analysis.fate.model import NOT_FOUND, UNKNOWN, Cause, Step
-from analysis.fate.walk import Arrival, FateWalk, Flow, History, OpView, StepResult, same_value, value_at
+from analysis.fate.walk import Arrival, FateWalk, Flow, History, OpView, StepResult, column_value, same_value
 
 
 class Stage:
@@ -28,7 +28,6 @@ class Stage:
     ) -> tuple[Column, str, list[History]] | StepResult:
         """The key column an operator looks the row up by, the row's value of it, and the state (rows
         and history) of that value on each of ``sides``; or the step that says why it cannot be told."""
-        op_id, b, sd = view.operator_id, flow.batch, side or None
         found = view.lookup(side)
         if not found:
             whose = f"the {side} side's key" if side else "the key"
@@ -36,9 +35,16 @@ class Stage:
                 view, flow, rec, side, f"{whose.capitalize()} of {view.label} has no column to look the row up by."
             )
         field_name, col = found
-        value = key_text(value_at(flow.values, col.source_column or col.name))
+        value = key_text(column_value(flow.values, col))
         if value is None:
-            return StepResult(Step(op_id, NOT_FOUND, b, f"The record has no {col.source_column or col.name}.", sd))
+            name = col.source_column or col.name
+            why = (
+                f"Its {name} is null here (a join that kept it unmatched gives nulls): the state of a null key is not "
+                f"looked up, so what {view.label} did with it cannot be told."
+                if name in flow.values
+                else f"The record has no {name}."
+            )
+            return self.unknown(view, flow, rec, side, why)
         hists = [walk.history(view.op, s, field_name, [value])[value] for s in sides]
         for h in hists:
             missing = self.missing_history(walk, view, flow, rec, h, side)

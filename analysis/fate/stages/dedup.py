@@ -4,10 +4,11 @@ operator's state with it, and is dropped as a duplicate while an earlier record'
 from __future__ import annotations
 
 from analysis.core.inputs import InputRecord
+from analysis.core.query_plan import Column
 from analysis.core.state_access import key_text
 from analysis.fate.model import DROPPED_AS_DUPLICATE, EMITTED, PASSED, REACHED_STATE, Cause, Output, Step, noun, record_text
 from analysis.fate.stages.base import Stage
-from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, same_value, value_at
+from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, same_value
 from analysis.verdicts.key_verdicts import DEDUP, DEDUP_WITHIN
 
 
@@ -22,7 +23,7 @@ class DedupStage(Stage):
         if isinstance(state, StepResult):
             return state
         col, value, [hist] = state
-        wanted = {c.name: value_at(flow.values, c.source_column or c.name) for c in cols}
+        wanted = {c.name: column_value(flow.values, c) for c in cols}
         mine = sorted(
             (
                 c
@@ -42,10 +43,12 @@ class DedupStage(Stage):
                 present_from = None  # evicted before this batch: a later record is new again
         evidence = [dict(c) for c in mine][:10]
         if present_from is not None and present_from < b:
-            earlier = self._earlier(walk, rec, records, col.source_column or col.name, value, wanted, present_from, None)
+            earlier = self._earlier(
+                walk, op_id, rec, records, col.source_column or col.name, value, wanted, cols, present_from, None
+            )
             return self._duplicate(walk, view, flow, rec, dk, earlier, present_from, evidence)
         if present_from == b:
-            earlier = self._earlier(walk, rec, records, col.source_column or col.name, value, wanted, b, rec)
+            earlier = self._earlier(walk, op_id, rec, records, col.source_column or col.name, value, wanted, cols, b, rec)
             if earlier is not None:
                 return self._duplicate(walk, view, flow, rec, dk, earlier, b, evidence)
             detail = f"Passed {view.label} in batch {b}: its dedup key ({dk}) entered the operator's state then."
@@ -60,24 +63,32 @@ class DedupStage(Stage):
     def _earlier(
         self,
         walk: FateWalk,
+        op_id: int,
         rec: InputRecord,
         records: list[InputRecord],
         column: str,
         value: str,
         wanted: dict[str, object],
+        cols: list[Column],
         batch: int,
         before: InputRecord | None,
     ) -> InputRecord | None:
-        """The record whose dedup key this one repeats: read in ``batch`` (before ``before`` in it)."""
-        found = walk.find(rec.source, column, [value])
-        pool = list(records) + (found or {}).get(value, [])
+        """The record whose dedup key this one repeats: read in ``batch`` (before ``before`` in it), from
+        any source whose records reach the operator (a union's other source too)."""
+        sources = walk.sources_of(op_id, "") or sorted({n for n in walk.source_names.values() if n} | {rec.source})
+        pool = [r for r in records if r.source in sources]
+        for source in sources:
+            pool += (walk.find(source, column, [value]) or {}).get(value, [])
         same = sorted(
             {
                 (r.source, r.file, r.row): r
                 for r in pool
                 if (r.source, r.file, r.row) != (rec.source, rec.file, rec.row)
                 and r.batch_id == batch
-                and all(same_value(value_at(r.values, k), v, walk.tz) for k, v in wanted.items() if k in r.values)
+                and all(
+                    (theirs := column_value(r.values, c)) is not None and same_value(theirs, wanted[c.name], walk.tz)
+                    for c in cols
+                )
             }.values(),
             key=lambda r: (r.file, r.row),
         )

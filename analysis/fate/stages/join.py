@@ -86,10 +86,15 @@ class JoinStage(Stage):
         col, value, [mine_h, other_h] = state
         rows = side_rows(mine_h.changes)
         row = next((r for r in rows if r.added >= b and self._is_record(walk, r.value, flow.values)), None)
-        if row is None:
-            return self.not_found(walk, view, flow, rec, f"This record ({col.source_column or col.name} {value})", side)
         others = side_rows(other_h.changes)
         group = f"{col.source_column or col.name} {value}"
+        if row is None:
+            unstored = self._not_stored(
+                walk, view, side, flow, rec, col.source_column or col.name, value, others, group, final, t_us
+            )
+            if unstored is not None:
+                return unstored
+            return self.not_found(walk, view, flow, rec, f"This record ({col.source_column or col.name} {value})", side)
         evidence = [
             {"side": side, "batch_id": row.added, "value": row.value},
             *({"side": other, "batch_id": o.added, "value": o.value} for o in others[:10]),
@@ -101,6 +106,9 @@ class JoinStage(Stage):
             )
             cause = Cause(UNKNOWN, op_id, row.added, side, rec, detail, why=detail)
             return StepResult(Step(op_id, REACHED_STATE, b, detail, side, group, evidence, cause=cause))
+        semi_left = view.join_type == "left_semi" and side == "left"
+        if semi_left and row.matched_at is None and any(o.added == row.removed for o in others):
+            row.matched_at = row.removed  # a left semi join removes a left row once it has emitted it
         if row.matched_at is not None:
             return self._matched(walk, view, side, flow, row, others, group, evidence, final)
         preserved = bool(view.join_type and side in PRESERVED.get(view.join_type, ()))
@@ -120,6 +128,18 @@ class JoinStage(Stage):
             cause = self._other_side_cause(walk, view, side, col.source_column or col.name, value, row, rec)
         outcome = CONDITION_NOT_MET if overlap else REACHED_STATE
         why = f": {self._rejection(view, side, row, overlap)}" if overlap else f": {cause.detail}"
+        if view.join_type is None:  # no event log: what the join does with an unmatched row is its type's to say
+            fate = (
+                f"an outer join preserving the {side} side emitted it null-padded when it was evicted in batch {row.removed}, "
+                "a left semi join emitted it then if a match had come, any other dropped it"
+                if row.removed is not None
+                else f"an outer join preserving the {side} side emits it null-padded when it is evicted, any other drops it"
+            )
+            text = f"the join type is not known without the query's event log: {fate} ({cause.detail})"
+            if row.removed is not None:  # lost unless the join emitted it: the sink's files tell
+                cause.unless_emitted = text
+            else:
+                cause = Cause(UNKNOWN, op_id, cause.batch_id, side, rec, text, why=text)
         if row.removed is not None:
             detail = f"In the {side} side's state of {view.label} from batch {row.added}, never matched, evicted by the watermark in batch {row.removed}{why}"
             outputs: list[Output] = []
@@ -132,9 +152,8 @@ class JoinStage(Stage):
                 detail += f". An {view.join_type.replace('_', ' ')} join drops it"
             else:
                 detail += ". The join type is not known (no event log): an outer join preserving this side emitted it null-padded, any other dropped it"
-            step = Step(
-                op_id, outcome if overlap else EVICTED_UNMATCHED, row.added, detail + ".", side, group, evidence, cause=cause
-            )
+            kind = CONDITION_NOT_MET if overlap else EVICTED_UNMATCHED
+            step = Step(op_id, kind, row.added, detail + ".", side, group, evidence, cause=cause)
             return StepResult(step, flows, outputs)
         detail = f"In the {side} side's state of {view.label} since batch {row.added}, unmatched{why}"
         t = t_us // 1000 if t_us is not None else None
@@ -153,10 +172,67 @@ class JoinStage(Stage):
                         if preserved
                         else " waits for a match; without one it is dropped when evicted"
                     ),
-                    cause=WAITING_FOR_WATERMARK if preserved else cause.kind,
+                    cause=WAITING_FOR_WATERMARK if preserved else cause.kind,  # unknown without the join type
                 )
             ]
         return StepResult(Step(op_id, outcome, row.added, detail + ".", side, group, evidence, cause=cause), [], [], waits)
+
+    # ---- a row Spark does not keep
+
+    def _not_stored(
+        self,
+        walk: FateWalk,
+        view: OpView,
+        side: str,
+        flow: Flow,
+        rec: InputRecord,
+        column: str,
+        value: str,
+        others: list[SideRow],
+        group: str,
+        final: bool,
+        t_us: int | None,
+    ) -> StepResult | None:
+        """A row the join joined as it arrived and did not keep: a left semi join's left row that matched
+        (it is emitted once, then never again), a right row already behind the right side's state
+        watermark (its matches are made in its batch, then it would be evicted at once)."""
+        op_id, b = view.operator_id, flow.batch
+        semi = view.join_type == "left_semi"
+        if side == "right" and not semi:
+            marks = walk.marks.get(b, {}).get(op_id)
+            bound = marks.cleanup.get("right") if marks else None
+            if bound is None or t_us is None or t_us // 1000 > bound:
+                return None  # not behind the state watermark: Spark kept it, so it did not get here
+        elif not (semi and side == "left"):
+            return None
+        other = "right" if side == "left" else "left"
+        held = [o for o in others if o.added <= b and (o.removed is None or o.removed >= b)]
+        if held:
+            why = (
+                "a left semi join emits a left row that matches as it arrives and does not keep it"
+                if semi and side == "left"
+                else "the join does not keep a right row its state's watermark would evict in the same batch"
+            )
+            detail = (
+                f"Joined by {view.label} as it arrived in batch {b}, with the {other} side's row(s) "
+                + "; ".join(f"{self._row_text(o.value)} (from batch {o.added})" for o in held[:3])
+                + f", and not kept in its state: {why}."
+            )
+            flows = (
+                [Flow(flow.values, b)]
+                if semi
+                else [Flow({**{k: v for k, v in o.value.items() if k != "matched"}, **flow.values}, b) for o in held]
+            )
+            outputs = [Output(op_id, group, b, MATCHED, self._pair_text(side, flow.values, None if semi else held[0].value))]
+            return StepResult(Step(op_id, REACHED_STATE if final else PASSED, b, detail, side, group), flows, outputs)
+        if side == "right" and not semi:
+            cause = self._other_side_cause(walk, view, side, column, value, SideRow(flow.values, b, None, b), rec)
+            detail = (
+                f"Not kept by {view.label} in batch {b}: no left row of {group} was in its state, and the join does not "
+                f"keep a right row its state's watermark would evict in the same batch: {cause.detail}"
+            )
+            return StepResult(Step(op_id, EVICTED_UNMATCHED, b, detail + ".", side, group, cause=cause))
+        return None
 
     # ---- matched
 

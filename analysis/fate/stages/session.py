@@ -23,7 +23,7 @@ from analysis.fate.model import (
 )
 from analysis.fate.stages.aggregation import output_mode
 from analysis.fate.stages.base import Stage, key_has
-from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, value_at
+from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id
 from analysis.verdicts.key_verdicts import SESSION
 
 
@@ -47,9 +47,7 @@ class SessionStage(Stage):
             return state
         col, value, [hist] = state
         wanted = {  # the group's columns the row has (without a plan the key also names the session's start)
-            c.name: v
-            for c in view.keys.get("", [])
-            if c.window is None and (v := value_at(flow.values, c.source_column or c.name)) is not None
+            c.name: v for c in view.keys.get("", []) if c.window is None and (v := column_value(flow.values, c)) is not None
         }
         mine = [
             c for c in hist.changes if key_has({k: v for k, v in (c.get("key") or {}).items() if k in wanted}, wanted, walk.tz)
@@ -89,8 +87,17 @@ class SessionStage(Stage):
                     e0,
                 )
             if any(c["change_type"] == "delete" and key_id(c["key"]) == cur_key for c in at_g):
+                # merged into another session holding its start (its own row re-put in the batch it closed is not one)
                 into = next(
-                    (c for c in at_g if c["change_type"] == "update" and (s := session_of(c)) and s[0] <= s0 < s[1]), None
+                    (
+                        c
+                        for c in at_g
+                        if c["change_type"] == "update"
+                        and key_id(c["key"]) != cur_key
+                        and (s := session_of(c))
+                        and s[0] <= s0 < s[1]
+                    ),
+                    None,
                 )
                 if into is None:
                     closed = g

@@ -127,11 +127,7 @@ class NativeStats:
         needed = None  # the value fields read below: event times, windows, the timeout
         if value_type is not None and pa.types.is_struct(value_type):
             needed = frozenset(
-                f.name
-                for f in value_type
-                if pa.types.is_timestamp(f.type)
-                or f.name == "timeoutTimestamp"
-                or (pa.types.is_struct(f.type) and "end" in [c.name for c in f.type])
+                f.name for f in value_type if pa.types.is_timestamp(f.type) or f.name == "timeoutTimestamp" or _has_end(f.type)
             )
         t = self.reader.state(src, batch, keys_only=needed == frozenset(), value_fields=needed or None)
 
@@ -140,11 +136,7 @@ class NativeStats:
                 return []
             struct = t[col]
             out = [pc.struct_field(struct, f.name) for f in struct.type if pa.types.is_timestamp(f.type)]
-            out += [
-                pc.struct_field(pc.struct_field(struct, f.name), "end")
-                for f in struct.type
-                if pa.types.is_struct(f.type) and "end" in [c.name for c in f.type]
-            ]
+            out += [pc.struct_field(pc.struct_field(struct, f.name), "end") for f in struct.type if _has_end(f.type)]
             return out
 
         key_times, value_times = times("key"), times("value")
@@ -164,6 +156,11 @@ class NativeStats:
             timeout = pc.max(pc.struct_field(t["value"], "timeoutTimestamp")).as_py() if t.num_rows else None
             out.timeout_set = bool((timeout or 0) > 0)
         return out
+
+
+def _has_end(t: pa.DataType) -> bool:
+    """A window's struct: an ``end`` that is a time (a user's state may hold an ``end`` of any type)."""
+    return pa.types.is_struct(t) and any(c.name == "end" and pa.types.is_timestamp(c.type) for c in t)
 
 
 def _epoch_ms(times: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

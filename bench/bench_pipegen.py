@@ -1,0 +1,97 @@
+"""Whole-query why-missing on the generated pipelines, as a user waits for it: a whole CLI process,
+cold (a new process each run, native engine), for one key and for ten keys of each pipeline in
+``sample_checkpoints/generated/``, beside the plain approach in the same run: a PySpark script,
+also a new process, that reads the sink's rows of the key and the last operator's state of it.
+
+Targets: one key at most 1.5 s, ten keys at most 2 s (medians).
+
+    .venv/bin/python bench/bench_pipegen.py [--runs 3] [name ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+GENERATED = ROOT / "sample_checkpoints" / "generated"
+sys.path.insert(0, str(HERE))
+
+from timing import median_seconds  # noqa: E402
+
+PLAIN = """
+import sys
+from pyspark.sql import SparkSession
+folder, fmt, column, key = sys.argv[1:5]
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+reader = spark.read.format(fmt)
+if fmt == "csv":
+    reader = reader.option("header", "true")
+print(reader.load(folder + "/sink").where(f"`{column}` = '{key}'").count())
+state = spark.read.format("statestore").load(folder + "/checkpoint")
+print(state.where(f"key.`{state.schema['key'].dataType.fieldNames()[0]}` = '{key}'").count())
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args()
+    names = args.names or sorted(p.name for p in GENERATED.iterdir() if (p / "pipeline.json").is_file())
+    env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+    env.pop("SPARK_REMOTE", None)
+    print("whole-query why-missing, a whole cold process (native), median seconds of", args.runs, "runs")
+    print(f"{'pipeline':28} {'1 key':>7} {'10 keys':>8} {'plain 1 key':>12} {'ratio':>6}")
+    ones, tens, plains = [], [], []
+    for name in names:
+        folder = GENERATED / name
+        spec = json.loads((folder / "pipeline.json").read_text())
+        keys = [k["key"] for k in spec["keys"] if k["ask"] is None] or [k["key"] for k in spec["keys"]]
+        ask = next((k["ask"] for k in spec["keys"] if k["key"] == keys[0]), None)
+        base = [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "why-missing",
+            str(folder / "checkpoint"),
+            "--event-log",
+            str(folder / "event_log"),
+            "--input-root",
+            str(folder / "inputs"),
+            "--sink",
+            str(folder / "sink"),
+            "--engine",
+            "native",
+            *(["--key-field", ask] if ask else []),
+        ]
+
+        def run(ks: list[str], base: list[str] = base) -> None:
+            subprocess.run([*base, *ks], env=env, check=True, capture_output=True)
+
+        one = median_seconds(lambda keys=keys: run(keys[:1]), args.runs)
+        ten_keys = (keys + [f"absent-{i}" for i in range(10)])[:10]  # ten distinct keys: the designed ones first
+        ten = median_seconds(lambda ks=ten_keys: run(ks), args.runs)
+        column = ask or spec["sources"][0]["cols"]["key"]
+        plain_cmd = [sys.executable, "-c", PLAIN, str(folder), spec["sink_fmt"], column, keys[0]]
+        plain = median_seconds(lambda c=plain_cmd: subprocess.run(c, env=env, check=True, capture_output=True), 1)
+        ones.append(one)
+        tens.append(ten)
+        plains.append(plain)
+        print(f"{name:28} {one:7.2f} {ten:8.2f} {plain:12.2f} {one / plain:6.2f}x", flush=True)
+    m1, m10, mp = statistics.median(ones), statistics.median(tens), statistics.median(plains)
+    print(f"{'median':28} {m1:7.2f} {m10:8.2f} {mp:12.2f} {m1 / mp:6.2f}x")
+    print(f"worst: 1 key {max(ones):.2f} s, 10 keys {max(tens):.2f} s")
+    print(
+        f"targets: 1 key <= 1.5 s: {'met' if max(ones) <= 1.5 else 'NOT met'}; 10 keys <= 2 s: {'met' if max(tens) <= 2 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Runs a pipeline for real and keeps what it did, in one folder:
+
+* ``inputs/<source>/part-<batch>.<fmt>``: one file per batch (mtimes set: the file source reads by them);
+* ``inputs/<table>/``: the static table, when the pipeline joins one (beside the streaming sources);
+* ``checkpoint/``: the query's checkpoint (what State Lens opens);
+* ``sink/``: the file sink with its ``_spark_metadata`` log;
+* ``event_log/``: the Spark application's event log (the plan per batch, the progress);
+* ``progress.json``: ``query.recentProgress`` (Spark's own report of each batch);
+* ``pipeline.json`` and ``query.txt``: the pipeline, and the code that ran it.
+
+The query runs in a Spark application of its own (its event log holds only it): ``run_in_process``
+from a subprocess (``python -m pipegen run``), as ``generate`` does."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pipegen.spec import HDFS, ROCKSDB, Pipeline
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+BASE_MTIME = 1_767_225_600  # 2026-01-01: file i gets mtime base + i
+TESTS = Path(__file__).resolve().parent.parent
+
+
+def when(minute: float) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minute)
+
+
+def input_row(row: dict[str, Any], time_col: str) -> dict[str, Any]:
+    """A designed row as its file holds it: the design's notes dropped, the time as a timestamp."""
+    out = {k: v for k, v in row.items() if not k.startswith("_")}
+    out[time_col] = when(out[time_col])
+    return out
+
+
+def write_file(path: Path, ddl: str, rows: list[dict[str, Any]], fmt: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = [c.split()[0] for c in ddl.split(", ")]
+    if fmt == "json":
+        text = "".join(
+            json.dumps({k: (v.isoformat() if isinstance(v, dt.datetime) else v) for k, v in r.items()}) + "\n" for r in rows
+        )
+        path.write_text(text)
+    elif fmt == "csv":
+
+        def cell(v: Any) -> str:
+            if v is None:
+                return ""
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            return v.isoformat() if isinstance(v, dt.datetime) else str(v)
+
+        path.write_text("\n".join([",".join(names)] + [",".join(cell(r.get(n)) for n in names) for r in rows]) + "\n")
+    else:
+        types = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "TIMESTAMP": pa.timestamp("us", "UTC")}
+        fields = [(c.split()[0], types[c.split()[1]]) for c in ddl.split(", ")]
+        table = pa.table({n: pa.array([r.get(n) for r in rows], t) for n, t in fields}, schema=pa.schema(fields))
+        pq.write_table(table, path)
+
+
+def write_inputs(p: Pipeline, root: Path) -> None:
+    for s in p.sources:
+        folder = root / "inputs" / s.name
+        folder.mkdir(parents=True)
+        for b, batch in enumerate(p.batches):
+            path = folder / f"part-{b:05d}.{s.fmt}"
+            write_file(path, s.ddl(), [input_row(r, s.cols["time"]) for r in batch.get(s.name, [])], s.fmt)
+            os.utime(path, (BASE_MTIME + b, BASE_MTIME + b))
+    if p.static:
+        st = p.static
+        folder = root / "inputs" / st.name
+        folder.mkdir(parents=True)
+        ddl = f"{st.lookup} STRING, {st.produces} STRING"
+        write_file(folder / f"part-00000.{st.fmt}", ddl, st.rows, st.fmt)
+
+
+def conf(p: Pipeline, event_log: Path) -> dict[str, str]:
+    c = {
+        "spark.sql.shuffle.partitions": str(p.partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.stateStore.maintenanceInterval": "200ms",
+        "spark.sql.streaming.stateStore.providerClass": HDFS if p.provider == "hdfs" else ROCKSDB,
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": event_log.as_uri(),
+        "spark.eventLog.compress": "true" if p.seed % 2 else "false",
+        "spark.eventLog.compression.codec": "zstd",
+    }
+    if p.provider == "rocksdb_changelog":
+        c["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
+        c["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = "4"
+    return c
+
+
+def run_in_process(p: Pipeline, dest: Path) -> None:
+    """Writes the inputs, runs the query to the end of its input (and the batch without data after
+    it), keeps everything in ``dest`` (replaced)."""
+    from pyspark.sql import SparkSession
+
+    from pipegen.build import streaming_query
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    write_inputs(p, dest)
+    (dest / "event_log").mkdir()
+    builder = SparkSession.builder.master("local[2]").appName(f"pipegen-{p.name}")
+    for k, v in conf(p, dest / "event_log").items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        q = streaming_query(spark, p, dest)
+        writer = (
+            q.df.writeStream.outputMode("append")
+            .format(p.sink_fmt)
+            .option("path", str(dest / "sink"))
+            .option("checkpointLocation", str(dest / "checkpoint"))
+        )
+        if p.sink_fmt == "csv":
+            writer = writer.option("header", "true")
+        q.code.append(
+            f"df.writeStream.outputMode('append').format({p.sink_fmt!r}).option('path', 'sink')"
+            ".option('checkpointLocation', 'checkpoint').trigger(availableNow=True).start()"
+        )
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+        if query.exception():
+            raise RuntimeError(str(query.exception()))
+        progress = [json.loads(x.json) for x in query.recentProgress]
+    finally:
+        spark.stop()
+    (dest / "progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
+    (dest / "pipeline.json").write_text(p.to_json())
+    (dest / "query.txt").write_text(q.text() + "\n")
+
+
+def run(p: Pipeline, dest: Path, timeout: float = 600) -> None:
+    """``run_in_process`` in a Python process of its own (a Spark application of its own)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(p.to_json())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PYSPARK_PYTHON"] = sys.executable
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "pipegen", "run", f.name, str(dest)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+    finally:
+        os.unlink(f.name)
+    if r.returncode != 0:
+        tail = [line for line in (r.stderr or "").splitlines() if line.strip()][-15:]
+        raise RuntimeError(f"{p.name} did not run:\n" + "\n".join(tail))

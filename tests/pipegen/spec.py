@@ -1,0 +1,138 @@
+"""A generated pipeline as data: its sources, its parts in order, its store, its sink, its input
+batches and the keys designed for each fate. Written beside the run as ``pipeline.json``: the
+pipeline is rebuilt from it (``build``), and the truth is derived against it (``truth``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDERS = ("hdfs", "rocksdb", "rocksdb_changelog")
+# the columns every source record has, by role (each pipeline names them in its own words)
+ROLES = ("rid", "key", "eid", "time", "tag", "flag", "num", "lookup")
+TYPES = {
+    "rid": "STRING",
+    "key": "STRING",
+    "eid": "STRING",
+    "time": "TIMESTAMP",
+    "tag": "STRING",
+    "flag": "BOOLEAN",
+    "num": "BIGINT",
+    "lookup": "STRING",
+}
+
+
+@dataclass
+class Source:
+    name: str  # its folder under inputs/
+    fmt: str  # json | csv | parquet
+    delay: int  # its watermark delay, minutes
+    cols: dict[str, str]  # role -> column name
+    side: str = ""  # left | right in a stream-stream join
+    index: int = 0  # its offset in the clock (seconds: 20 x index)
+
+    def ddl(self) -> str:
+        return ", ".join(f"{self.cols[r]} {TYPES[r]}" for r in ROLES if r in self.cols)
+
+
+@dataclass
+class Filter:
+    expr: str  # SQL, as written in the query
+    shape: str  # the template's name
+    column: str  # the role it tests
+    passing: Any  # a value of that role that passes
+    failing: Any  # one that does not
+    source: str = ""  # the source it applies to before the union or join ("": after)
+
+
+@dataclass
+class Static:
+    """A stream-static join: each record's ``lookup`` column looked up in a static table."""
+
+    name: str  # its folder under static/
+    fmt: str
+    kind: str  # inner | left_outer
+    lookup: str  # the column both share
+    produces: str  # the column the table adds (the group key downstream)
+    rows: list[dict[str, Any]]
+
+
+@dataclass
+class Pipeline:
+    seed: int
+    shape: str  # agg | dedup | join | function | rollup
+    sources: list[Source]
+    provider: str  # one of PROVIDERS
+    sink_fmt: str  # parquet | json | csv
+    partitions: int
+    step: int  # event-time minutes between batches
+    name: str = ""  # its folder: seed-NNNN, or a named shape's name
+    filters: list[Filter] = field(default_factory=list)
+    rename: dict[str, str] = field(default_factory=dict)  # role -> its new column name (a projection before the state)
+    rename_first: bool = False  # the projection comes before the filters after the union (they name the new columns)
+    static: Static | None = None
+    dedup: dict[str, Any] | None = None  # kind: plain | with_time | within; side
+    join: dict[str, Any] | None = None  # type, lower, upper (minutes), form
+    window: dict[str, Any] | None = None  # kind: tumbling | sliding | session; size, slide, gap (minutes)
+    rollup: dict[str, Any] | None = None  # size: the second window over the first one's time
+    function: dict[str, Any] | None = None  # kind: group_state | tws_value | tws_list | tws_map; gap (minutes)
+    flatten: bool = False  # window structs written as two columns
+    batches: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)  # per batch: source -> rows
+    keys: list[dict[str, Any]] = field(default_factory=list)  # key, ask (the column asked by, None: default), design
+
+    def source(self, name: str) -> Source:
+        return next(s for s in self.sources if s.name == name)
+
+    def col(self, role: str, source: Source | None = None) -> str:
+        """A role's column name after the projection (the name the state sees)."""
+        s = source or self.sources[0]
+        return self.rename.get(role, s.cols[role])
+
+    def parts(self) -> list[str]:
+        """What it is made of, as the wide run's table counts it."""
+        out = [f"source:{s.fmt}" for s in self.sources]
+        if len(self.sources) == 2 and self.join is None:
+            out.append("union")
+        if self.rename:
+            out.append("rename")
+        out += [f"filter:{f.shape}" for f in self.filters]
+        if self.static:
+            out.append(f"static:{self.static.kind}")
+        if len({s.delay for s in self.sources}) > 1:
+            out.append("delays:differ")
+        if self.dedup:
+            out.append(f"dedup:{self.dedup['kind']}")
+        if self.join:
+            out.append(f"join:{self.join['type']}")
+        if self.window:
+            out.append(f"window:{self.window['kind']}")
+        if self.rollup:
+            out.append("window:chained")
+        if self.function:
+            out.append(f"function:{self.function['kind']}")
+        n_ops = sum(x is not None for x in (self.dedup, self.join, self.window, self.rollup, self.function))
+        if n_ops > 1:
+            out.append("chained")
+        out += [f"provider:{self.provider}", f"sink:{self.sink_fmt}"]
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True, default=str) + "\n"
+
+    @staticmethod
+    def from_json(text: str) -> Pipeline:
+        d = json.loads(text)
+        d["sources"] = [Source(**s) for s in d["sources"]]
+        d["filters"] = [Filter(**f) for f in d["filters"]]
+        d["static"] = Static(**d["static"]) if d["static"] else None
+        d["name"] = d.get("name") or f"seed-{d['seed']:04d}"
+        return Pipeline(**d)
+
+    @staticmethod
+    def load(folder: Path) -> Pipeline:
+        return Pipeline.from_json((folder / "pipeline.json").read_text())

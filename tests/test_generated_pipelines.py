@@ -1,0 +1,350 @@
+"""Generated pipelines (``tests/pipegen``): every designed key's answer against what Spark did.
+
+Each folder of ``sample_checkpoints/generated/`` is a pipeline the generator composed (a seed, or a
+shape users reported: ``pipegen.compose.NAMED``) and ran for real: its inputs, static table,
+checkpoint, sink, event log and Spark's progress. The truth of each key comes from those alone
+(``pipegen.truth``); the answers from why-missing on the native engine with and without the event
+log, and through Spark with it. A mismatch prints the pipeline's query and how to replay it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipegen.differential import Check, check
+from pipegen.truth import Truth
+
+from support import ROOT, SAMPLES
+
+pytestmark = pytest.mark.usefixtures("spark")
+GENERATED = SAMPLES / "generated"
+NAMES = sorted(p.name for p in GENERATED.iterdir() if (p / "pipeline.json").is_file()) if GENERATED.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def truth(spark: Any) -> Callable[[str], Truth]:
+    """A pipeline's truth, derived once per module (Spark reads its state and evaluates its filters)."""
+    cache: dict[str, Truth] = {}
+
+    def get(name: str) -> Truth:
+        if name not in cache:
+            cache[name] = Truth(spark, GENERATED / name)
+        return cache[name]
+
+    return get
+
+
+def replay(name: str, checks: list[Check]) -> str:
+    folder = GENERATED / name
+    return (
+        "\n".join(c.line() for c in checks)
+        + f"\n\nthe query ({folder / 'query.txt'}):\n{(folder / 'query.txt').read_text()}"
+        + f"\nreplay: PYTHONPATH=tests:. python -m pipegen generate {name} --out /tmp/replay; "
+        f"PYTHONPATH=tests:. python -m pipegen check /tmp/replay/{name}"
+    )
+
+
+def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
+    """The fixed set: each part of the generator and each state store provider at least once."""
+    from pipegen.spec import PROVIDERS, Pipeline
+
+    parts = {part for name in NAMES for part in Pipeline.load(GENERATED / name).parts()}
+    wanted = {f"provider:{p}" for p in PROVIDERS} | {
+        "union",
+        "rename",
+        "static:inner",
+        "static:left_outer",
+        "delays:differ",
+        "dedup:plain",
+        "dedup:with_time",
+        "dedup:within",
+        "window:tumbling",
+        "window:sliding",
+        "window:session",
+        "window:chained",
+        "chained",
+        "function:group_state",
+        "function:tws_value",
+        "function:tws_list",
+        "function:tws_map",
+        *(f"join:{t}" for t in ("inner", "left_outer", "right_outer", "full_outer", "left_semi")),
+        *(f"source:{f}" for f in ("json", "csv", "parquet")),
+        *(f"sink:{f}" for f in ("json", "csv", "parquet")),
+    }
+    assert wanted <= parts, sorted(wanted - parts)
+    assert len({p for p in parts if p.startswith("filter:")}) >= 10
+
+
+# also answered through Spark's reader (the answers are the fate's on both engines; Spark's reads of
+# a store without a change feed, the state at each of 30 batches, take a minute a pipeline: those are
+# the wide run's, ``python -m pipegen wide --engines native,spark``)
+THROUGH_SPARK = ("union_static_regions", "seed-0228", "static_left_outer_sliding")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_designed_key_answers_as_spark_did(truth: Callable[[str], Truth], name: str) -> None:
+    t = truth(name)
+    checks = check(t, ["native"], (True, False)) + (check(t, ["spark"], (True,)) if name in THROUGH_SPARK else [])
+    undetermined = [c for c in checks if c.verdict == "undetermined"]
+    assert not undetermined, "the design did not hold on Spark:\n" + replay(name, undetermined)
+    bad = [c for c in checks if c.verdict in ("wrong", "crashed")]
+    assert not bad, replay(name, bad)
+    assert len(checks) == (3 if name in THROUGH_SPARK else 2) * len(t.p.keys)
+    limits = [c for c in checks if c.verdict == "limit"]
+    assert all("cannot be told" in c.got or c.got.startswith("unknown") for c in limits)
+
+
+# --------------------------------------------------------------------------- the shapes users reported
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def whole(name: str, keys: list[str], *more: str, log: bool = True) -> dict[str, Any]:
+    folder = GENERATED / name
+    r = cli(
+        "why-missing",
+        str(folder / "checkpoint"),
+        *keys,
+        *(["--event-log", str(folder / "event_log")] if log else []),
+        "--input-root",
+        str(folder / "inputs"),
+        "--sink",
+        str(folder / "sink"),
+        "--engine",
+        "native",
+        "--json",
+        *more,
+    )
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def designed(t: Truth, start: str) -> list[dict[str, Any]]:
+    return [k for k in t.p.keys if k["design"].startswith(start)]
+
+
+def test_a_store_without_change_feed_answers_every_key_as_a_whole_process(truth: Callable[[str], Truth]) -> None:
+    """dropDuplicates -> a filter -> transformWithStateInPandas on RocksDB without changelog checkpointing
+    (no change feed): every key answers through the CLI, as Spark's sink and state say (it crashed on
+    each key whose records reached the state)."""
+    t = truth("login_dedup_tws")
+    assert t.p.provider == "rocksdb" and t.p.function and t.p.dedup
+    keys = [k["key"] for k in t.p.keys if k["ask"] is None]
+    got = {r["key"]: r for r in whole("login_dedup_tws", keys)["results"]}
+    for k in keys:
+        truth = t.key(k, None, "")
+        assert got[k]["outcome"] == truth.outcome, (k, got[k]["explanation"])
+    assert {got[k]["outcome"] for k in keys} >= {"written", "waiting", "lost", "never_in_input"}
+
+
+def test_records_followed_through_a_static_join(truth: Callable[[str], Truth]) -> None:
+    """A region the static join gives is found through the table's countries (not 'never in the input');
+    a country the table lacks was dropped by the join, which cause_at names; --key-field country is echoed."""
+    name = "union_static_regions"
+    t = truth(name)
+    st = t.p.static
+    assert st is not None and st.kind == "inner"
+    late = designed(t, "late")[0]["key"]
+    report = whole(name, [late])
+    (r,) = report["results"]
+    assert (r["outcome"], r["cause"]) == ("lost", "dropped_as_late")
+    assert r["fate"]["records"] and all(x["values"][st.lookup] for x in r["fate"]["records"])
+    miss = next(k for k in t.p.keys if k["ask"] == st.lookup and k["design"].startswith("not in the static table"))
+    report = whole(name, [miss["key"]], "--key-field", st.lookup)
+    (r,) = report["results"]
+    assert report["key_field"] == st.lookup
+    assert (r["outcome"], r["cause"]) == ("lost", "no_match_in_input")
+    assert st.name in r["cause_at"]["static_table"] and r["cause_at"]["batch_id"] == t.key(miss["key"], st.lookup, "").cause.batch
+
+
+def test_a_left_semi_join_writes_left_rows_that_matched(truth: Callable[[str], Truth]) -> None:
+    name = "left_semi"
+    t = truth(name)
+    matched = designed(t, "matched")[0]["key"]
+    (r,) = whole(name, [matched])["results"]
+    assert r["outcome"] == "written" and r["cause"] is None, r["explanation"]
+
+
+def test_a_full_outer_join_without_event_log_takes_what_the_sink_holds(truth: Callable[[str], Truth]) -> None:
+    """Without the event log the join type is not known, but the null-padded rows in the sink's files
+    were written: never 'lost'."""
+    name = "full_outer_json"
+    t = truth(name)
+    keys = [k["key"] for k in designed(t, "no match")]
+    got = {r["key"]: r for r in whole(name, keys, log=False)["results"]}
+    for k in keys:
+        assert t.key(k, None, "").outcome == "written_unmatched"
+        assert got[k]["outcome"] in ("written", "written_unmatched"), got[k]["explanation"]
+
+
+def test_a_duplicate_of_a_written_record_is_not_a_loss(truth: Callable[[str], Truth]) -> None:
+    name = "union_dedup_sessions"
+    t = truth(name)
+    key = designed(t, "written: a duplicate")[0]["key"]
+    (r,) = whole(name, [key])["results"]
+    assert r["outcome"] == "written", r["explanation"]
+    dropped = [x for x in r["fate"]["records"] if x["outcome"] == "dropped_as_duplicate"]
+    assert len(dropped) == 1 and dropped[0]["contribution"] == "reached_output"
+    op, batch = dropped[0]["operator_id"], dropped[0]["batch_id"]
+    progress = {p["batchId"]: p["stateOperators"] for p in json.loads((GENERATED / name / "progress.json").read_text())}
+    assert progress[batch][op]["customMetrics"]["numDroppedDuplicateRows"] >= 1
+
+
+def test_growth_reads_a_user_state_whose_end_is_not_a_time(spark: Any) -> None:
+    """applyInPandasWithState with a state field named ``end`` (a number): growth counts what Spark reads."""
+    folder = GENERATED / "group_state_end"
+    r = cli("growth", str(folder / "checkpoint"), "--engine", "native", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    series = json.loads(r.stdout)["series"]
+    last = max(s["batch_id"] for s in series)
+    rows = next(s["rows"] for s in series if s["batch_id"] == last and s["operator_id"] == 0)
+    count = spark.read.format("statestore").option("batchId", last).load(str(folder / "checkpoint")).count()
+    assert rows == count
+
+
+def test_progress_names_the_duplicates_a_dedup_dropped(truth: Callable[[str], Truth]) -> None:
+    name = "union_dedup_sessions"
+    folder = GENERATED / name
+    r = cli("progress", str(folder / "checkpoint"), "--event-log", str(folder / "event_log"))
+    assert r.returncode == 0, r.stderr
+    spark_says = {
+        p["batchId"]: sum(int(o.get("customMetrics", {}).get("numDroppedDuplicateRows", 0)) for o in p["stateOperators"])
+        for p in json.loads((folder / "progress.json").read_text())
+    }
+    line = next(x for x in r.stdout.splitlines() if "duplicate row(s)" in x)
+    assert f"dropped {sum(spark_says.values()):,} duplicate row(s)" in line
+    for b, n in spark_says.items():
+        if n:
+            assert f"batch {b}: {n}" in line
+
+
+def test_the_join_condition_names_each_side_of_a_shared_column(truth: Callable[[str], Truth]) -> None:
+    name = "same_columns_join"
+    t = truth(name)
+    left, right = t.p.sources
+    assert left.cols["time"] == right.cols["time"]
+    report = whole(name, [designed(t, "no match: a left row")[0]["key"]])
+    cond = report["join_plan"]["condition"]
+    ts = left.cols["time"]
+    assert f"right.{ts} >= left.{ts}" in cond and f"({ts} >= {ts})" not in cond, cond
+
+
+def test_the_first_sentence_carries_outcome_and_cause(truth: Callable[[str], Truth]) -> None:
+    """Written unmatched: why it never matched is said in the answer's first sentence, not after it."""
+    name = "same_columns_join"
+    t = truth(name)
+    key = designed(t, "no match: a left row")[0]["key"]
+    (r,) = whole(name, [key])["results"]
+    assert (r["outcome"], r["cause"]) == ("written_unmatched", "no_match_in_input")
+    first = r["fate"]["headline"].split(". ")[0]
+    assert "never matched" in first and "no " in first.split("never matched", 1)[1], first
+
+
+def test_look_alikes_have_one_shape_with_their_outcome(truth: Callable[[str], Truth]) -> None:
+    name = "login_dedup_tws"
+    t = truth(name)
+    k = next(k for k in t.p.keys if k.get("near"))
+    (r,) = whole(name, [k["key"]])["results"]
+    assert r["outcome"] == "never_in_input"
+    top = {n["key"]: n for n in r["near_misses"]}
+    inner = {n["key"]: n for n in r["fate"]["near_misses"]}
+    assert k["near"] in top and top[k["near"]]["outcome"] == inner[k["near"]]["outcome"] == t.key(k["near"], None, "").outcome
+    assert all({"key", "reason", "where", "outcome"} <= set(n) for n in top.values())
+
+
+def test_the_verdict_is_the_operator_that_dropped_the_record(truth: Callable[[str], Truth]) -> None:
+    """A record dropped as late by operator 1 (a dedup before a window): the verdict is operator 1's."""
+    name = "union_dedup_sessions"
+    t = truth(name)
+    key = designed(t, "late")[0]["key"]
+    truly = t.key(key, None, "").cause
+    assert truly is not None and truly.operator == 1
+    (r,) = whole(name, [key])["results"]
+    assert (r["verdict"], r["verdict_operator"]) == ("dropped_as_late", 1)
+
+
+def test_a_defect_in_one_stage_leaves_the_other_keys_answered(truth: Callable[[str], Truth], monkeypatch: Any) -> None:
+    """An unexpected error in one operator's stage: the keys whose records reach it say unknown, why,
+    and where to report it; keys that never reach it still answer; nothing raises."""
+    from analysis.fate.stages.aggregation import AggregationStage
+    from spark_io.gather.diagnosis import why_missing
+    from spark_io.readers import engine
+
+    name = "union_dedup_sessions"
+    t = truth(name)
+
+    def broken(*_: Any) -> Any:
+        raise ZeroDivisionError("a defect")
+
+    from analysis.fate.stages.session import SessionStage
+
+    monkeypatch.setattr(SessionStage, "step", broken)
+    monkeypatch.setattr(AggregationStage, "step", broken)
+    monkeypatch.delenv("STATELENS_DEBUG", raising=False)
+    reached = designed(t, "written: early")[0]["key"]
+    filtered = next((k["key"] for k in t.p.keys if k["design"].startswith("filtered")), None)
+    keys = [reached, *([filtered] if filtered else []), designed(t, "never")[0]["key"]]
+    folder = GENERATED / name
+    engine.configure("native")
+    try:
+        report = why_missing(
+            str(folder / "checkpoint"),
+            keys,
+            event_log=str(folder / "event_log"),
+            input_root=str(folder / "inputs"),
+            sink=str(folder / "sink"),
+        )
+    finally:
+        engine.configure("auto")
+    got = {r.key: r for r in report.results}
+    assert (
+        got[reached].cause == "unknown"
+        and "please report it" in got[reached].fate.headline.lower() + got[reached].explanation.lower()
+    )
+    assert "ZeroDivisionError" in got[reached].explanation
+    assert got[keys[-1]].outcome == "never_in_input"
+    if filtered:
+        assert got[filtered].cause == "filtered"
+
+
+def test_unmatched_on_a_user_function_says_why_not_in_its_words(truth: Callable[[str], Truth]) -> None:
+    folder = GENERATED / "login_dedup_tws"
+    r = cli("unmatched", str(folder / "checkpoint"), "--operator", "0", "--engine", "native")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "deduplication" not in r.stderr and "user's function" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_generator_makes_the_committed_pipeline(name: str) -> None:
+    """Each committed pipeline is what its seed (or shape) composes today: the same query, the same
+    input batches, the same designed keys."""
+    from pipegen.compose import pipeline
+    from pipegen.spec import Pipeline
+
+    committed = Pipeline.load(GENERATED / name)
+    made = pipeline(name if not name.startswith("seed-") else int(name[5:]))
+    assert made.to_json() == committed.to_json()
+
+
+def test_a_pipeline_runs_for_real_and_its_truth_is_the_committed_one(
+    truth: Callable[[str], Truth], spark: Any, tmp_path: Path
+) -> None:
+    """The generator on this machine: a pipeline run again for real (its own Spark application) gives
+    every designed key the truth the committed run gave."""
+    from pipegen.compose import pipeline
+    from pipegen.run import run
+
+    name = "seed-0228"
+    run(pipeline(228), tmp_path / name)
+    again = Truth(spark, tmp_path / name)
+    for k in again.p.keys:
+        fresh, kept = again.key(k["key"], k["ask"], k["design"]), truth(name).key(k["key"], k["ask"], k["design"])
+        assert fresh.summary() == kept.summary(), k
