@@ -1,4 +1,4 @@
-.PHONY: run test check lint samples compat-samples golden bench
+.PHONY: run test check lint samples compat-samples golden bench pipelines pipelines-wide
 
 run:        ## install (first time) and start the app
 	bash scripts/start.sh
@@ -14,6 +14,11 @@ compat-samples:  ## checkpoints of PySpark 3.4-4.3 (one venv per version under ~
 	.venv/bin/python sample_checkpoints/generate.py --spark all
 golden:     ## Spark's reads of every sample, for the native reader's equality test (done by the two above)
 	.venv/bin/python sample_checkpoints/generate.py --golden
+
+pipelines:  ## the suite's generated pipelines again (sample_checkpoints/generated: runs each for real)
+	cd tests && PYTHONPATH=..:. ../.venv/bin/python -m pipegen generate $$(ls ../sample_checkpoints/generated | tr '\n' ,) --out ../sample_checkpoints/generated.new
+pipelines-wide:  ## many generated pipelines run and checked (SEEDS=1000-1199): right / wrong / crashed per part
+	cd tests && PYTHONPATH=..:. ../.venv/bin/python -m pipegen wide --seeds $${SEEDS:-1000-1199} --work /tmp/pipegen-wide --table /tmp/pipegen-wide.md
 
 bench:      ## benchmarks (the first run builds the 1M- and 5M-key checkpoints, several minutes)
 	.venv/bin/python bench/bench_native.py

@@ -22,8 +22,10 @@ from analysis.fate import (
     EVICTED_UNMATCHED,
     FILTERED,
     MATCHED,
+    NO_STATIC_MATCH,
     NOT_FOUND,
     PASSED,
+    REACHED,
     REACHED_STATE,
     UNKNOWN,
     WRITTEN,
@@ -42,7 +44,8 @@ STEP_STYLE = {
     FILTERED: ("violet", "filtered out"),
     NOT_FOUND: ("red", "not in state"),
     EVICTED_UNMATCHED: ("red", "evicted unmatched"),
-    UNKNOWN: ("gray", "unknown: a read failed"),
+    NO_STATIC_MATCH: ("violet", "no row in the static table"),
+    UNKNOWN: ("gray", "unknown"),
 }
 OUTPUT_STYLE = {
     EMITTED: ("green", "Emitted"),
@@ -125,6 +128,11 @@ def flow_rows(fate: KeyFate) -> tuple[list[int], list[tuple[str, list[list[tuple
         cells = [[step_style(s) for s in rf.steps if s.operator_id == o] for o in ops]
         out: list[tuple[str, str]] = []
         last = rf.steps[-1] if rf.steps else None
+        if last is not None and last.outcome == DROPPED_AS_DUPLICATE:  # its group's output is its original's
+            if rf.contribution == REACHED:
+                out.append(("green", "written as the record it repeats"))
+            rows.append((label, cells, out))
+            continue
         for g in last.group.split("; ") if last is not None and last.group else []:
             if g in groups:
                 colour, words = OUTPUT_STYLE.get(groups[g].kind, ("green", groups[g].kind))

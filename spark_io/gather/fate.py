@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from analysis.core.errors import InvalidInput, StateLensError
+from analysis.core.errors import InvalidInput, StateLensError, StateReadError
 from analysis.core.inputs import ANY, InputSearch
 from analysis.core.model import CheckpointInfo, default_operator, operator_of, require_state, resolve_batch
 from analysis.core.near_miss import near_miss_reason
@@ -181,12 +181,14 @@ def why_missing_whole(
             reports[(op_id, field_name)] = diagnose.why_missing(
                 access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals, near_misses
             )
+        except StateReadError as e:  # its state cannot be read: its keys keep their fate, the verdict says why
+            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, e.message)
         except StateLensError:
             raise
         except Exception as e:  # a defect in the operator's verdict: its keys keep their fate, the verdict says so
             if walk.strict:
                 raise
-            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, e)
+            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, defect(e))
     results = []
     for k in keys:
         results.append(next(r for r in reports[chosen[k]].results if r.key == k))
@@ -234,10 +236,9 @@ def _through_static(
 
 
 def _verdict_failed(
-    info: CheckpointInfo, op_id: int, batch_id: int | None, field_name: str | None, keys: list[str], e: Exception
+    info: CheckpointInfo, op_id: int, batch_id: int | None, field_name: str | None, keys: list[str], why: str
 ) -> WhyMissingReport:
     op = operator_of(info, op_id)
-    why = defect(e)
     report = WhyMissingReport(
         info.path,
         op_id,

@@ -19,7 +19,7 @@ from pathlib import Path
 def seeds(text: str) -> list[int | str]:
     """``0-9,12,login_dedup_tws``: seeds, ranges of seeds, and named shapes (``compose.NAMED``)."""
     out: list[int | str] = []
-    for part in text.split(","):
+    for part in filter(None, text.split(",")):
         a, _, b = part.partition("-")
         if not a.isdigit():
             out.append(part)

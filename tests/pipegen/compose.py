@@ -335,6 +335,8 @@ def compose(seed: int, forced: dict[str, Any] | None = None, name: str | None = 
 
 def pipeline(seed: int | str) -> Pipeline:
     """A seed's pipeline, or a named shape's (``NAMED``)."""
+    if isinstance(seed, str) and seed.startswith("seed-"):
+        seed = int(seed[5:])
     if isinstance(seed, str):
         number, forced = NAMED[seed]
         return compose(number, forced, seed)

@@ -177,6 +177,8 @@ def compare(t: KeyTruth, r: Any, with_log: bool) -> list[str]:
         accepted = t.causes or [t.cause]
         if t.cause not in accepted:
             accepted = [t.cause, *accepted]
+        if not with_log:
+            accepted += t.unplanned
         kinds = {c.kind for c in accepted}
         if r.cause not in kinds:
             problems.append(f"cause {r.cause}, truly {t.cause.kind}")

@@ -91,6 +91,9 @@ class KeyTruth:
     why: str = ""  # undetermined: what did not bear the design out
     near: KeyTruth | None = None  # the look-alike written, as a key of its own
     in_sink: bool = False  # some column of the sink's rows holds the key as it is
+    # causes as true without the plan, which alone tells what a join's row waits for (an outer join
+    # emits it at the watermark; another waits for a match): the join's reason it is unmatched
+    unplanned: list[Cause] = field(default_factory=list)
 
     def summary(self) -> str:
         c = self.cause
@@ -377,6 +380,9 @@ class Truth:
                 t.cause = t.causes[0]
         elif waiting:
             t.outcome, t.cause = WAITING, self.waiting_cause(waiting[0], recs)
+            first = waiting[0].record
+            if p.join and waiting[0].operator == self.op_of("join", first.side):
+                t.unplanned = [self.join_cause(first, recs)]
         else:
             t.outcome, t.cause = LOST, t.causes[0]
         return t

@@ -128,18 +128,12 @@ class JoinStage(Stage):
             cause = self._other_side_cause(walk, view, side, col.source_column or col.name, value, row, rec)
         outcome = CONDITION_NOT_MET if overlap else REACHED_STATE
         why = f": {self._rejection(view, side, row, overlap)}" if overlap else f": {cause.detail}"
-        if view.join_type is None:  # no event log: what the join does with an unmatched row is its type's to say
-            fate = (
-                f"an outer join preserving the {side} side emitted it null-padded when it was evicted in batch {row.removed}, "
-                "a left semi join emitted it then if a match had come, any other dropped it"
-                if row.removed is not None
-                else f"an outer join preserving the {side} side emits it null-padded when it is evicted, any other drops it"
+        if view.join_type is None and row.removed is not None:  # no event log: lost unless an outer join emitted it
+            cause.unless_emitted = (
+                f"the join type is not known without the query's event log: an outer join preserving the {side} side "
+                f"emitted it null-padded when it was evicted in batch {row.removed}, a left semi join emitted it then if "
+                f"a match had come, any other dropped it ({cause.detail})"
             )
-            text = f"the join type is not known without the query's event log: {fate} ({cause.detail})"
-            if row.removed is not None:  # lost unless the join emitted it: the sink's files tell
-                cause.unless_emitted = text
-            else:
-                cause = Cause(UNKNOWN, op_id, cause.batch_id, side, rec, text, why=text)
         if row.removed is not None:
             detail = f"In the {side} side's state of {view.label} from batch {row.added}, never matched, evicted by the watermark in batch {row.removed}{why}"
             outputs: list[Output] = []
