@@ -201,19 +201,13 @@ def test_a_duplicate_of_a_written_record_is_not_a_loss(truth: Callable[[str], Tr
 def test_the_flow_shows_a_dropped_repeat_as_written_through_its_original(truth: Callable[[str], Truth]) -> None:
     """The flow's row of a record the dedup dropped shows no output of its own ('Emitted' was its
     original's), only that its original was written."""
+    from pipegen.differential import ask
+
     from analysis.charts.flow import flow_rows
-    from spark_io.gather.diagnosis import why_missing
 
     name = "union_dedup_sessions"
     key = designed(truth(name), "written: a duplicate")[0]["key"]
-    folder = GENERATED / name
-    (r,) = why_missing(
-        str(folder / "checkpoint"),
-        [key],
-        event_log=str(folder / "event_log"),
-        input_root=str(folder / "inputs"),
-        sink=str(folder / "sink"),
-    ).results
+    (r,) = ask(GENERATED / name, [key], None, with_log=True).results
     _, rows = flow_rows(r.fate)
     repeat = next(
         out for (label, cells, out), rf in zip(rows, r.fate.records, strict=True) if rf.outcome == "dropped_as_duplicate"
@@ -308,9 +302,9 @@ def test_the_verdict_is_the_operator_that_dropped_the_record(truth: Callable[[st
 def test_a_defect_in_one_stage_leaves_the_other_keys_answered(truth: Callable[[str], Truth], monkeypatch: Any) -> None:
     """An unexpected error in one operator's stage: the keys whose records reach it say unknown, why,
     and where to report it; keys that never reach it still answer; nothing raises."""
+    from pipegen.differential import ask, engine
+
     from analysis.fate.stages.aggregation import AggregationStage
-    from spark_io.gather.diagnosis import why_missing
-    from spark_io.readers import engine
 
     name = "union_dedup_sessions"
     t = truth(name)
@@ -326,18 +320,8 @@ def test_a_defect_in_one_stage_leaves_the_other_keys_answered(truth: Callable[[s
     reached = designed(t, "written: early")[0]["key"]
     filtered = next((k["key"] for k in t.p.keys if k["design"].startswith("filtered")), None)
     keys = [reached, *([filtered] if filtered else []), designed(t, "never")[0]["key"]]
-    folder = GENERATED / name
-    engine.configure("native")
-    try:
-        report = why_missing(
-            str(folder / "checkpoint"),
-            keys,
-            event_log=str(folder / "event_log"),
-            input_root=str(folder / "inputs"),
-            sink=str(folder / "sink"),
-        )
-    finally:
-        engine.configure("auto")
+    with engine("native"):
+        report = ask(GENERATED / name, keys, None, with_log=True)
     got = {r.key: r for r in report.results}
     assert (
         got[reached].cause == "unknown"

@@ -115,7 +115,7 @@ def judge(fate: KeyFate, written: list[Output], sink_searched: bool, function_op
     elif lost and not unknown:
         fate.outcome, fate.cause = LOST, _first([r.cause for r in lost])
     else:  # some record's fate cannot be told: nothing reached the output as far as the others tell
-        fate.outcome, fate.cause = UNKNOWN, _first([r.cause for r in unknown])
+        fate.outcome, fate.cause = UNKNOWN, _first([r.cause for r in unknown if r.cause is not None and r.cause.kind == UNKNOWN])
     if fate.outcome == UNKNOWN and fate.cause is None:
         why = "what became of its records cannot be told"
         fate.cause = Cause(UNKNOWN, None, None, None, None, why, why=why)

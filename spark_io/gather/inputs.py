@@ -25,6 +25,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -374,10 +375,18 @@ def _parse_line(text: str, fmt: str, header: list[str] | None, line_no: int) -> 
     return {"value": text}
 
 
-def _duck() -> Any:
-    import duckdb
+_DUCK: list[Any] = []  # one in-memory DuckDB per process; each search has a cursor of its own
+_DUCK_LOCK = threading.Lock()
 
-    return duckdb.connect(":memory:")
+
+def _duck() -> Any:
+    """A connection for one search (a cursor of the process's DuckDB: opening a database costs 20 ms)."""
+    with _DUCK_LOCK:
+        if not _DUCK:
+            import duckdb
+
+            _DUCK.append(duckdb.connect(":memory:"))
+        return _DUCK[0].cursor()
 
 
 def _parquet(files: list[ListedFile], keys: list[str], columns: list[str], near: bool) -> list[InputRecord]:

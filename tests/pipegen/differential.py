@@ -105,48 +105,25 @@ def check(truth: Truth, engines: list[str], logs: tuple[bool, ...] = (True, Fals
                     out += [Check(name, t.key, t.design, eng, with_log, verdict, t.summary(), got, []) for t in ts]
                     continue
                 for t in ts:
-                    r = results.get(t.key)
-                    if r is None:
-                        out.append(
-                            Check(
-                                name,
-                                t.key,
-                                t.design,
-                                eng,
-                                with_log,
-                                "wrong",
-                                t.summary(),
-                                "no answer",
-                                ["key missing from the results"],
-                            )
-                        )
-                        continue
-                    problems = compare(t, r, with_log)
-                    if field is not None and report.key_field != field:
-                        problems.append(f"key_field echoed {report.key_field!r}, asked {field!r}")
-                    verdict = "undetermined" if t.outcome == UNDETERMINED else ("wrong" if problems else "right")
-                    limit = next((why for design, why in LIMITS.items() if t.design.startswith(design)), None)
-                    if problems and limit and r.outcome == "unknown":
-                        verdict, problems = "limit", [limit]
-                    got = f"{r.outcome}" + (
-                        f", {r.cause} at operator {(r.cause_at or {}).get('operator_id')}, batch {(r.cause_at or {}).get('batch_id')}"
-                        if r.cause
-                        else ""
-                    )
-                    out.append(
-                        Check(
-                            name,
-                            t.key,
-                            t.design,
-                            eng,
-                            with_log,
-                            verdict,
-                            t.summary() + (f" ({t.why})" if t.why else ""),
-                            got,
-                            problems,
-                        )
-                    )
+                    out.append(_judged(name, t, eng, with_log, results.get(t.key), field, report.key_field))
     return out
+
+
+def _judged(name: str, t: KeyTruth, eng: str, with_log: bool, r: Any, field: str | None, echoed: str) -> Check:
+    """One key's answer against its truth."""
+    truth = t.summary() + (f" ({t.why})" if t.why else "")
+    if r is None:
+        return Check(name, t.key, t.design, eng, with_log, "wrong", truth, "no answer", ["key missing from the results"])
+    problems = compare(t, r, with_log)
+    if field is not None and echoed != field:
+        problems.append(f"key_field echoed {echoed!r}, asked {field!r}")
+    verdict = "undetermined" if t.outcome == UNDETERMINED else ("wrong" if problems else "right")
+    limit = next((why for design, why in LIMITS.items() if t.design.startswith(design)), None)
+    if problems and limit and r.outcome == "unknown":
+        verdict, problems = "limit", [limit]
+    at = r.cause_at or {}
+    got = f"{r.outcome}" + (f", {r.cause} at operator {at.get('operator_id')}, batch {at.get('batch_id')}" if r.cause else "")
+    return Check(name, t.key, t.design, eng, with_log, verdict, truth, got, problems)
 
 
 def compare(t: KeyTruth, r: Any, with_log: bool) -> list[str]:

@@ -53,6 +53,10 @@ class AggregationStage(Stage):
                 if (x := event_time_us(v, walk.tz) if isinstance(v, (str, dt.datetime)) else None) is not None
             ]
             updates = [c for c in updates if window_of_key(c["key"]) is None or any(_covers(c["key"], x) for x in times)]
+        changes = hist.changes
+        if not updates and windows:
+            updates = _closed_unseen(walk, view, b, windows, wanted)
+            changes = [*changes, *updates]
         if not updates:
             holding = f" holding {fmt_time(t)}" if t is not None else ""
             return self.not_found(walk, view, flow, rec, f"A row of {col.name} {value}{holding}")
@@ -65,9 +69,7 @@ class AggregationStage(Stage):
         for kid, key in keys.items():
             group = group_text(key)
             # closed by the watermark: its delete from this batch on (a row counted and closed in one batch too)
-            later = sorted(
-                (c for c in hist.changes if key_id(c["key"]) == kid and c["batch_id"] >= b), key=lambda c: c["batch_id"]
-            )
+            later = sorted((c for c in changes if key_id(c["key"]) == kid and c["batch_id"] >= b), key=lambda c: c["batch_id"])
             gone = next((c["batch_id"] for c in later if c["change_type"] == "delete"), None)
             held = any(key_id(r["key"]) == kid for r in hist.rows)
             out_at: int | None = None
@@ -99,6 +101,32 @@ class AggregationStage(Stage):
         groups = "; ".join(group_text(k) for k in keys.values())
         step = Step(op_id, REACHED_STATE if final else (PASSED if flows else REACHED_STATE), b, detail, None, groups, evidence)
         return StepResult(step, flows, outputs, waiting)
+
+
+def _closed_unseen(
+    walk: FateWalk, view: OpView, b: int, windows: list[tuple[int, int]], wanted: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Without a change feed the state is seen at batch ends only: a window the row was counted in and
+    that the watermark closed in the same batch is in no batch's state. Its row, as a change feed would
+    show it (a delete in that batch), where the plan's eviction watermark of the batch is past its end."""
+    marks = walk.marks.get(b, {}).get(view.operator_id)
+    name = next((c.name for c in view.keys.get("", []) if c.window is not None), None)
+    if walk.access.has_change_feed(view.operator_id) or not view.planned or marks is None or marks.eviction is None or not name:
+        return []
+    closed = [w for w in windows if w[1] <= marks.eviction]
+    if closed:
+        walk.note(
+            f"{view.label} has no change feed: a window counted and closed in the same batch is in no batch's state; "
+            "it was taken to be emitted then, its end being behind that batch's eviction watermark."
+        )
+    return [
+        {"batch_id": b, "change_type": "delete", "key": {name: {"start": _utc(s), "end": _utc(e)}, **wanted}, "value": None}
+        for s, e in closed
+    ]
+
+
+def _utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
 
 
 def _covers(key: dict[str, Any], t_ms: int) -> bool:

@@ -246,7 +246,8 @@ def _rocksdb_pairs(folder: str, rel: str, values: bool) -> list[tuple[bytes, byt
         raise StateReadError(f"RocksDB could not open the snapshot {rel}: {e}") from e
 
 
-KEEP_BUDGET = 512 << 20  # bytes of decoded files kept for the next question (engine.one_question_per_process: none)
+KEEP_BUDGET = 512 << 20  # bytes of decoded files kept for the next question (engine.one_question_per_process: less)
+QUESTION_BUDGET = 64 << 20  # one question's: the same files read by its parts (a fate's walk and a verdict)
 
 
 class KeptFiles:
@@ -281,10 +282,12 @@ class KeptFiles:
         return None
 
     def _keep(self, ident: tuple[str, int, int], kind: str, rec: Records) -> Records:
+        if self._nbytes(rec) > self.budget:  # larger than the whole budget: not kept
+            return rec
         with self._lock:
             self._kept[(*ident, kind)] = rec
             total = sum(self._nbytes(r) for r in self._kept.values())
-            while total > self.budget and len(self._kept) > 1:
+            while total > self.budget and self._kept:
                 _, dropped = self._kept.popitem(last=False)
                 total -= self._nbytes(dropped)
         return rec
