@@ -293,20 +293,31 @@ def test_the_kept_files_keep_to_their_budget_and_read_the_same(tmp_path: Path) -
 
     root = LocalStorage(sample("join_rocksdb"))
     parts = [PartitionFiles.of(root, f"state/0/{p}/left-keyWithIndexToValue") for p in range(2)]
-    big, small = KeptFiles(), KeptFiles(budget=1)
+    big, none = KeptFiles(), KeptFiles(budget=1)
+    sizes = []
     for part in parts:
         for version in sorted(part.files["zip"]):
             name = part.files["zip"][version][""]
-            a, b = big.snapshot(part, name, version, True), small.snapshot(part, name, version, True)
+            a, b = big.snapshot(part, name, version, True), none.snapshot(part, name, version, True)
             assert a.buf.tobytes() == b.buf.tobytes() and len(a) == len(b) > 0
             assert big.snapshot(part, name, version, False) is a  # a read with values serves a keys-only one
+            sizes.append(KeptFiles._nbytes(a))
         for version in sorted(part.files["changelog"]):
             name = part.files["changelog"][version][""]
-            a, b = big.changelog(part, name, version), small.changelog(part, name, version)
+            a, b = big.changelog(part, name, version), none.changelog(part, name, version)
             assert a.buf.tobytes() == b.buf.tobytes() and a.koff.tolist() == b.koff.tolist()
             assert big.changelog(part, name, version) is a
-    files = sum(len(p.files["zip"]) + len(p.files["changelog"]) for p in parts)
-    assert len(small._kept) == 1 and len(big._kept) == files
+            sizes.append(KeptFiles._nbytes(a))
+    assert len(none._kept) == 0  # every file is larger than a one-byte budget: none is kept
+    assert len(big._kept) == len(sizes)
+    some = KeptFiles(budget=max(sizes))  # room for the largest file: the least recently read are dropped
+    for part in parts:
+        for version in sorted(part.files["zip"]):
+            some.snapshot(part, part.files["zip"][version][""], version, True)
+    kept = list(some._kept.values())
+    assert 1 <= len(kept) < len(big._kept) and sum(map(KeptFiles._nbytes, kept)) <= max(sizes)
+    last = max(parts[-1].files["zip"])
+    assert kept[-1] is some.snapshot(parts[-1], parts[-1].files["zip"][last][""], last, True)  # the newest read is kept
 
 
 TWS_SAMPLES = [

@@ -159,8 +159,7 @@ def _written_unfollowed(
     first = (unknown or lost or held or fate.records)[0]
     told = _first([r.cause for r in unknown]) if unknown else None
     why = (
-        f"the sink's files hold rows of it, but what became of {len(unknown or lost or held)} of its "
-        f"{len(fate.records)} input record(s) cannot be told"
+        f"what became of {len(unknown or lost or held)} of its {len(fate.records)} input record(s) cannot be told"
         + (f": {told.why or told.detail}" if told is not None else " (the walk followed none of them to the output)")
     )
     return OUTCOME_WRITTEN, Cause(UNKNOWN, None, None, None, first.record, why, why=why)
@@ -255,9 +254,10 @@ def _reached_text(fate: KeyFate, written: list[Output]) -> str:
 
 
 def _cause_text(cause: Cause | None) -> str:
+    """A cause as part of the first sentence (its own sentences joined)."""
     if cause is None:
         return ""
-    text = cause.detail.rstrip(".")
+    text = cause.detail.rstrip(".").replace(". ", "; ")
     return text + (f"; {cause.then}" if cause.then else "")
 
 
@@ -274,14 +274,14 @@ def headline(fate: KeyFate, written: list[Output]) -> str:
             files = f" ({n.files[0]})" if n.files else ""
             text += f" A look-alike, {n.key!r} ({n.reason}), was written{where}{files}."
         return text
-    if fate.outcome == OUTCOME_WRITTEN:
-        text = f"{word}: {_reached_text(fate, written)}."
+    if fate.outcome == OUTCOME_WRITTEN:  # one sentence: what was written, and what else is true of the key
+        text = f"{word}: {_reached_text(fate, written)}"
         if c is not None and c.kind == UNKNOWN:
-            text += f" But {_cause_text(c)}."
+            text += f", but {_cause_text(c)}"
         elif c is not None and c.kind == WAITING_FOR_WATERMARK and fate.waiting:
             w = min(fate.waiting, key=lambda w: (w.released_at_watermark is None, w.released_at_watermark or 0))
-            text += f" {len(fate.waiting)} more wait: {w.detail}."
-        return text
+            text += f"; {len(fate.waiting)} more wait: {w.detail}"
+        return text + "."
     if fate.outcome == WRITTEN_UNMATCHED:
         padded = [o for o in fate.outputs if o.kind == EMITTED_UNMATCHED]
         first = padded[0] if padded else None
