@@ -158,9 +158,8 @@ def _written_unfollowed(
         return OUTCOME_WRITTEN, _waiting_cause(held, fate.waiting)
     first = (unknown or lost or held or fate.records)[0]
     told = _first([r.cause for r in unknown]) if unknown else None
-    why = (
-        f"what became of {len(unknown or lost or held)} of its {len(fate.records)} input record(s) cannot be told"
-        + (f": {told.why or told.detail}" if told is not None else " (the walk followed none of them to the output)")
+    why = f"what became of {len(unknown or lost or held)} of its {len(fate.records)} input record(s) cannot be told" + (
+        f": {told.why or told.detail}" if told is not None else " (the walk followed none of them to the output)"
     )
     return OUTCOME_WRITTEN, Cause(UNKNOWN, None, None, None, first.record, why, why=why)
 
