@@ -198,6 +198,26 @@ def test_a_duplicate_of_a_written_record_is_not_a_loss(truth: Callable[[str], Tr
     assert progress[batch][op]["customMetrics"]["numDroppedDuplicateRows"] >= 1
 
 
+def test_a_key_asked_by_a_column_before_a_user_function_is_written_as_its_group(truth: Callable[[str], Truth]) -> None:
+    """A sensor looked up to its zone, grouped by zone in transformWithState: the sink holds zones, not
+    sensors. The sensor's records reached its zone's state; the zone's rows written since are its
+    output (it was 'lost' for its repeat's dedup drop: the sink was searched for a sensor column)."""
+    name = "seed-1107"
+    t = truth(name)
+    assert t.p.function and t.p.static is not None
+    k = next(k for k in t.p.keys if k["ask"] == t.p.static.lookup and k["design"].startswith("written"))
+    expected = t.key(k["key"], k["ask"], "")
+    (r,) = whole(name, [k["key"]], "--key-field", k["ask"])["results"]
+    assert expected.outcome == r["outcome"] == "written", r["explanation"]
+    reached = [x for x in r["fate"]["records"] if x["contribution"] == "reached_output"]
+    groups = {x["steps"][-1]["group"] for x in reached if x["outcome"] == "reached_state"}
+    written = [o for o in r["fate"]["outputs"] if o["kind"] == "written"]
+    assert len(groups) == 1 and written
+    zone = next(iter(groups)).split()[-1]
+    assert all(zone in o["group"] for o in written)
+    assert len(reached) == len(r["fate"]["records"])  # its repeat too, written as the record it repeats
+
+
 def test_the_flow_shows_a_dropped_repeat_as_written_through_its_original(truth: Callable[[str], Truth]) -> None:
     """The flow's row of a record the dedup dropped shows no output of its own ('Emitted' was its
     original's), only that its original was written."""

@@ -12,7 +12,19 @@ from typing import Any
 from analysis.core.inputs import InputSearch, event_time_us
 from analysis.core.state_access import key_text
 from analysis.core.static_table import StaticTable
-from analysis.fate.model import EMITTED, EMITTED_UNMATCHED, MATCHED, UNKNOWN, WRITTEN, Cause, KeyFate, Output, group_text
+from analysis.fate.model import (
+    EMITTED,
+    EMITTED_UNMATCHED,
+    MATCHED,
+    REACHED_STATE,
+    UNKNOWN,
+    WRITTEN,
+    Cause,
+    KeyFate,
+    Output,
+    RecordFate,
+    group_text,
+)
 from analysis.fate.outcome import judge
 from analysis.fate.walk import TIME_KEYS, FateWalk, defect
 from analysis.verdicts.key_verdicts import GROUP_STATE, TWS, operator_kind
@@ -46,6 +58,7 @@ def key_fate(
     if sink is not None:
         own = {(o.batch_id, o.file, o.group) for o in written}
         more = downstream_writes([o for r in fate.records for o in r.outputs], sink)
+        more += function_writes(fate.records, function_ops, sink)
         written = written + list(dict.fromkeys(o for o in more if (o.batch_id, o.file, o.group) not in own))
     judge(fate, written, sink_searched, function_ops, search)
     return fate
@@ -63,21 +76,41 @@ def failed_fate(key: str, e: Exception) -> KeyFate:
 def downstream_writes(outputs: list[Output], sink: SinkSearch) -> list[Output]:
     """The sink's rows of what the last operator emitted: the same key (a window, the group's
     columns) written in the batch it was emitted in."""
-    emitted = [(o, json.loads(o.key)) for o in outputs if o.key and o.kind in (EMITTED, MATCHED, EMITTED_UNMATCHED)]
+    emitted = [o for o in outputs if o.key and o.kind in (EMITTED, MATCHED, EMITTED_UNMATCHED)]
+    return _rows_of([(o.key, (o.batch_id, o.batch_id), o.null_padded) for o in emitted if o.key], sink)
+
+
+def function_writes(records: list[RecordFate], function_ops: set[int], sink: SinkSearch) -> list[Output]:
+    """The sink's rows of the groups a user's function holds the records in (the group's columns),
+    written in the batch a record arrived or later: a function emits on a record, a timer, a timeout."""
+    wanted = []
+    for rf in records:
+        last = rf.steps[-1] if rf.steps else None
+        if last is not None and last.key and last.operator_id in function_ops and last.outcome == REACHED_STATE:
+            wanted.append((last.key, (rf.record.batch_id or 0, None), False))
+    return _rows_of(wanted, sink)
+
+
+def _rows_of(wanted: list[tuple[str, tuple[int | None, int | None], bool]], sink: SinkSearch) -> list[Output]:
+    """The sink's rows holding each state key (JSON) written in its batches (first, last: None is
+    open), searched by the key's most telling column (the fewest values)."""
+    keyed = [(json.loads(k), k, first, last, padded) for k, (first, last), padded in wanted]
     by_column: dict[str, set[str]] = {}
-    for _, key in emitted:
+    for key, *_ in keyed:
         for col, v in key.items():
             if not isinstance(v, dict) and key_text(v) is not None:
                 by_column.setdefault(col, set()).add(str(key_text(v)))
     if not by_column:
         return []
-    col = min(by_column, key=lambda c: len(by_column[c]))  # the most telling column: the fewest values
+    col = min(by_column, key=lambda c: len(by_column[c]))
     out = []
     for batch, file, values in sink(col, sorted(by_column[col])):
-        for o, key in emitted:
-            if o.batch_id == batch and all(_same(v, values.get(k)) for k, v in key.items()):
+        for key, kid, first, last, padded in keyed:
+            if batch is None or (first is not None and batch < first) or (last is not None and batch > last):
+                continue
+            if all(_same(v, values.get(k)) for k, v in key.items()):
                 shown = {k: v for k, v in values.items() if k not in ("filename", "file_row_number")}
-                out.append(Output(None, group_text(shown), batch, WRITTEN, file, null_padded=o.null_padded, file=file, key=o.key))
+                out.append(Output(None, group_text(shown), batch, WRITTEN, file, null_padded=padded, file=file, key=kid))
     return out
 
 

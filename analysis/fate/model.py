@@ -174,6 +174,7 @@ class Step:
     group: str | None = None  # the state row it became (window, group, join row)
     evidence: list[dict[str, Any]] = field(default_factory=list)  # the state rows, the progress figures
     cause: Cause | None = None  # what it lost the record to (a join row left unmatched: the other side's cause)
+    key: str | None = None  # the state key it reached, as JSON (a user's function's group): found in a sink
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -170,7 +170,10 @@ def _contribution(rf: RecordFate, written: list[Output], sink_searched: bool, fu
     last = rf.steps[-1] if rf.steps else None
     # it reached a user's function's state (not dropped before it): what it emitted is the sink's to tell
     by_function = last is not None and last.operator_id in function_ops and last.outcome == REACHED_STATE
-    later = [w for w in written if w.batch_id is None or w.batch_id >= b]
+    # the rows written since it arrived: of its group where the sink's row is known to be one (a key asked by another column)
+    later = [
+        w for w in written if (w.batch_id is None or w.batch_id >= b) and (w.key is None or last is None or w.key == last.key)
+    ]
     if derived:
         rf.contribution = REACHED
         rf.cause = _unmatched_cause(rf) if all(o.null_padded for o in derived) else None

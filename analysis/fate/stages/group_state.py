@@ -9,7 +9,7 @@ from typing import Any
 
 from analysis.fate.model import REACHED_STATE, STATE_REMOVED, Output, Step, Waiting, fmt_time
 from analysis.fate.stages.base import Stage
-from analysis.fate.walk import Arrival, FateWalk, OpView, StepResult
+from analysis.fate.walk import Arrival, FateWalk, OpView, StepResult, key_id
 from analysis.verdicts.key_verdicts import GROUP_STATE, TWS
 
 
@@ -68,5 +68,8 @@ class GroupStateStage(Stage):
         if not final:
             walk.note(f"What {view.label} emitted is not in its state: the operators after it are not followed.")
         return StepResult(
-            Step(op_id, REACHED_STATE, b, detail, None, group, [dict(c) for c in updates][:10]), [], outputs, waiting
+            Step(op_id, REACHED_STATE, b, detail, None, group, [dict(c) for c in updates][:10], key=key_id(updates[0]["key"])),
+            [],
+            outputs,
+            waiting,
         )
