@@ -21,8 +21,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 GENERATED = ROOT / "sample_checkpoints" / "generated"
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(ROOT / "tests"), str(ROOT)]
 
+from pipegen.differential import cli_args  # noqa: E402
 from timing import median_seconds  # noqa: E402
 
 PLAIN = """
@@ -68,24 +69,10 @@ def main() -> None:
         spec = json.loads((folder / "pipeline.json").read_text())
         keys = [k["key"] for k in spec["keys"] if k["ask"] is None] or [k["key"] for k in spec["keys"]]
         ask = next((k["ask"] for k in spec["keys"] if k["key"] == keys[0]), None)
-        base = [
-            sys.executable,
-            str(ROOT / "cli.py"),
-            "why-missing",
-            str(folder / "checkpoint"),
-            "--event-log",
-            str(folder / "event_log"),
-            "--input-root",
-            str(folder / "inputs"),
-            "--sink",
-            str(folder / "sink"),
-            "--engine",
-            "native",
-            *(["--key-field", ask] if ask else []),
-        ]
 
-        def run(ks: list[str], base: list[str] = base) -> None:
-            subprocess.run([*base, *ks], env=env, check=True, capture_output=True)
+        def run(ks: list[str], folder: Path = folder, ask: str | None = ask) -> None:
+            argv = [sys.executable, str(ROOT / "cli.py"), *cli_args(folder, ks), *(["--key-field", ask] if ask else [])]
+            subprocess.run(argv, env=env, check=True, capture_output=True)
 
         run(keys[:1])  # the files read once before (the OS's cache), as any second question finds them
         one = median_seconds(lambda keys=keys: run(keys[:1]), args.runs)

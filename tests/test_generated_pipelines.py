@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipegen.differential import Check, check
+from pipegen.differential import Check, check, cli_args
 from pipegen.truth import Truth
 
 from support import ROOT, SAMPLES
@@ -108,21 +108,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def whole(name: str, keys: list[str], *more: str, log: bool = True) -> dict[str, Any]:
-    folder = GENERATED / name
-    r = cli(
-        "why-missing",
-        str(folder / "checkpoint"),
-        *keys,
-        *(["--event-log", str(folder / "event_log")] if log else []),
-        "--input-root",
-        str(folder / "inputs"),
-        "--sink",
-        str(folder / "sink"),
-        "--engine",
-        "native",
-        "--json",
-        *more,
-    )
+    r = cli(*cli_args(GENERATED / name, keys, log), "--json", *more)
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr[-2000:]
     return json.loads(r.stdout)
 

@@ -69,6 +69,13 @@ def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) ->
     )
 
 
+def cli_args(folder: Path, keys: list[str], with_log: bool = True) -> list[str]:
+    """``cli.py why-missing``'s arguments for keys of a generated pipeline's folder (native engine)."""
+    log = ["--event-log", str(folder / "event_log")] if with_log else []
+    paths = ["--input-root", str(folder / "inputs"), "--sink", str(folder / "sink")]
+    return ["why-missing", str(folder / "checkpoint"), *keys, *log, *paths, "--engine", "native"]
+
+
 def truths(truth: Truth) -> list[KeyTruth]:
     out = []
     for k in truth.p.keys:
