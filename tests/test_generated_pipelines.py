@@ -171,6 +171,31 @@ def test_a_full_outer_join_without_event_log_takes_what_the_sink_holds(truth: Ca
         assert got[k]["outcome"] in ("written", "written_unmatched"), got[k]["explanation"]
 
 
+def test_without_the_event_log_a_row_an_outer_join_emitted_is_followed_into_the_next_operator(
+    truth: Callable[[str], Truth],
+) -> None:
+    """A left outer join, then windows by its rows: without the event log the join's type is unknown, and
+    the window's watermark (held back by the join's time range) too. A left row evicted unmatched that
+    the window's state holds was emitted null-padded: it waits there, as Spark's state says (it was
+    'lost' at the join, or 'dropped as late' by the window)."""
+    name = "seed-1110"
+    t = truth(name)
+    assert t.p.join is not None and t.p.join["type"] == "left_outer" and t.p.window is not None
+    lefts = ("no match: a left row", "condition not met", "its match late")  # rows of the side the join preserves
+    keys = [k["key"] for k in t.p.keys if k["design"].startswith(lefts)]
+    got = {r["key"]: r for r in whole(name, keys, log=False)["results"]}
+    for k in keys:
+        expected = t.key(k, None, "")
+        assert (
+            (got[k]["outcome"], got[k]["cause"])
+            == (expected.outcome, expected.cause.kind)
+            == ("waiting", "waiting_for_watermark")
+        )
+        join = next(s for r in got[k]["fate"]["records"] for s in r["steps"] if s["operator_id"] == 1)
+        assert "emitted it null-padded, as an outer join does" in join["detail"], join["detail"]
+        assert got[k]["cause_at"]["operator_id"] == expected.cause.operator == 0
+
+
 def test_a_duplicate_of_a_written_record_is_not_a_loss(truth: Callable[[str], Truth]) -> None:
     name = "union_dedup_sessions"
     t = truth(name)

@@ -112,6 +112,7 @@ class Flow:
     null_padded: bool = False  # a preserved join side's row emitted without a match
     unmatched_cause: Cause | None = None  # why it was not matched
     unevaluated: list[str] = field(default_factory=list)  # filters on its way that could not be evaluated
+    maybe_late: str = ""  # why it may have been dropped as late at the operator it reaches (its watermark unknown)
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,9 @@ class StepResult:
     flows: list[Flow] = field(default_factory=list)  # rows it sends on to the next operator (or out: the last)
     outputs: list[Output] = field(default_factory=list)  # what it emitted (the last operator: the query's output)
     waiting: list[Waiting] = field(default_factory=list)
+    # rows it sent on only if it is an outer join preserving the row's side (its type unknown without the
+    # event log): the next operator's state tells
+    if_outer: list[Flow] = field(default_factory=list)
 
 
 def value_at(values: dict[str, Any], path: str) -> Any:
@@ -484,14 +488,14 @@ class FateWalk:
         for b in sorted(self.marks, reverse=True):
             m = self.marks[b].get(operator_id)
             g = self.watermarks.get(b)
-            if not m or not g:
+            if not m or not g or (not side and self.behind_a_join(operator_id, b)):
                 continue
             if side:
                 if side in m.cleanup:
                     return g - m.cleanup[side]
             elif m.eviction is not None:
                 return g - m.eviction
-        return None if side else 0
+        return None if side or self.behind_a_join(operator_id, None) else 0
 
     def delay(self) -> int | None:
         """The watermark's delay behind the newest event time (one watermark, or the largest of several)."""
@@ -595,6 +599,9 @@ class FateWalk:
                 fate.outputs += [o for r in results for o in r.outputs]
             last_results = results
             flows = [f for r in results for f in r.flows]
+            if not flows and i < len(chain) - 1:
+                last_next = i + 1 == len(chain) - 1 and (self.plan is not None or chain[i + 1][0].operator_id == 0)
+                flows = self._emitted_if_outer(results, view, chain[i + 1], rec, records, last_next)
             below = op.operator_id
             if not flows:
                 break
@@ -606,6 +613,36 @@ class FateWalk:
             fate.outcome = REACHED_STATE if s.outcome == PASSED else s.outcome
             fate.operator_id, fate.at_batch, fate.side = s.operator_id, s.batch, s.side
         return fate
+
+    def _emitted_if_outer(
+        self,
+        results: list[StepResult],
+        view: OpView,
+        nxt: tuple[OperatorInfo, str],
+        rec: InputRecord,
+        records: list[InputRecord],
+        final: bool,
+    ) -> list[Flow]:
+        """A join of unknown type that evicted the row unmatched: an outer join emitted it null-padded,
+        any other dropped it. Where the next operator's state holds it from that batch, it was emitted:
+        the rows go on, as an outer join's; else none does."""
+        maybe = [f for r in results for f in r.if_outer]
+        if not maybe:
+            return []
+        nview = self.view(nxt[0])
+        probe = [self.step(self.stages[nview.kind], nview, nxt[1], f, rec, records, view.operator_id, final) for f in maybe]
+        held = [p.step for p in probe if p.step.outcome in (REACHED_STATE, PASSED)]
+        if not held:
+            return []
+        for r in results:
+            if r.if_outer:
+                r.step.detail += (
+                    f" {nview.label.capitalize()}'s state holds it from batch {held[0].batch}: this join emitted it "
+                    "null-padded, as an outer join does."
+                )
+                if r.step.cause is not None:
+                    r.step.cause.unless_emitted = ""
+        return maybe
 
     def step(
         self,
@@ -679,9 +716,25 @@ class FateWalk:
                         cause=Cause(UNKNOWN, op_id, b, sd, rec, why, why=why),
                     )
                 )
-            if behind:
+            if behind and self.behind_a_join(op_id, b):
+                flow.maybe_late = (
+                    f"it is behind {view.label}'s late-row watermark as the query's watermarks give it, but a "
+                    "stream-stream join before it holds that watermark back by its time range, which the query's "
+                    "event log tells"
+                )
+            elif behind:
                 return StepResult(self._late(view, side, flow, rec, t_us, window, column, late))
         return t_us, window
+
+    def behind_a_join(self, operator_id: int, batch: int | None) -> bool:
+        """An operator after a stream-stream join, whose watermarks in this batch were worked out without
+        the plan: its late-row watermark trails the query's by the join's time range, which only the
+        plan gives (Spark numbers the operators from the sink: a join after it has a larger id)."""
+        return (
+            batch not in self.planned
+            and self.plan is None
+            and any(o.is_join and o.operator_id > operator_id for o in self.info.operators)
+        )
 
     def static_join(self, view: OpView, side: str, flow: Flow, rec: InputRecord, node: int) -> StepResult | None:
         """A row meeting a join with a static table on its way to an operator: it goes on with the table's

@@ -148,7 +148,8 @@ class JoinStage(Stage):
                 detail += ". The join type is not known (no event log): an outer join preserving this side emitted it null-padded, any other dropped it"
             kind = CONDITION_NOT_MET if overlap else EVICTED_UNMATCHED
             step = Step(op_id, kind, row.added, detail + ".", side, group, evidence, cause=cause)
-            return StepResult(step, flows, outputs)
+            maybe = [Flow(flow.values, row.removed, True, cause)] if view.join_type is None else []
+            return StepResult(step, flows, outputs, if_outer=maybe)
         detail = f"In the {side} side's state of {view.label} since batch {row.added}, unmatched{why}"
         t = t_us // 1000 if t_us is not None else None
         waits = []
