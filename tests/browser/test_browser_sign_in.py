@@ -201,6 +201,11 @@ def test_the_other_group_sees_the_other_way_round(oidc_app: tuple[str, Path], br
         sign_in(page, url, "bob")
         page.goto(link(url, "", checkpoint=B))
         expect(page.get_by_text("Query id")).to_be_visible(timeout=60_000)
+        deadline = time.monotonic() + 60  # the run's audit line is written when it ends, which may come after its page shows
+        while time.monotonic() < deadline and not any(
+            e.get("user") == "bob@example.com" and e.get("checkpoint") == B for e in audit_lines(audit)
+        ):
+            time.sleep(0.2)
         page.goto(link(url, "", checkpoint=A))
         expect(page.get_by_text(REFUSED).first).to_be_visible(timeout=60_000)
         page.get_by_role("button", name="Sign out").click()
