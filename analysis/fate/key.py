@@ -83,7 +83,7 @@ def downstream_writes(outputs: list[Output], sink: SinkSearch) -> list[Output]:
 def function_writes(records: list[RecordFate], function_ops: set[int], sink: SinkSearch) -> list[Output]:
     """The sink's rows of the groups a user's function holds the records in (the group's columns),
     written in the batch a record arrived or later: a function emits on a record, a timer, a timeout."""
-    wanted = []
+    wanted: list[tuple[str, tuple[int | None, int | None], bool]] = []
     for rf in records:
         last = rf.steps[-1] if rf.steps else None
         if last is not None and last.key and last.operator_id in function_ops and last.outcome == REACHED_STATE:
