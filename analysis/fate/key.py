@@ -76,8 +76,14 @@ def failed_fate(key: str, e: Exception) -> KeyFate:
 def downstream_writes(outputs: list[Output], sink: SinkSearch) -> list[Output]:
     """The sink's rows of what the last operator emitted: the same key (a window, the group's
     columns) written in the batch it was emitted in."""
-    emitted = [o for o in outputs if o.key and o.kind in (EMITTED, MATCHED, EMITTED_UNMATCHED)]
-    return _rows_of([(o.key, (o.batch_id, o.batch_id), o.null_padded) for o in emitted if o.key], sink)
+    return _rows_of(
+        [
+            (o.key, (o.batch_id, o.batch_id), o.null_padded)
+            for o in outputs
+            if o.key and o.kind in (EMITTED, MATCHED, EMITTED_UNMATCHED)
+        ],
+        sink,
+    )
 
 
 def function_writes(records: list[RecordFate], function_ops: set[int], sink: SinkSearch) -> list[Output]:

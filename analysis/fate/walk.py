@@ -582,6 +582,7 @@ class FateWalk:
         flows = [Flow({**rec.values, **aliases}, rec.batch_id)]
         last_results: list[StepResult] = []
         below: int | None = None
+        probed: list[StepResult] = []  # the next operator's steps, already taken to see whether it holds the rows
         for i, (op, side) in enumerate(chain):
             if op.operator_id == stop_at:
                 fate.outcome, fate.operator_id, fate.side = PASSED, op.operator_id, side or None
@@ -592,16 +593,17 @@ class FateWalk:
             stage = self.stages[view.kind]
             # the last operator of its path emits the query's output; without a plan, only operator 0 surely does
             final = i == len(chain) - 1 and (self.plan is not None or op.operator_id == 0)
-            results = [self.step(stage, view, side, flow, rec, records, below, final) for flow in flows]
+            results = probed or [self.step(stage, view, side, flow, rec, records, below, final) for flow in flows]
             fate.steps += [r.step for r in results]
             fate.waiting += [w for r in results for w in r.waiting]
             if final:
                 fate.outputs += [o for r in results for o in r.outputs]
             last_results = results
             flows = [f for r in results for f in r.flows]
+            probed = []
             if not flows and i < len(chain) - 1:
                 last_next = i + 1 == len(chain) - 1 and (self.plan is not None or chain[i + 1][0].operator_id == 0)
-                flows = self._emitted_if_outer(results, view, chain[i + 1], rec, records, last_next)
+                flows, probed = self._emitted_if_outer(results, view, chain[i + 1], rec, records, last_next)
             below = op.operator_id
             if not flows:
                 break
@@ -622,18 +624,18 @@ class FateWalk:
         rec: InputRecord,
         records: list[InputRecord],
         final: bool,
-    ) -> list[Flow]:
+    ) -> tuple[list[Flow], list[StepResult]]:
         """A join of unknown type that evicted the row unmatched: an outer join emitted it null-padded,
         any other dropped it. Where the next operator's state holds it from that batch, it was emitted:
-        the rows go on, as an outer join's; else none does."""
+        the rows go on, as an outer join's, with the next operator's steps taken; else none does."""
         maybe = [f for r in results for f in r.if_outer]
         if not maybe:
-            return []
+            return [], []
         nview = self.view(nxt[0])
         probe = [self.step(self.stages[nview.kind], nview, nxt[1], f, rec, records, view.operator_id, final) for f in maybe]
         held = [p.step for p in probe if p.step.outcome in (REACHED_STATE, PASSED)]
         if not held:
-            return []
+            return [], []
         for r in results:
             if r.if_outer:
                 r.step.detail += (
@@ -642,7 +644,7 @@ class FateWalk:
                 )
                 if r.step.cause is not None:
                     r.step.cause.unless_emitted = ""
-        return maybe
+        return maybe, probe
 
     def step(
         self,
