@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from analysis.core.errors import InvalidInput, StateLensError
+from analysis.core.errors import InvalidInput, StateLensError, speaking_as
 
 
 def _invoked_as() -> str:
@@ -924,7 +924,7 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
                 session.configure(remote=served, served=True)
         from spark_io.storage import question
 
-        with _download_progress(args), question():
+        with speaking_as("cli"), _download_progress(args), question():
             args.func(args)
     except StateLensError as e:
         print(f"statelens: {e.title}: {e.message}".replace("\n", " "), file=sys.stderr)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from analysis.core.errors import InvalidInput, StateLensError
+from analysis.core.errors import InvalidInput, StateLensError, option
 from statelens import results
 
 R = TypeVar("R")
@@ -120,7 +120,7 @@ class Checkpoint:
             try:
                 text = read_error_source(error)
             except StateLensError as e:
-                raise InvalidInput(f"--error: {e.message}") from e
+                raise InvalidInput(f"{option('--error')}: {e.message}") from e
             explained = explain_restart_error(self.path, text)
             if run is None:  # the run that raised it has ended: its uncommitted batch is not running
                 run = RunState(False, explained.title, error)

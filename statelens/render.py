@@ -84,7 +84,7 @@ def problems(items: list[Any]) -> str:
 def key_answer(r: Any) -> str:
     """One key's why-missing answer: its outcome badge and cause, the sentence a user reads first, the
     operator's verdict, then the flow."""
-    from analysis.charts.flow import NEAR_STYLE, badge_html, fate_html
+    from analysis.charts.flow import NEAR_STYLE, badge_html, fate_html, shown_key
     from analysis.fate.outcome import WORDS
 
     if r.outcome is not None:
@@ -96,13 +96,16 @@ def key_answer(r: Any) -> str:
             if at.get(k) is not None
         )
         cause = f" · {esc(r.cause.replace('_', ' '))}" + (f" ({esc(where)})" if where else "") if r.cause else ""
-        head = f"<p>{badge_html(style)} <code>{esc(r.key)}</code>{cause}</p>"
-        first = r.fate.headline if r.fate is not None and r.fate.headline else r.explanation
-        rest = r.explanation.removeprefix(first).strip()  # the explanation opens with the answer: the rest
-        verdict = f"<p class='sl-sub'>Operator {esc(r.verdict_operator)}'s verdict: {esc(r.verdict)}. {esc(rest)}</p>"
-        return head + f"<p><b>{esc(first)}</b></p>" + verdict + (fate_html(r.fate) if r.fate is not None else "")
+        head = f"<p>{badge_html(style)} <code>{esc(shown_key(r.key))}</code>{cause}</p>"
+        first = r.fate.headline if r.fate is not None and r.fate.headline else ""
+        summary = r.fate.summary if r.fate is not None else ""
+        lines = "".join(f"<p>{t}</p>" for t in (f"<b>{esc(first)}</b>" if first else "", esc(summary)) if t)
+        verdict = (
+            f"<p class='sl-sub'>Operator {esc(r.verdict_operator)}'s verdict: {esc(r.verdict)}. {esc(r.verdict_explanation)}</p>"
+        )
+        return head + lines + verdict + (fate_html(r.fate) if r.fate is not None else "")
     side = f" ({esc(r.side_text)})" if r.side else ""
-    out = f"<p><code>{esc(r.key)}</code>: <b>{esc(r.verdict)}</b>{side}</p><p>{esc(r.explanation)}</p>"
+    out = f"<p><code>{esc(shown_key(r.key))}</code>: <b>{esc(r.verdict)}</b>{side}</p><p>{esc(r.explanation)}</p>"
     if r.evidence:
         cols = list(dict.fromkeys(c for row in r.evidence for c in row))
         out += "<p><b>Evidence</b></p>" + table(cols, [[row.get(c) for c in cols] for row in r.evidence])

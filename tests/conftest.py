@@ -91,7 +91,29 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.line(f"{seconds:8.0f} CPU s  {path}")
 
 
-@pytest.fixture(scope="session", autouse=True)
+# What a test needs besides Python, as markers: ``jvm`` (Spark: the ``spark`` fixture, or a process that
+# starts one), ``browser`` (Chromium: Playwright, or kaleido drawing a PNG or SVG), ``emulator`` (an
+# object store on loopback). The fast lane (``scripts/test.sh --fast``) runs the tests with none of
+# them, with Java and Chromium out of reach: a test that needs one and is not marked fails there.
+HEAVY = ("jvm", "browser", "emulator")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):  # directly or through another fixture
+            item.add_marker(pytest.mark.jvm)
+        if "browser" in item.path.parts:
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(autouse=True)
+def _renderer_for_images(request: pytest.FixtureRequest) -> None:
+    """A test that draws images (marked ``browser``) gets the shared renderer; the others start none."""
+    if request.node.get_closest_marker("browser") is not None:
+        request.getfixturevalue("chart_renderer")
+
+
+@pytest.fixture(scope="session")
 def chart_renderer() -> Any:
     """One Chromium for every PNG and SVG the tests render in this process (kaleido's sync server:
     0.2 s an image instead of 2.4 s for a Chromium each); the same renderer, only kept running."""

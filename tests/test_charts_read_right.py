@@ -25,6 +25,8 @@ from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.logs.progress import read_progress
 from support import ROOT, SAMPLES, sample
 
+pytestmark = pytest.mark.browser  # kaleido's Chromium draws the PNGs and SVGs it reads
+
 PLOTLY_DEFAULT_PLOT_BG = (229, 236, 246)  # #E5ECF6, the plot area of Plotly's default template
 
 

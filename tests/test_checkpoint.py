@@ -207,6 +207,7 @@ def test_thousand_batch_log_reads_without_spark(tmp_path: Path) -> None:
     assert info.batches[500].watermark_ms == 500_000 and info.batches[998].next_watermark_ms == 999_000
 
 
+@pytest.mark.jvm  # a Spark process
 def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
     """The Overview's operators at a glance (no JVM) against the key Spark's State Data Source
     reads, on every sample and operator: the same fields, nested fields included (a join's

@@ -206,6 +206,7 @@ def test_every_command_on_bad_input_prints_exactly_one_line(tmp_path: Path) -> N
         assert lines[0].startswith("statelens: ") and word in lines[0], (name, lines[0])
 
 
+@pytest.mark.jvm  # a Spark process
 def test_a_load_bigger_than_a_small_driver_answers_through_parquet_in_time() -> None:
     """A real JVM with a deliberately small driver (512 MiB heap, maxResultSize 1 MiB): a load estimated
     past it is written to Parquet by the executors and answered, not collected until the driver

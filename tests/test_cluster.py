@@ -17,6 +17,8 @@ import pytest
 
 from support import sample
 
+pytestmark = pytest.mark.jvm  # a standalone Spark cluster
+
 WORKER_SIZE = ("--cores", "2", "--memory", "2g")
 
 

@@ -17,6 +17,7 @@ import pytest
 from analysis.charts.report import checkup_report
 from analysis.checkpoint.doctor import examine
 from analysis.core.model import StateSource, table_name
+from analysis.core.operator_kinds import kind_of
 from analysis.verdicts import why_missing as wm
 from spark_io.gather import health
 from spark_io.gather.diagnosis import why_missing
@@ -143,7 +144,7 @@ def test_overview_and_operator_kind(name: str) -> None:
     info = read_checkpoint(path(name))
     assert [b.batch_id for b in info.committed_batches] == t["committed_batches"]
     kinds = OPERATOR_KINDS.get(t["scenario"], {0: t["kind"]})
-    assert {o.operator_id: wm.operator_kind(o.operator_name) for o in info.operators} == {i: KIND[k] for i, k in kinds.items()}
+    assert {o.operator_id: kind_of(o.operator_name) for o in info.operators} == {i: KIND[k] for i, k in kinds.items()}
     old = t["spark_version"].startswith("3.")
     assert all((o.inferred_from is not None) == old for o in info.operators)
     if "checkpointFormatVersion" in json.dumps(t["conf"]):

@@ -20,6 +20,8 @@ import pytest
 
 from support import ROOT, sample
 
+pytestmark = pytest.mark.jvm  # a Spark Connect server
+
 PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])

@@ -1,9 +1,13 @@
-"""The READMEs render as written: every table row inside a table, every fence closed, every CLI
-command documented; and what the samples README says matches the samples."""
+"""The READMEs and the manual (``docs/``) render as written: every table row inside a table, every
+fence closed, every CLI command documented; the manual builds as a site with warnings as errors (its
+links and anchors checked); and what the samples README says matches the samples."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
@@ -11,7 +15,7 @@ from markdown_it import MarkdownIt
 from spark_io.logs.checkpoint import read_checkpoint
 from support import ROOT, SAMPLES, sample
 
-DOCS = [ROOT / "README.md", SAMPLES / "README.md"]
+DOCS = [ROOT / "README.md", SAMPLES / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _parse(text: str) -> list:  # type: ignore[type-arg]
@@ -42,14 +46,55 @@ def test_every_fence_is_closed(doc) -> None:  # type: ignore[no-untyped-def]
             )
 
 
-def test_readme_documents_every_cli_command() -> None:
+def _commands() -> set[str]:
     from cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    blocks = "\n".join(t.content for t in _parse((ROOT / "README.md").read_text()) if t.type == "fence")
+    return set(sub.choices)
+
+
+def test_the_manual_documents_every_cli_command() -> None:
+    blocks = "\n".join(t.content for t in _parse((ROOT / "docs" / "using.md").read_text()) if t.type == "fence")
     documented = set(re.findall(r"^python cli\.py ([a-z-]+)", blocks, re.M))
-    assert documented == set(sub.choices), documented ^ set(sub.choices)
+    assert documented == _commands(), documented ^ _commands()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The manual built as the site, with warnings (a broken link or anchor, a page not in the nav) as errors."""
+    out = tmp_path_factory.mktemp("site")
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "WARNING" not in r.stderr, r.stderr[-3000:]
+    return out
+
+
+def test_the_cli_reference_is_written_from_the_parsers(site: Path) -> None:
+    from cli import build_parser
+
+    page = (site / "cli.html").read_text()
+    for name in _commands():
+        assert f"usage: statelens {name}" in page, name
+    why = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices["why-missing"]
+    for flag in ("--event-log", "--input-root", "--sink", "--key-field", "--join-type", "--no-near-misses"):
+        assert flag in why.format_help() and flag in page, flag
+
+
+def test_the_readme_is_a_front_page_whose_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 150
+    assert "bash scripts/start.sh" in text and "bash scripts/test.sh" in text  # the two commands
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links and all((ROOT / link).exists() for link in links if "://" not in link), links
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert {Path(link).name for link in links if link.startswith("docs/") and link.endswith(".md")} == pages
 
 
 def test_samples_readme_gives_chained_operator_ids_as_the_checkpoint_has_them() -> None:

@@ -29,7 +29,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True, timeout=600)
 
 
-@pytest.fixture(params=[engine.NATIVE, engine.SPARK])
+@pytest.fixture(params=[engine.NATIVE, pytest.param(engine.SPARK, marks=pytest.mark.jvm)])
 def each_engine(request: Any) -> Any:
     before = engine.current()
     engine.configure(request.param)

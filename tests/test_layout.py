@@ -154,3 +154,16 @@ def test_the_notebook_api_sits_on_the_engine() -> None:
     for folder in ("analysis", "spark_io", "views"):
         for name, mods in imported_modules(folder).items():
             assert "statelens" not in mods, f"{folder}/{name}"
+
+
+def test_operator_kinds_are_read_in_one_registry() -> None:
+    """Spark's names for stateful operators (the state metadata's, the plan's) are turned into kinds in
+    ``analysis/core/operator_kinds.py`` only: no other module keeps a table of them or a guess."""
+    plan_nodes = ("StreamingDeduplicate", "StateStoreSave", "StreamingSymmetricHashJoin", "FlatMapGroupsWithState")
+    for folder in ("analysis", "spark_io", "statelens", "views"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name == "operator_kinds.py":
+                continue
+            src = path.read_text()
+            assert not any(f'"{n}"' in src for n in plan_nodes), f"{path}: a plan node named outside the registry"
+            assert "def operator_kind(" not in src and "def kind_of(operator_name" not in src, f"{path}: a second table of kinds"

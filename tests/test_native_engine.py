@@ -150,6 +150,7 @@ def read_native_rows(name: str) -> int:
     return NativeReader(info).state(StateSource(0, store_name="default"), info.committed_batches[-1].batch_id).num_rows
 
 
+@pytest.mark.jvm  # a Spark process
 def test_engine_spark_is_spark(engine_choice: Any) -> None:
     r = run_cli("skew", sample("dedup"), "--json", "--engine", "spark")
     assert r.returncode == 0, r.stderr

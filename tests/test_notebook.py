@@ -121,6 +121,12 @@ def notebook(installed: Path, tmp_path_factory: pytest.TempPathFactory) -> nbfor
             f"try:\n    statelens.open({CHAIN!r}).sql('SELECT * FROM op7')\n"
             "except statelens.StateLensError as e:\n    print(type(e).__name__, '|', e)"
         ),
+        nbformat.v4.new_code_cell(
+            f"try:\n    statelens.open({CHAIN!r}).repartition(0)\n"
+            "except statelens.StateLensError as e:\n    print(type(e).__name__, '|', e)"
+        ),
+        # not caught: Jupyter shows what the exception renders (the one line), not a traceback
+        nbformat.v4.new_code_cell("statelens.open('/no/such/checkpoint')", metadata={"tags": ["raises-exception"]}),
     ]
     nb = nbformat.v4.new_notebook(cells=cells)
     home = tmp_path_factory.mktemp("notebook")
@@ -175,6 +181,7 @@ def test_why_missing_html_leads_with_the_answer_then_the_flow(notebook: nbformat
         assert headline and f"<p><b>{headline}</b></p>".replace("'", "&#x27;") in page
         positions.append(page.index(f"<code>{a['key']}</code>"))
     assert positions == sorted(positions)  # in the order asked
+    assert page.count("s verdict:") == len(answers)  # each operator's verdict said once
     # the flow: a record through operator 1 (the dedup) and operator 0 (the windows) to the output
     assert "<th>input record</th><th>operator 1</th><th>operator 0</th><th>output</th>" in page
     assert "Each record&#x27;s evidence" in page or "Each record's evidence" in page
@@ -210,3 +217,22 @@ def test_errors_are_the_cli_lines(notebook: nbformat.NotebookNode) -> None:
     assert kind == "CheckpointNotFound" and err.getvalue().strip() == f"statelens: {line}"
     kind, line = printed(notebook, f"try:\n    statelens.open({CHAIN!r}).sql(").strip().split(" | ")
     assert kind == "SqlError" and "op7" in line
+
+
+def test_an_error_not_caught_is_its_one_line_not_a_traceback(notebook: nbformat.NotebookNode) -> None:
+    (out,) = [o for o in cell_of(notebook, "statelens.open('/no/such/checkpoint')").outputs if o["output_type"] == "error"]
+    assert out["ename"] == "CheckpointNotFound"
+    assert len(out["traceback"]) == 1 and out["traceback"][0].startswith(
+        "CheckpointNotFound: Checkpoint not found: /no/such/checkpoint"
+    )
+
+
+def test_the_apis_errors_name_its_arguments_not_the_clis_flags(notebook: nbformat.NotebookNode) -> None:
+    kind, line = printed(notebook, f"try:\n    statelens.open({CHAIN!r}).repartition(").strip().split(" | ")
+    assert (kind, line) == ("InvalidInput", "Invalid input: partitions must be 1 or more, not 0.")
+    import cli
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["repartition", CHAIN, "--partitions", "0"]) == 2
+    assert err.getvalue().strip() == "statelens: Invalid input: --partitions must be 1 or more, not 0."

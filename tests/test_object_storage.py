@@ -24,7 +24,10 @@ import pytest
 
 from support import ROOT, SAMPLE_NAMES, SAMPLES
 
-pytestmark = pytest.mark.skipif(not stores.AZURITE_BIN.exists(), reason="azurite is installed by scripts/test.sh")
+pytestmark = [
+    pytest.mark.emulator,
+    pytest.mark.skipif(not stores.AZURITE_BIN.exists(), reason="azurite is installed by scripts/test.sh"),
+]
 
 # every sample on S3: overview and doctor; every command on a RocksDB and an HDFS
 # join, transformWithState, a file sink's aggregation and a windowed aggregation (with event logs),

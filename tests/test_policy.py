@@ -106,7 +106,7 @@ def test_the_audit_log_is_json_lines(tmp_path: Path) -> None:
 
 
 def roots(*paths: str) -> UserRoots:
-    return UserRoots("alice@example.com", tuple(paths), "policy.toml")
+    return UserRoots("alice@example.com", tuple(paths))
 
 
 def test_paths_are_checked_against_the_users_roots(tmp_path: Path) -> None:
@@ -163,3 +163,21 @@ def test_a_shared_server_refuses_a_path_asked_on_nobodys_behalf(monkeypatch: pyt
             check_allowed(sample("join_hdfs"))
     finally:
         monkeypatch.setattr(locations, "_require_user", False)
+
+
+def test_a_refusal_names_what_was_refused_and_not_the_servers_policy_file(tmp_path: Path) -> None:
+    """A user refused an event log reads "Event log not allowed", not "Checkpoint"; the policy file's
+    path is the server's business (the refusal is in the audit log), not shown to them."""
+    from spark_io.logs.progress import read_progress
+
+    cp = sample("dedup_window_chain")
+    with as_user(roots(cp)), pytest.raises(NotAllowed) as refused:
+        read_progress(str(tmp_path / "logs"), read_checkpoint(cp))
+    assert refused.value.title == "Event log not allowed"
+    assert refused.value.message == (
+        f"{tmp_path / 'logs'} is not among the folders alice@example.com may open (you may open {cp}). "
+        "Ask whoever runs this State Lens for a group that may open it."
+    )
+    with as_user(roots(str(tmp_path))), pytest.raises(NotAllowed) as refused:
+        check_allowed(cp)
+    assert refused.value.title == "Checkpoint not allowed" and "policy" not in refused.value.message

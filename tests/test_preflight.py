@@ -342,7 +342,8 @@ def test_the_app_page_runs_the_changed_script(spark: Any, bases: Any, tmp_path: 
     assert any("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in e.value for e in at.error)
     (table,) = at.dataframe
     rows = table.value.to_dict("records")
-    assert rows[-1] == {"position": 2, "stored": "", "new": "kind StringType", "change": "added"}
+    assert rows[-1] == {"position": 2, "change": "added", "stored": "", "new": "kind string"}  # as a user writes a schema
+    assert list(rows[-1]) == ["position", "change", "stored", "new"]  # the answer before the long columns
     assert any("new checkpoint" in m.value for m in at.markdown)
     assert not output.exists() and tree_checksums(checkpoint) == before
     at.text_input(key="pf_script").set_value(str(tmp_path / "missing.py")).run()

@@ -289,6 +289,7 @@ def test_cli_progress_bad_event_log_is_one_line() -> None:
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "not an event time" in p.stderr
 
 
+@pytest.mark.jvm
 @pytest.mark.parametrize("name", ["join_rocksdb", "windowed_agg"])
 def test_event_log_through_spark_equals_local(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A URI read through Spark's binaryFile reader (as s3a:// would be) gives the same progress."""

@@ -15,7 +15,7 @@ from spark_io.logs.files import SparkFiles, open_files
 from spark_io.storage.locations import is_local
 from support import SAMPLE_NAMES, sample
 
-pytestmark = pytest.mark.usefixtures("spark")
+pytestmark = [pytest.mark.usefixtures("spark"), pytest.mark.emulator]
 
 
 def via_spark(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -157,6 +157,7 @@ spark.stop()
 """
 
 
+@pytest.mark.jvm  # a Spark process
 def test_the_doctor_names_a_repartition_and_its_duration_from_the_event_log(tmp_path: Path) -> None:
     """A real offline repartition in an application of its own, with its event log: the doctor names
     the batch, the counts and how long it ran (within the time the call took)."""

@@ -81,6 +81,7 @@ def test_a_changed_provider_does_not_fail_the_restart_spark_keeps_the_recorded_o
     assert provider.value.endswith("HDFSBackedStateStoreProvider") and provider.may_change == "no"
 
 
+@pytest.mark.jvm  # a Spark process
 def test_the_cli_explains_a_real_event_log_and_refuses_a_missing_file(tmp_path: Path) -> None:
     """The failed restart runs in an application of its own with ``spark.eventLog.enabled``: the CLI
     finds Spark's error in that event log (the query's termination event) and explains it."""

@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support import ROOT, sample
+
+pytestmark = pytest.mark.jvm  # the CLI's warm Spark server
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -105,13 +105,19 @@ def test_examples_run_on_every_sample() -> None:
 def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from collections import Counter
 
-    from analysis.core.errors import RowBudgetExceeded
+    from analysis.core.errors import RowBudgetExceeded, speaking_as
     from analysis.core.model import StateSource
     from spark_io.readers.state_reader import RowFilter, read_state
 
     full, _ = read_state(sample("unbounded_agg"), StateSource(0))
     per_part = Counter(full.column("partition_id").to_pylist())
-    with pytest.raises(RowBudgetExceeded, match=r"op0 holds more than 100 rows at batch 11.*--partitions.*--spill"):
+    with (
+        speaking_as("cli"),
+        pytest.raises(RowBudgetExceeded, match=r"op0 holds more than 100 rows at batch 11.*--partitions.*--spill"),
+    ):
+        Workspace(sample("unbounded_agg"), row_budget=100).execute("SELECT count(*) FROM op0")
+    # asked from Python, the advice names the API's arguments
+    with pytest.raises(RowBudgetExceeded, match=r"\(partitions=\[0, 3\]\), raise the budget \(row_budget=N .*\(spill=True\)"):
         Workspace(sample("unbounded_agg"), row_budget=100).execute("SELECT count(*) FROM op0")
     # a partition filter, applied in Spark, brings the table under the budget
     ws = Workspace(sample("unbounded_agg"), row_budget=100, row_filter=RowFilter(partitions=(0,)))

@@ -80,8 +80,7 @@ def gate() -> Identity | None:
 def bind(who: Identity | None) -> None:
     """For the rest of this run (and the threads it starts), every path opened is checked against
     ``who``'s roots. Each run of the app, and of a fragment, binds again."""
-    policy = load_policy() if who is not None else None
-    bind_user(UserRoots(who.user, who.roots, policy.source) if who is not None and policy is not None else None)
+    bind_user(UserRoots(who.user, who.roots) if who is not None else None)
 
 
 def may(path: str) -> bool:

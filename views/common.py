@@ -26,7 +26,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 from analysis.checkpoint.doctor import DoctorReport
 from analysis.checkpoint.health import SkewReport, human_bytes
 from analysis.checkpoint.repartition import RepartitionPreview
-from analysis.core.errors import NotAllowed, SparkUnavailable, StateLensError
+from analysis.core.errors import NotAllowed, SparkUnavailable, StateLensError, speaking_as
 from analysis.core.export import figure_bytes, to_csv_bytes
 from analysis.core.model import CheckpointInfo, StateSource
 from analysis.core.sources import SourceBatch
@@ -90,7 +90,7 @@ def _checkpoints_under(prefix: str) -> list[Any]:
 def checkpoints_under(prefix: str) -> list[Any]:
     """Every checkpoint under a folder or prefix (``spark_io.gather.fleet``), kept 30 s (the user's
     bounds checked first, every run)."""
-    check_allowed(prefix)
+    check_allowed(prefix, "folder")
     return _checkpoints_under(prefix)
 
 
@@ -171,7 +171,7 @@ def asking() -> Iterator[None]:
         page.copy().run(bar.progress, min(done / total, 1.0) if total else 0.0, text=text)
 
     try:
-        with storage.question(), storage.progress.reporting(show):
+        with storage.question(), storage.progress.reporting(show), speaking_as("cli"):  # the app names flags as the CLI
             yield
     finally:
         bar.empty()
@@ -396,9 +396,9 @@ def whole_query_cached(
     near_misses: bool = True,
 ) -> diagnosis.WhyMissingReport:
     """Why-missing of the whole query: each key's records from the input files to the output."""
-    for moved in (input_root, sink):
+    for moved, what in ((input_root, "input"), (sink, "sink")):
         if moved:
-            check_allowed(moved)
+            check_allowed(moved, what)
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
     return _whole(
         path,
@@ -479,7 +479,7 @@ def checkup_cached(path: str, event_log: str | None = None) -> health.Checkup:
 
 def log_fingerprint(event_log: str | None) -> tuple[int, int]:
     if event_log:
-        check_allowed(event_log)  # as fingerprint: in the page's run, before any cached answer
+        check_allowed(event_log, "event log")  # as fingerprint: in the page's run, before any cached answer
     """Changes when an event log grows (a running application)."""
     return _log_fingerprint(event_log)
 

@@ -62,16 +62,20 @@ if info is not None:
             st.markdown(f"**The {r.schema_part} schema, field by field** (Spark compares by position)")
             st.dataframe(
                 [
-                    {
+                    {  # the change first: the one column that answers stays in view at any width
                         "position": i,
-                        "stored": r.stored_schema[i].text() if i < len(r.stored_schema) else "",
-                        "new": r.new_schema[i].text() if i < len(r.new_schema) else "",
                         "change": marks.get(i, ""),
+                        "stored": r.stored_schema[i].readable() if i < len(r.stored_schema) else "",
+                        "new": r.new_schema[i].readable() if i < len(r.new_schema) else "",
                     }
                     for i in range(n)
                 ],
                 hide_index=True,
                 width="stretch",
+                column_config={
+                    "position": st.column_config.NumberColumn(width="small"),
+                    "change": st.column_config.TextColumn(width="small"),
+                },
             )
         elif r.differences:
             st.markdown("**What changed**\n" + "\n".join(f"- {d['change']}" for d in r.differences))

@@ -9,10 +9,12 @@ import urllib.parse
 import streamlit as st
 
 from analysis.charts.charts import key_timeline_figure
+from analysis.charts.flow import shown_key
 from analysis.core.export import display_rows
+from analysis.core.operator_kinds import AGGREGATION, find_kind
 from analysis.runs.progress import parse_event_time
 from analysis.verdicts.diagnose import WhyMissingReport, looks_for_near_misses
-from analysis.verdicts.key_verdicts import AGGREGATION, KeyDiagnosis, operator_kind
+from analysis.verdicts.key_verdicts import KeyDiagnosis
 from spark_io.gather import crosscheck
 from views.common import (
     chart,
@@ -157,16 +159,16 @@ def verdict_heading(r: KeyDiagnosis) -> None:
         vcolor, vlabel = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
         if r.fate is not None and r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
             vcolor, vlabel = "green", "Emitted"  # an aggregation's window the watermark closed: its result went out
-        st.markdown(f"#### `{r.key}` &nbsp; {badges}")
-        headline = r.fate.headline if r.fate is not None else ""
-        rest = r.explanation.removeprefix(headline).strip() if headline else r.explanation
-        if headline:
-            st.markdown(f"**{_escape(headline)}**")
+        st.markdown(f"#### `{shown_key(r.key)}` &nbsp; {badges}")
+        if r.fate is not None and r.fate.headline:
+            st.markdown(f"**{_escape(r.fate.headline)}**")
+        if r.fate is not None and r.fate.summary:
+            st.write(r.fate.summary)
         st.caption(f"Operator {r.verdict_operator}'s verdict: :{vcolor}-badge[{vlabel}{side}]")
-        st.write(rest.strip())
+        st.write(r.verdict_explanation)
         return
     color, label = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
-    st.markdown(f"#### `{r.key}` &nbsp; :{color}-badge[{label}{side}]")
+    st.markdown(f"#### `{shown_key(r.key)}` &nbsp; :{color}-badge[{label}{side}]")
     st.write(r.explanation)
 
 
@@ -262,7 +264,7 @@ if info is not None and info.operators and info.committed_batches:
             f"No operator metadata (written before Spark 4.0): operator {inferred.operator_id}'s kind was inferred from "
             f"{inferred.inferred_from}."
         )
-    if op_info is not None and (op_info.is_join or operator_kind(op_info.operator_name) == AGGREGATION):
+    if op_info is not None and (op_info.is_join or find_kind(op_info.operator_name) == AGGREGATION):
         _never_matched(info.path, op_id, batch, join_type, event_log)
     input_root = sink = None
     if whole:

@@ -78,6 +78,13 @@ def visible(text: Any) -> str:
     return "'" + s.replace(" ", "␠").replace("\t", "⇥").replace("\n", "⏎") + "'"
 
 
+def shown_key(key: Any) -> str:
+    """A key where a user reads it (a badge, a heading): as it is, unless whitespace at its ends or inside
+    would vanish when drawn; then ``visible`` (``'␠user-8'``)."""
+    s = "" if key is None else str(key)
+    return visible(s) if s != s.strip() or any(c in s for c in "\t\n\r") else s
+
+
 def badge_html(style: tuple[str, str], suffix: str = "") -> str:
     fg, bg = COLOURS.get(style[0], COLOURS["gray"])
     return (

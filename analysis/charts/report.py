@@ -13,6 +13,7 @@ import gzip
 import html
 from typing import Any
 
+from analysis.charts.flow import shown_key
 from analysis.checkpoint.health import Finding
 
 STYLE = """
@@ -53,7 +54,7 @@ def _answers_html(answers: list[Any]) -> str:
         )
         first = a.fate.headline if a.fate is not None and a.fate.headline else a.explanation
         rows.append(
-            f"<tr><td><code>{html.escape(a.key)}</code></td><td>{html.escape(str(a.outcome or a.verdict))}</td>"
+            f"<tr><td><code>{html.escape(shown_key(a.key))}</code></td><td>{html.escape(str(a.outcome or a.verdict))}</td>"
             f"<td>{html.escape(str(a.cause or ''))}</td><td>{where}</td><td>{html.escape(first)}</td></tr>"
         )
     head = "<tr><th>key</th><th>outcome</th><th>cause</th><th>where</th><th>the answer</th></tr>"

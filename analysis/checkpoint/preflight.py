@@ -49,6 +49,11 @@ class Field:
     def text(self) -> str:
         return f"{self.name} {self.type}" + ("" if self.nullable else " NOT NULL")
 
+    def readable(self) -> str:
+        """As a user reads a schema: ``window struct<start: timestamp, end: timestamp>`` (``text``: Spark's
+        own, ``window StructType(StructField(start,TimestampType,true),...)``)."""
+        return f"{self.name} {readable_type(self.type)}" + ("" if self.nullable else " NOT NULL")
+
 
 @dataclass
 class Preflight:
@@ -125,6 +130,30 @@ def struct_fields(struct: str) -> list[Field]:
         nullable = rest[-1].strip() == "true" if rest else True
         out.append(Field(name.strip(), ",".join(rest[:-1]).strip(), nullable))
     return out
+
+
+_SCALA_ATOMIC = re.compile(r"^([A-Za-z]+)Type$")
+
+
+def readable_type(scala: str) -> str:
+    """Spark's Scala form of a type as a user reads it: ``StructType(StructField(start,TimestampType,true),...)``
+    -> ``struct<start: timestamp, ...>``, ``ArrayType(StringType,true)`` -> ``array<string>``, ``LongType`` ->
+    ``long``, ``DecimalType(10,2)`` -> ``decimal(10,2)``; anything else as it is."""
+    t = scala.strip()
+    head, _, rest = t.partition("(")
+    args = _split_top(rest[: _balanced_end(t, len(head)) - len(head) - 2]) if rest else []
+    if head == "StructType":
+        return "struct<" + ", ".join(f"{f.name}: {readable_type(f.type)}" for f in struct_fields(t)) + ">"
+    if head == "ArrayType" and args:
+        return f"array<{readable_type(args[0])}>"
+    if head == "MapType" and len(args) >= 2:
+        return f"map<{readable_type(args[0])}, {readable_type(args[1])}>"
+    if head == "DecimalType" and args:
+        return f"decimal({','.join(a.strip() for a in args)})"
+    if t == "TimestampNTZType":
+        return "timestamp_ntz"
+    m = _SCALA_ATOMIC.match(t)
+    return m.group(1).lower() if m else t
 
 
 _SCHEMAS = re.compile(r"Existing (key|value)_schema=(StructType\()")

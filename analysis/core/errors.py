@@ -9,6 +9,43 @@ shows it with ``st.error`` in one place, the CLI prints it as one line and exits
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+# Who asked: the Python API ("python": ``row_budget=N``) or the CLI and the app ("cli": ``--row-budget N``).
+# A message naming a parameter names it as the asker wrote it (``option``); the CLI and the app say who they are.
+DOORS = ("python", "cli")
+_DOOR: contextvars.ContextVar[str] = contextvars.ContextVar("statelens_door", default="python")
+
+
+@contextlib.contextmanager
+def speaking_as(door: str) -> Iterator[None]:
+    """Inside the block, messages name parameters as ``door`` does (``python`` or ``cli``)."""
+    if door not in DOORS:
+        raise ValueError(f"unknown door {door!r}")
+    token = _DOOR.set(door)
+    try:
+        yield
+    finally:
+        _DOOR.reset(token)
+
+
+def from_cli() -> bool:
+    """Whether the question came through the CLI (or the app), not the Python API."""
+    return _DOOR.get() == "cli"
+
+
+def option(flag: str, value: str = "", python: str | None = None, page: str = "") -> str:
+    """A parameter as whoever asked names it: the CLI's ``flag`` with ``value`` (``--row-budget N``) and,
+    where the app has it, ``page`` (``SQL page: Loading``); or the API's keyword (``row_budget=N``,
+    ``python``: the value as Python writes it, default ``value``)."""
+    if from_cli():
+        return " ".join(x for x in (flag, value) if x) + (f"; {page}" if page else "")
+    keyword = flag.lstrip("-").replace("-", "_")
+    shown = value if python is None else python
+    return f"{keyword}={shown}" if shown else keyword
+
 
 class StateLensError(Exception):
     title = "Error"
@@ -21,6 +58,11 @@ class StateLensError(Exception):
 
     def __str__(self) -> str:
         return f"{self.title}: {self.message}"
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython and Jupyter show for it: the one line the CLI prints, not a traceback through
+        State Lens's modules (a bug, any other exception, keeps its traceback)."""
+        return [f"{type(self).__name__}: {self}"]
 
 
 class CheckpointNotFound(StateLensError):

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from analysis.core.errors import BatchOutOfRange, NoState, UnknownOperator, UnknownStore
+from analysis.core.operator_kinds import JOIN, find_kind
 
 DEFAULT_STORE = "default"
 # conf keys worth showing: provider, partitions, state format versions and the like
@@ -87,7 +88,7 @@ class OperatorInfo:
 
     @property
     def is_join(self) -> bool:
-        return self.operator_name == "symmetricHashJoin" or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
+        return find_kind(self.operator_name) == JOIN or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
 
     def store(self, name: str | None) -> StoreInfo | None:
         return next((s for s in self.stores if s.store_name == (name or DEFAULT_STORE)), None)

@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.core.operator_kinds import PLAN_NODES
+
 JOIN_TYPES = {
     "Inner": "inner",
     "LeftOuter": "left_outer",
@@ -50,20 +52,8 @@ _DETAIL = re.compile(r"^(?P<k>[A-Z][A-Za-z ]*?)(?: \[\d+\])? ?: (?P<v>.*)$")
 ATTR = re.compile(r"(?P<name>[A-Za-z_][\w$]*(?:\([\w$]*\))?)#(?P<id>\d+)L?(?:-T(?P<delay>\d+)ms)?")
 _STATE_INFO = re.compile(r"state info \[[^\]]*?opId = (?P<op>\d+)[^\]]*\]")
 
-# the physical nodes that write a stateful operator's state (a restore node shares its id)
-WRITERS = {
-    "StreamingSymmetricHashJoin": "join",
-    "StateStoreSave": "aggregation",
-    "StreamingDeduplicate": "dedup",
-    "StreamingDeduplicateWithinWatermark": "dedup_within_watermark",
-    "SessionWindowStateStoreSave": "session_window",
-    "FlatMapGroupsWithState": "group_state",
-    "FlatMapGroupsInPandasWithState": "group_state",
-    "TransformWithState": "transform_with_state",
-    "TransformWithStateInPandas": "transform_with_state",
-    "TransformWithStateInPySpark": "transform_with_state",
-    "StreamingGlobalLimit": "limit",
-}
+# the physical nodes that write a stateful operator's state (a restore node shares its id): the registry's
+WRITERS = PLAN_NODES
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.core.inputs import InputSearch, event_time_us
+from analysis.core.operator_kinds import GROUP_STATE, TWS, find_kind
 from analysis.core.state_access import key_text
 from analysis.core.static_table import StaticTable
 from analysis.fate.model import (
@@ -27,7 +28,6 @@ from analysis.fate.model import (
 )
 from analysis.fate.outcome import judge
 from analysis.fate.walk import TIME_KEYS, FateWalk, defect
-from analysis.verdicts.key_verdicts import GROUP_STATE, TWS, operator_kind
 
 # a file sink's rows whose column holds one of the values: (column, values) -> (batch, file, row values)
 SinkSearch = Callable[[str, list[str]], list[tuple[int | None, str, dict[str, Any]]]]
@@ -54,7 +54,7 @@ def key_fate(
         for rec in records:
             fate.records.append(walk.follow(rec, records))
         fate.notes = list(walk.notes)
-        function_ops = {o.operator_id for o in walk.info.operators if operator_kind(o.operator_name) in (GROUP_STATE, TWS)}
+        function_ops = {o.operator_id for o in walk.info.operators if find_kind(o.operator_name) in (GROUP_STATE, TWS)}
     if sink is not None:
         own = {(o.batch_id, o.file, o.group) for o in written}
         more = downstream_writes([o for r in fate.records for o in r.outputs], sink)

@@ -21,6 +21,7 @@ from analysis.core.errors import StateLensError, StateReadError
 from analysis.core.inputs import InputRecord, event_time_us
 from analysis.core.key_format import fmt_duration, jsonable, to_ms
 from analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
+from analysis.core.operator_kinds import JOIN, SESSION, TWS, find_kind, unsupported
 from analysis.core.predicates import filter_passes
 from analysis.core.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
 from analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
@@ -46,7 +47,6 @@ from analysis.fate.model import (
     record_text,
     window_text,
 )
-from analysis.verdicts.key_verdicts import JOIN, SESSION, TWS, operator_kind
 
 # state key fields that are an operator's time, not an input column (a window, a session's start)
 TIME_KEYS = ("window", "session_window", "sessionStartTime")
@@ -261,7 +261,7 @@ class FateWalk:
         return self._views[op.operator_id]
 
     def _view(self, op: OperatorInfo) -> OpView:
-        kind = operator_kind(op.operator_name)
+        kind = find_kind(op.operator_name) or ""  # "": no kind claims it (its stage: none)
         planned = self.plan.operators.get(op.operator_id) if self.plan else None
         if planned is not None and self.plan is not None:
             keys = {"": planned.keys} if kind != JOIN else {"left": planned.keys, "right": planned.right_keys}
@@ -324,7 +324,7 @@ class FateWalk:
     def source(self, op: OperatorInfo, side: str) -> StateSource:
         if side:
             return StateSource(op.operator_id, store_name=op.join_rows_store(side))
-        if operator_kind(op.operator_name) == TWS:
+        if find_kind(op.operator_name) == TWS:
             return sources_of(op)[0]
         return StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None)
 
@@ -590,7 +590,7 @@ class FateWalk:
                 fate.at_batch = min((f.batch for f in flows), default=rec.batch_id)
                 return fate
             view = self.view(op)
-            stage = self.stages[view.kind]
+            stage = self.stages.get(view.kind)  # None: a kind no stage follows (its step says so)
             # the last operator of its path emits the query's output; without a plan, only operator 0 surely does
             final = i == len(chain) - 1 and (self.plan is not None or op.operator_id == 0)
             results = probed or [self.step(stage, view, side, flow, rec, records, below, final) for flow in flows]
@@ -632,7 +632,7 @@ class FateWalk:
         if not maybe:
             return [], []
         nview = self.view(nxt[0])
-        probe = [self.step(self.stages[nview.kind], nview, nxt[1], f, rec, records, view.operator_id, final) for f in maybe]
+        probe = [self.step(self.stages.get(nview.kind), nview, nxt[1], f, rec, records, view.operator_id, final) for f in maybe]
         held = [p.step for p in probe if p.step.outcome in (REACHED_STATE, PASSED)]
         if not held:
             return [], []
@@ -648,7 +648,7 @@ class FateWalk:
 
     def step(
         self,
-        stage: StageLike,
+        stage: StageLike | None,
         view: OpView,
         side: str,
         flow: Flow,
@@ -662,6 +662,12 @@ class FateWalk:
             if isinstance(checked, StepResult):
                 return checked
             t_us, window = checked
+            if stage is None:  # the registry knows no such kind, or no stage follows it: said, never guessed
+                why = f"what {view.label} did with it cannot be told: {unsupported(view.op.operator_name)}"
+                cause = Cause(UNKNOWN, view.operator_id, flow.batch, side or None, rec, why, why=why)
+                return StepResult(
+                    Step(view.operator_id, UNKNOWN, flow.batch, why[0].upper() + why[1:] + ".", side or None, cause=cause)
+                )
             return stage.step(self, view, Arrival(side, flow, rec, records, final, t_us, window))
         except StateLensError:
             raise

@@ -29,6 +29,7 @@ from analysis.core.model import (
     table_name,
     validate_source,
 )
+from analysis.core.operator_kinds import TWS, find_kind, kind_of
 from analysis.core.query_plan import JoinPlan
 from analysis.core.state_access import KeyQuery, StateAccess, typed_values
 from analysis.runs.progress import Lateness, ProgressLog, lateness
@@ -108,7 +109,7 @@ def lookup_sources(op: OperatorInfo) -> list[tuple[str, StateSource]]:
     """(name, source) of every store a diagnosis reads for this operator."""
     if op.is_join:
         return [(side, StateSource(op.operator_id, store_name=op.join_rows_store(side))) for side in ("left", "right")]
-    if wm.operator_kind(op.operator_name) == wm.TWS:
+    if find_kind(op.operator_name) == TWS:
         return [("timers" if s.timers else str(s.state_var), s) for s in sources_of(op)]
     return [("state", StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None))]
 
@@ -142,7 +143,7 @@ def why_missing(
     if join_type is not None and join_type not in wm.JOIN_TYPES:
         raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
     op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
-    kind = wm.operator_kind(op.operator_name)
+    kind = kind_of(op.operator_name)  # a kind no one knows: refused, never walked as another
     batch = resolve_batch(info, batch_id)
     sources = lookup_sources(op)
     if not sources:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.core.near_miss import NearSeen
+from analysis.core.operator_kinds import AGGREGATION, DEDUP, DEDUP_WITHIN, GROUP_STATE, JOIN, SESSION, TWS  # noqa: F401
 
 MATCHED = "matched"
 WAITING_OTHER_SIDE = "waiting_for_other_side"
@@ -23,32 +24,6 @@ DROPPED_AS_LATE = "dropped_as_late"  # the record's event time was behind the wa
 JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer", "left_semi")
 PRESERVED = {"inner": (), "left_semi": (), "left_outer": ("left",), "right_outer": ("right",), "full_outer": ("left", "right")}
 MAX_EVIDENCE = 200  # rows of evidence per key; the SQL reproduces all of them
-JOIN, AGGREGATION, DEDUP, DEDUP_WITHIN, SESSION, GROUP_STATE, TWS = (
-    "join",
-    "aggregation",
-    "dedup",
-    "dedup_within_watermark",
-    "session_window",
-    "group_state",
-    "transform_with_state",
-)
-
-
-def operator_kind(operator_name: str) -> str:
-    name = operator_name.lower()
-    if name == "symmetrichashjoin":
-        return JOIN
-    if "transformwithstate" in name:
-        return TWS
-    if "withstate" in name:  # applyInPandasWithState, flatMapGroupsWithState
-        return GROUP_STATE
-    if name.startswith("sessionwindow"):
-        return SESSION
-    if name == "dedupewithinwatermark":
-        return DEDUP_WITHIN
-    if name.startswith("dedupe"):
-        return DEDUP
-    return AGGREGATION
 
 
 @dataclass
@@ -113,6 +88,7 @@ class KeyDiagnosis:
     cause: str | None = None
     cause_at: dict[str, Any] | None = None
     verdict_operator: int | None = None  # the operator whose verdict ``verdict`` is (the whole query: the one nearest the output)
+    verdict_explanation: str = ""  # the whole query: the operator's own explanation (``explanation`` ends with it); not in JSON
 
     @property
     def side_text(self) -> str:

@@ -23,7 +23,9 @@ from analysis.verdicts.key_verdicts import (
 
 
 def _arrival_text(found: list[Arrival]) -> str:
-    return "; ".join(f"batch {a.batch} read it from {a.file} (the {a.source} source)" for a in found[:3])
+    """Where the key's records were read: each batch and file once (a file holding several named once)."""
+    places = list(dict.fromkeys(f"batch {a.batch} read it from {a.file} (the {a.source} source)" for a in found))
+    return "; ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3 else "")
 
 
 def apply_lateness(

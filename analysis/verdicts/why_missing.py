@@ -55,7 +55,6 @@ from analysis.verdicts.key_verdicts import (
     Context,
     KeyDiagnosis,
     StoreLookup,
-    operator_kind,
 )
 from analysis.verdicts.lateness import apply_lateness
 from analysis.verdicts.stateful_verdicts import diagnose_stateful
@@ -127,7 +126,6 @@ __all__ = [
     "near_miss_reason",
     "near_misses",
     "normalize",
-    "operator_kind",
     "row_time_ms",
     "sql_literal",
     "to_ms",

@@ -21,6 +21,7 @@ from analysis.core.errors import InvalidInput, StateLensError, StateReadError
 from analysis.core.inputs import ANY, InputSearch
 from analysis.core.model import CheckpointInfo, default_operator, operator_of, require_state, resolve_batch
 from analysis.core.near_miss import near_miss_reason
+from analysis.core.operator_kinds import UnsupportedOperator, find_kind
 from analysis.core.query_plan import operator_watermarks
 from analysis.core.state_access import StateAccess
 from analysis.fate import (
@@ -48,7 +49,6 @@ from analysis.runs.progress import ProgressLog
 from analysis.verdicts import diagnose
 from analysis.verdicts import why_missing as wm
 from analysis.verdicts.diagnose import WhyMissingReport
-from analysis.verdicts.key_verdicts import operator_kind
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.gather.inputs import Listing, RecordSearch, listed_files, search_inputs, search_sink, sink_folder
 from spark_io.gather.static import static_tables
@@ -181,14 +181,14 @@ def why_missing_whole(
             reports[(op_id, field_name)] = diagnose.why_missing(
                 access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals, near_misses
             )
-        except StateReadError as e:  # its state cannot be read: its keys keep their fate, the verdict says why
-            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, e.message)
+        except (StateReadError, UnsupportedOperator) as e:  # its keys keep their fate, the verdict says why
+            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, e.message, access)
         except StateLensError:
             raise
         except Exception as e:  # a defect in the operator's verdict: its keys keep their fate, the verdict says so
             if walk.strict:
                 raise
-            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, defect(e))
+            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, defect(e), access)
     results = []
     for k in keys:
         results.append(next(r for r in reports[chosen[k]].results if r.key == k))
@@ -236,21 +236,22 @@ def _through_static(
 
 
 def _verdict_failed(
-    info: CheckpointInfo, op_id: int, batch_id: int | None, field_name: str | None, keys: list[str], why: str
+    info: CheckpointInfo, op_id: int, batch_id: int | None, field_name: str | None, keys: list[str], why: str, access: Any
 ) -> WhyMissingReport:
     op = operator_of(info, op_id)
     report = WhyMissingReport(
         info.path,
         op_id,
         op.operator_name,
-        operator_kind(op.operator_name),
+        find_kind(op.operator_name) or op.operator_name,
         resolve_batch(info, batch_id),
         field_name or "",
         [],
         None,
         {},
     )
-    report.results = [wm.KeyDiagnosis(k, UNKNOWN, f"Operator {op_id}'s verdict cannot be told: {why}.") for k in keys]
+    report.results = [wm.KeyDiagnosis(k, UNKNOWN, f"It cannot be told: {why}.") for k in keys]
+    report.engine = str(getattr(access, "engine", report.engine))  # what read the state the fate walked
     return report
 
 
@@ -408,7 +409,7 @@ def _apply(d: wm.KeyDiagnosis, fate: KeyFate, operator_id: int, kind: str) -> No
     d.fate = fate
     d.reason = fate.reason
     d.near_misses = _near_misses(d.near_misses, fate)
-    if fate.outcome == NEVER_IN_INPUT and d.verdict != wm.NEVER_IN_STATE:
+    if fate.outcome == NEVER_IN_INPUT and d.verdict not in (wm.NEVER_IN_STATE, wm.UNKNOWN):
         # the key is in the state but no input column holds it: the operator's key is computed (an
         # expression of the input), so its records were not found: the state's verdict stands
         fate.outcome = UNKNOWN
@@ -431,4 +432,5 @@ def _apply(d: wm.KeyDiagnosis, fate: KeyFate, operator_id: int, kind: str) -> No
     d.outcome = fate.outcome
     d.cause = fate.cause.kind if fate.cause else None
     d.cause_at = fate.cause.to_dict() if fate.cause else None
+    d.verdict_explanation = d.explanation
     d.explanation = " ".join(t for t in (fate.headline, fate.summary, f"Operator {operator_id}'s verdict: {d.explanation}") if t)

@@ -22,7 +22,7 @@ CHECKPOINTS_AT_ONCE = 8
 
 def find_checkpoints(prefix: str) -> list[str]:
     """The folders under ``prefix`` (itself included) holding ``offsets/`` and ``commits/``, sorted."""
-    storage = open_storage(prefix)
+    storage = open_storage(prefix, what="folder")
     found: list[str] = []
     level = [""]
     for _ in range(MAX_DEPTH + 1):

@@ -28,6 +28,7 @@ from analysis.core.model import (
     sources_of,
     validate_source,
 )
+from analysis.core.operator_kinds import find_kind
 from analysis.runs.progress import ProgressLog, progress_findings
 from analysis.verdicts import why_missing as wm
 from analysis.verdicts.diagnose import MAX_STATE_BATCHES, lookup_sources
@@ -112,7 +113,7 @@ def skew(
         per_part,
         sizes,
         [{"key": _key_text(k), "rows": n} for k, n in top],
-        wm.operator_kind(op.operator_name),
+        find_kind(op.operator_name) or op.operator_name,
     )
     report.engine, report.engine_note = used, why
     return report
@@ -255,7 +256,7 @@ def growth(
 def eviction_facts(info: CheckpointInfo, op: OperatorInfo, stats: StateStats) -> health.EvictionFacts:
     """What decides whether the operator's state can leave: its key's event time, timeouts and TTL,
     the oldest event time in state, windows kept past the watermark."""
-    kind = wm.operator_kind(op.operator_name)
+    kind = find_kind(op.operator_name) or op.operator_name
     facts = health.EvictionFacts(op.operator_id, kind)
     src = lookup_sources(op)[0][1]
     batch = resolve_batch(info, None)

@@ -165,7 +165,7 @@ def listed_files(
                 why = "a format searched only in JSON, CSV, Parquet and text files"
             if why is None and path is not None:
                 try:
-                    check_allowed(path)
+                    check_allowed(path, "input")
                     if size > MAX_FILE_BYTES:
                         why = f"larger than {MAX_FILE_BYTES // 1024**2} MB"
                 except StateLensError:
@@ -538,7 +538,7 @@ def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[
     (``_spark_metadata/<batch>``; a ``<n>.compact`` log's own files are the ones no kept log names).
     Returns (key -> rows, why the sink could not be searched)."""
     try:
-        check_allowed(folder)
+        check_allowed(folder, "sink")
     except StateLensError:
         return {}, f"the sink folder {folder} is outside the allowed roots"
     if not is_local(folder) and not reads_natively(folder):

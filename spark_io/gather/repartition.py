@@ -16,7 +16,7 @@ import pyarrow as pa
 from analysis.checkpoint.repartition import RepartitionPreview, StorePreview, command, current_partitions, hazards, refusal
 from analysis.checkpoint.restart import load_cost
 from analysis.core.arrow_numpy import numpy_of
-from analysis.core.errors import InvalidInput, StateLensError
+from analysis.core.errors import InvalidInput, StateLensError, option
 from analysis.core.model import (
     JOIN_ROW_FIELDS,
     JOIN_SIDES,
@@ -104,7 +104,7 @@ def repartition_preview(
 ) -> RepartitionPreview:
     """``batch``: the state read (default: the last committed batch, what a repartition now moves)."""
     if partitions < 1:
-        raise InvalidInput(f"--partitions must be 1 or more, not {partitions}.")
+        raise InvalidInput(f"{option('--partitions')} must be 1 or more, not {partitions}.")
     info = info or read_checkpoint(path)
     require_state(info)
     batch = info.last_committed if batch is None else batch

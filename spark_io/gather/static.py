@@ -59,7 +59,7 @@ def _read_table(plan: QueryPlan, scan_id: int, input_root: str | None) -> Static
     rows: list[dict[str, object]] = []
     try:
         for f in files:
-            check_allowed(f)
+            check_allowed(f, "input")
             rows += _rows(f, _format(f, scan.format) or scan.format, scan.columns)
             if len(rows) > MAX_ROWS:
                 table.why = f"larger than {MAX_ROWS:,} rows: not read"

@@ -7,6 +7,7 @@ from analysis.core import key_columns
 from analysis.core.errors import InvalidInput
 from analysis.core.key_columns import columns_equal_to_key
 from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
+from analysis.core.operator_kinds import kind_of
 from analysis.verdicts import why_missing as wm
 from analysis.verdicts.unmatched import UnmatchedReport, join_unmatched, waiting_windows
 from spark_io.logs.checkpoint import read_checkpoint
@@ -44,7 +45,7 @@ def unmatched(
         plan = read_progress(event_log, info).joins.get(op.operator_id)
         join_type = plan.join_type if plan else None
     batch = resolve_batch(info, batch_id)
-    kind = wm.operator_kind(op.operator_name)
+    kind = kind_of(op.operator_name)
     committed = [b.batch_id for b in info.committed_batches if b.batch_id <= batch]
     engines: set[str] = set()
     if kind == wm.JOIN:

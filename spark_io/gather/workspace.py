@@ -29,7 +29,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analysis.core.errors import RowBudgetExceeded, SqlError
+from analysis.core.errors import RowBudgetExceeded, SqlError, option
 from analysis.core.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
 from spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 from spark_io.logs.checkpoint import read_checkpoint
@@ -248,11 +248,15 @@ class Workspace:
 
     def _budget_advice(self, spec: TableSpec) -> str:
         where = f" ({self.row_filter.describe()})" if self.row_filter else ""
-        spill = "" if spec.changes else ", or spill it to Parquet so DuckDB reads it from disk (--spill; SQL page: Loading)"
+        spill = (
+            ""
+            if spec.changes
+            else f", or spill it to Parquet so DuckDB reads it from disk ({option('--spill', python='True', page='SQL page: Loading')})"
+        )
         return (
             f"{spec.name}{where} holds more than {self.row_budget:,} rows at batch {self.batch}, the row budget. "
-            "Load less: filter by partition or key (--partitions 0,3; SQL page: Loading), raise the budget "
-            f"(--row-budget N or STATELENS_ROW_BUDGET){spill}."
+            f"Load less: filter by partition or key ({option('--partitions', '0,3', '[0, 3]', 'SQL page: Loading')}), raise the budget "
+            f"({option('--row-budget', 'N')} or STATELENS_ROW_BUDGET){spill}."
         )
 
     def _spill(self, spec: TableSpec, t0: float) -> LoadedTable:
@@ -329,7 +333,7 @@ class Workspace:
             except duckdb.InterruptException as e:
                 raise SqlError(
                     f"The query ran longer than {self.timeout:g} s, the time limit, and was stopped. Narrow it (a filter, "
-                    "a LIMIT) or raise the limit (--timeout, STATELENS_SQL_TIMEOUT)."
+                    f"a LIMIT) or raise the limit ({option('--timeout')}, STATELENS_SQL_TIMEOUT)."
                 ) from e
             except duckdb.PermissionException as e:
                 raise SqlError(LOCKED) from e

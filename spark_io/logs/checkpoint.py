@@ -49,6 +49,7 @@ from analysis.core.model import (
     StateFile,
     StoreInfo,
 )
+from analysis.core.operator_kinds import JOIN, find_kind
 from analysis.core.sources import SourceBatch, batch_sources, offset_lines, parse_offset
 from spark_io.logs.files import DIGITS, VERSIONED, Files, StorageFiles, open_files
 from spark_io.logs.integrity import verify_sidecars
@@ -262,7 +263,7 @@ def read_operators(files: Files) -> list[OperatorInfo]:
                 except json.JSONDecodeError:
                     props = {}
             name = str(info.get("operatorName", "unknown"))
-            if name == "symmetricHashJoin" and props.get("useVirtualColumnFamilies") and len(stores) == 1:
+            if find_kind(name) == JOIN and props.get("useVirtualColumnFamilies") and len(stores) == 1:
                 # join state formats 3 and 4: the join's stores are column families of one store
                 stores = [
                     StoreInfo(n, stores[0].num_partitions, family_of=stores[0].store_name)

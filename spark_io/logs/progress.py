@@ -161,7 +161,7 @@ def _records(label: str, text: str, query_id: str, notes: list[str]) -> Iterator
 
 def _groups(raw: str, wanted: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
     """(label, files' names and bytes) of every log under a path, local or through Spark."""
-    check_allowed(raw)
+    check_allowed(raw, "event log")
     return _read_native(raw, wanted) if reads_natively(raw) else _read_spark(raw)
 
 
@@ -186,7 +186,7 @@ def log_fingerprint(path: str | None) -> tuple[int, int]:
     if not path or not reads_natively(path):
         return (0, 0)
     try:
-        storage = open_storage(path)
+        storage = open_storage(path, what="event log")
         top = storage.info("")
         if top is None:
             return (0, 0)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.checkpoint.preflight import Preflight, judge
-from analysis.core.errors import InvalidInput
+from analysis.core.errors import InvalidInput, from_cli
 from analysis.core.model import CheckpointInfo
 from analysis.core.query_plan import QueryPlan, query_plan
 from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_fields
@@ -84,7 +84,11 @@ def preflight(
 ) -> Preflight:
     """Run ``command`` (the changed job, as the user runs it) against a scratch copy of ``checkpoint``."""
     if not command:
-        raise InvalidInput("Give the job's command after --, as you run it: statelens preflight CHECKPOINT -- python job.py ...")
+        raise InvalidInput(
+            "Give the job's command after --, as you run it: statelens preflight CHECKPOINT -- python job.py ..."
+            if from_cli()
+            else 'Give the job\'s command as you run it: command=["python", "job.py", ...].'
+        )
     info = read_checkpoint(checkpoint)
     with tempfile.TemporaryDirectory(prefix="statelens-preflight-") as tmp:
         scratch = scratch_copy(info, Path(tmp) / "checkpoint")
@@ -110,7 +114,9 @@ def preflight(
                     cwd=cwd,
                 )
         except FileNotFoundError as e:
-            raise InvalidInput(f"Cannot run {command[0]}: {e.strerror}. Give the job's command as you run it, after --.") from e
+            raise InvalidInput(
+                f"Cannot run {command[0]}: {e.strerror}. Give the job's command as you run it{', after --' if from_cli() else ''}."
+            ) from e
         except subprocess.TimeoutExpired as e:
             raise InvalidInput(
                 f"The job ran {timeout:.0f} s without starting a streaming query on {checkpoint}: check that it is the "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.errors import NativeUnsupported
+from analysis.core.errors import NativeUnsupported, option
 from analysis.core.model import CheckpointInfo, StateSource, resolve_batch, validate_source
 from analysis.core.state_access import key_text
 from spark_io.logs.checkpoint import read_checkpoint
@@ -44,6 +44,9 @@ _META_WHY = b"statelens.fallback"
 T = TypeVar("T")
 
 
+ENGINE_CHOICE = '"auto" or "spark" (statelens.configure)'
+
+
 def wants_native(info: CheckpointInfo) -> bool:
     """Whether a read of this checkpoint starts with the native reader."""
     engine = current()
@@ -53,7 +56,7 @@ def wants_native(info: CheckpointInfo) -> bool:
         if not reads_natively(info.path):
             raise NativeUnsupported(
                 f"{info.path} is on storage only Spark reads (State Lens reads local folders, s3://, abfss:// and "
-                "gs:// itself): use --engine auto or spark"
+                f"gs:// itself): use {option('--engine', 'auto or spark', ENGINE_CHOICE)}"
             )
         return True
     return reads_natively(info.path) and not spark_chosen_on_purpose()

@@ -23,7 +23,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.errors import SparkUnavailable
+from analysis.core.errors import SparkUnavailable, option
 
 
 @dataclass(frozen=True)
@@ -327,6 +327,6 @@ def spark_message(e: BaseException, uri: str | None = None) -> str:
         return (
             f"Spark has no filesystem for {where} ({line[:200]}). Give it the connector: start State Lens with "
             f'PYSPARK_SUBMIT_ARGS="--packages {package}:<your Hadoop version> pyspark-shell", '
-            "or point --master/--remote at a cluster that has it."
+            f"or point {option('--master')}/{option('--remote')} at a cluster that has it."
         )
     return line[:500]

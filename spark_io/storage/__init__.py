@@ -19,11 +19,11 @@ def is_native(path: str) -> bool:
     return is_local(path) or cloud_of(path) is not None
 
 
-def open_storage(path: str, check: bool = True) -> Storage:
+def open_storage(path: str, check: bool = True, what: str = "checkpoint") -> Storage:
     """The storage at ``path`` (no request is made); ``check``: refuse it first when it is outside
-    the allowed roots."""
+    the allowed roots (``what`` it is, named in the refusal)."""
     if check:
-        check_allowed(path)
+        check_allowed(path, what)
     if is_local(path):
         return LocalStorage(local_path(path), path.strip())
     cloud = cloud_of(path)

@@ -64,11 +64,10 @@ def canonical(path: str) -> str:
 
 @dataclass(frozen=True)
 class UserRoots:
-    """The roots a signed-in user may open (the access policy's), and why, for refusals."""
+    """The roots a signed-in user may open (the access policy's)."""
 
     user: str
     roots: tuple[str, ...]
-    policy: str  # the policy file
 
 
 _USER: contextvars.ContextVar[UserRoots | None] = contextvars.ContextVar("statelens_user_roots", default=None)
@@ -104,26 +103,40 @@ def allowed_roots() -> list[str]:
     return [r.strip() for r in re.split(r"[,\n]", raw) if r.strip()]
 
 
-def check_allowed(path: str) -> None:
+# What a refused location is, in the refusal: (its title, what the user may open of its kind)
+KINDS = {
+    "checkpoint": ("Checkpoint not allowed", "checkpoints"),
+    "event log": ("Event log not allowed", "folders"),
+    "input": ("Input files not allowed", "folders"),
+    "sink": ("Sink not allowed", "folders"),
+    "folder": ("Folder not allowed", "folders"),
+}
+
+
+def check_allowed(path: str, what: str = "checkpoint") -> None:
     """Refuse a location outside the allowed roots (when they are set) or outside the signed-in
-    user's roots (``as_user``), before any request.
+    user's roots (``as_user``), before any request. ``what``: the kind of location (``KINDS``), named
+    in the refusal; the policy file's path is the server's and is not shown to the user.
 
     Both sides are compared in canonical form (``canonical``): local paths after resolving
     symlinks and ``..``, URIs in their cloud's spelling; a URI with a ``..`` segment is refused."""
+    title, plural = KINDS[what]
     roots = allowed_roots()
     if roots and not under(path, roots):
         raise NotAllowed(
             f"{path} is outside the folders this State Lens may open ({', '.join(roots)}). "
-            "Ask whoever runs it to add the checkpoint's folder to STATELENS_ALLOWED_ROOTS."
+            f"Ask whoever runs it to add the {what}'s folder to STATELENS_ALLOWED_ROOTS.",
+            title=title,
         )
     user = _USER.get()
     if user is None and _require_user:
-        raise NotAllowed(f"{path} was asked for outside a signed-in session: sign in and ask again.")
+        raise NotAllowed(f"{path} was asked for outside a signed-in session: sign in and ask again.", title=title)
     if user is not None and not under(path, list(user.roots)):
-        mine = f"you may open {', '.join(user.roots)}" if user.roots else "you may open no checkpoint yet"
+        mine = f"you may open {', '.join(user.roots)}" if user.roots else f"you may open no {plural[:-1]} yet"
         raise NotAllowed(
-            f"{path} is not among the checkpoints {user.user} may open ({mine}). "
-            f"Ask for a group that may open it to be given to you (the access policy {user.policy})."
+            f"{path} is not among the {plural} {user.user} may open ({mine}). "
+            "Ask whoever runs this State Lens for a group that may open it.",
+            title=title,
         )
 
 

@@ -166,7 +166,7 @@ def test_a_user_opens_their_groups_checkpoints_and_is_refused_the_others(
         assert page.get_by_role("button", name="CSV", exact=True).count() == 0  # nothing of B's to download
     # the listing of every checkpoint under the samples folder is refused too (B's are under it)
     page.goto(link(url, "checkpoints", prefix=str(SAMPLES)))
-    expect(page.get_by_text(REFUSED).first).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Folder not allowed").first).to_be_visible(timeout=60_000)
 
     # A's SQL by deep link runs, and its CSV downloads
     page.goto(link(url, "sql", checkpoint=A, batch="16", sql="SELECT count(*) AS n FROM op0_left"))

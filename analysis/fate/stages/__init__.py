@@ -1,18 +1,26 @@
 """One stage per operator kind, side by side behind one interface (``base.Stage``): what the operator
-did with a row that reached it, what it sends on, what it emitted, what waits. A new operator kind
-is a new file here and a line in ``STAGES``."""
+did with a row that reached it, what it sends on, what it emitted, what waits. Every module here is
+a stage: its ``Stage`` subclass names the kinds (``analysis.core.operator_kinds``) it follows, and is
+found here by itself. A new operator kind is a new file here and a line in the kinds' registry."""
 
 from __future__ import annotations
 
-from analysis.fate.stages.aggregation import AggregationStage
-from analysis.fate.stages.base import Stage
-from analysis.fate.stages.dedup import DedupStage
-from analysis.fate.stages.group_state import GroupStateStage
-from analysis.fate.stages.join import JoinStage
-from analysis.fate.stages.session import SessionStage
+import importlib
+import pkgutil
 
-STAGES: dict[str, Stage] = {
-    kind: stage
-    for stage in (DedupStage(), JoinStage(), AggregationStage(), SessionStage(), GroupStateStage())
-    for kind in stage.kinds
-}
+from analysis.fate.stages.base import Stage
+
+
+def _stages() -> dict[str, Stage]:
+    found: dict[str, Stage] = {}
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "base"):
+        importlib.import_module(f"{__name__}.{module}")
+    for cls in Stage.__subclasses__():
+        for kind in cls.kinds:
+            if kind in found:
+                raise RuntimeError(f"two stages follow {kind}: {type(found[kind]).__name__} and {cls.__name__}")
+            found[kind] = cls()
+    return found
+
+
+STAGES: dict[str, Stage] = _stages()

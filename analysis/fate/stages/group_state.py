@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.core.operator_kinds import GROUP_STATE, TWS
 from analysis.fate.model import REACHED_STATE, STATE_REMOVED, Output, Step, Waiting, fmt_time
 from analysis.fate.stages.base import Stage
 from analysis.fate.walk import Arrival, FateWalk, OpView, StepResult, key_id
-from analysis.verdicts.key_verdicts import GROUP_STATE, TWS
 
 
 def _timeout(rows: list[dict[str, Any]]) -> int | None:

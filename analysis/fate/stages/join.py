@@ -10,6 +10,7 @@ from typing import Any
 
 from analysis.core.inputs import InputRecord, event_time_us
 from analysis.core.key_format import fmt_duration, to_ms
+from analysis.core.operator_kinds import JOIN
 from analysis.core.query_plan import readable
 from analysis.core.state_access import key_text
 from analysis.fate.model import (
@@ -32,7 +33,7 @@ from analysis.fate.model import (
 )
 from analysis.fate.stages.base import Stage
 from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
-from analysis.verdicts.key_verdicts import JOIN, PRESERVED
+from analysis.verdicts.key_verdicts import PRESERVED
 
 
 @dataclass

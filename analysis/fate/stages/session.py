@@ -8,6 +8,7 @@ import datetime as dt
 from typing import Any
 
 from analysis.core.key_format import to_ms
+from analysis.core.operator_kinds import SESSION
 from analysis.fate.model import (
     DROPPED_AS_LATE,
     EMITTED,
@@ -24,7 +25,6 @@ from analysis.fate.model import (
 from analysis.fate.stages.aggregation import output_mode
 from analysis.fate.stages.base import Stage, key_has
 from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id
-from analysis.verdicts.key_verdicts import SESSION
 
 
 def session_of(row: dict[str, Any]) -> tuple[int, int] | None:

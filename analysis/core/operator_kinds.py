@@ -1,0 +1,79 @@
+"""The one registry of stateful operator kinds: how Spark names each (the state metadata's
+``operatorName``, the physical plan's node), and the kind State Lens knows it as. The fate walk's
+stages (``analysis.fate.stages.STAGES``) and the one-operator verdicts are keyed by these kinds.
+
+A name no kind claims is not guessed at: ``kind_of`` says it is not supported, and a key whose
+records pass such an operator is answered ``unknown``, saying so. A new kind is a line here and a
+stage file beside its siblings (the docs show the diff of a real one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analysis.core.errors import StateLensError
+
+JOIN, AGGREGATION, DEDUP, DEDUP_WITHIN, SESSION, GROUP_STATE, TWS, LIMIT = (
+    "join",
+    "aggregation",
+    "dedup",
+    "dedup_within_watermark",
+    "session_window",
+    "group_state",
+    "transform_with_state",
+    "limit",
+)
+
+
+@dataclass(frozen=True)
+class OperatorKind:
+    kind: str
+    names: tuple[str, ...]  # the state metadata's operatorName, lower case: exact, or a prefix ending in "*"
+    plan_nodes: tuple[str, ...]  # the physical plan's nodes that write its state (a restore node shares the id)
+
+
+# most specific first: "dedupeWithinWatermark" before "dedupe*"
+KINDS: tuple[OperatorKind, ...] = (
+    OperatorKind(JOIN, ("symmetrichashjoin",), ("StreamingSymmetricHashJoin",)),
+    OperatorKind(
+        TWS, ("transformwithstate*",), ("TransformWithState", "TransformWithStateInPandas", "TransformWithStateInPySpark")
+    ),
+    OperatorKind(
+        GROUP_STATE,
+        ("flatmapgroupswithstate*", "applyinpandaswithstate*", "flatmapgroupsinpandaswithstate*"),
+        ("FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState"),
+    ),
+    OperatorKind(SESSION, ("sessionwindow*",), ("SessionWindowStateStoreSave",)),
+    OperatorKind(DEDUP_WITHIN, ("dedupewithinwatermark",), ("StreamingDeduplicateWithinWatermark",)),
+    OperatorKind(DEDUP, ("dedupe*",), ("StreamingDeduplicate",)),
+    OperatorKind(AGGREGATION, ("statestoresave*",), ("StateStoreSave",)),
+    OperatorKind(LIMIT, ("globallimit*", "streaminggloballimit*"), ("StreamingGlobalLimit",)),
+)
+PLAN_NODES: dict[str, str] = {node: k.kind for k in KINDS for node in k.plan_nodes}
+
+
+class UnsupportedOperator(StateLensError):
+    title = "Operator kind not supported"
+
+
+def _matches(pattern: str, name: str) -> bool:
+    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+
+
+def find_kind(operator_name: str) -> str | None:
+    """The kind of an operator Spark named ``operator_name``; None: no kind claims it."""
+    name = operator_name.strip().lower()
+    return next((k.kind for k in KINDS for p in k.names if _matches(p, name)), None)
+
+
+def kind_of(operator_name: str) -> str:
+    """The kind of an operator Spark named ``operator_name``; a name no kind claims is refused loudly."""
+    kind = find_kind(operator_name)
+    if kind is None:
+        raise UnsupportedOperator(unsupported(operator_name))
+    return kind
+
+
+def unsupported(operator_name: str) -> str:
+    """Why a key through such an operator is answered ``unknown``."""
+    return f"operator kind {operator_name or '(unnamed)'} is not supported yet"

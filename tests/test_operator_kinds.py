@@ -1,0 +1,73 @@
+"""The one registry of operator kinds (``analysis.core.operator_kinds``): every kind Spark wrote in the
+samples is claimed by one, every kind has its fate stage, and an operator no kind claims is never
+walked as another: a key through it is ``unknown``, saying so, while the other keys still answer."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis.core.operator_kinds import KINDS, LIMIT, PLAN_NODES, UnsupportedOperator, find_kind, kind_of
+from analysis.fate.stages import STAGES
+from support import SAMPLES
+
+
+def test_every_kind_has_its_stage_and_its_plan_nodes() -> None:
+    kinds = [k.kind for k in KINDS]
+    assert len(kinds) == len(set(kinds))
+    assert set(STAGES) == set(kinds) - {LIMIT}  # a global limit's state holds a count, no key's rows
+    assert all(k.plan_nodes for k in KINDS) and len(PLAN_NODES) == sum(len(k.plan_nodes) for k in KINDS)
+
+
+def test_every_operator_name_spark_wrote_in_the_samples_has_its_kind() -> None:
+    names = {
+        m
+        for f in SAMPLES.rglob("state/*/_metadata/metadata")
+        for m in re.findall(r'"operatorName":"([^"]+)"', f.read_text("utf-8", errors="replace"))
+    }
+    assert {"stateStoreSave", "symmetricHashJoin", "dedupe", "dedupeWithinWatermark"} <= names
+    assert {n: find_kind(n) for n in names if find_kind(n) is None} == {}
+    assert kind_of("dedupeWithinWatermark") == "dedup_within_watermark" and kind_of("dedupe") == "dedup"
+
+
+def test_a_name_no_kind_claims_is_refused_not_guessed() -> None:
+    assert find_kind("streamingTopKExec") is None
+    with pytest.raises(UnsupportedOperator, match="operator kind streamingTopKExec is not supported yet"):
+        kind_of("streamingTopKExec")
+
+
+def _answers(checkpoint: Path, keys: list[str]) -> dict[str, dict]:
+    inputs = SAMPLES / "inputs" / "dedup_window_chain"
+    import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["why-missing", str(checkpoint), *keys, "--input-root", str(inputs), "--engine", "native", "--json"])
+    assert code == 0, err.getvalue()
+    return {a["key"]: a for a in json.loads(out.getvalue())["results"]}
+
+
+def test_a_key_through_an_unsupported_operator_is_unknown_and_the_others_still_answer(tmp_path: Path) -> None:
+    """The chain's window aggregation (operator 0) renamed to a kind nobody knows, in a copy: a key whose
+    record reaches it is unknown there, saying why; a key dropped before it (by the dedup, operator 1)
+    answers as on the real checkpoint."""
+    copy = tmp_path / "cp"
+    shutil.copytree(SAMPLES / "dedup_window_chain", copy)
+    meta = copy / "state" / "0" / "_metadata" / "metadata"
+    meta.write_text(meta.read_text().replace('"operatorName":"stateStoreSave"', '"operatorName":"streamingTopKExec"'))
+    real = _answers(SAMPLES / "dedup_window_chain", ["user-late", "user-second"])
+    got = _answers(copy, ["user-late", "user-second"])
+    assert {k: got["user-late"][k] for k in ("outcome", "cause", "cause_at")} == {
+        k: real["user-late"][k] for k in ("outcome", "cause", "cause_at")
+    }
+    assert real["user-late"]["outcome"] == "lost" and real["user-late"]["cause_at"]["operator_id"] == 1
+    second = got["user-second"]
+    assert (second["outcome"], second["cause"], second["cause_at"]["operator_id"]) == ("unknown", "unknown", 0)
+    assert "operator kind streamingTopKExec is not supported yet" in second["cause_at"]["why"]
+    assert second["verdict"] == "unknown" and "not supported yet" in second["explanation"]
