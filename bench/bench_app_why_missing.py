@@ -1,6 +1,6 @@
 """Why-missing as the app runs it: the page's cached functions, on the 1,000,000-key join state.
 
-Compares, in the same run (medians), the app's path (``views.common.diagnose_cached``) on both
+Compares, in the same run (medians), the app's path (``views.common.why_missing_cached``) on both
 engines:
 * native: the first key reads only its partition's state and history from the state files (the
   reader's modules and compiled loops loaded first, as the app does at launch); the near-miss
@@ -54,6 +54,7 @@ def main() -> None:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     cp = str(join_1m())
     spark_session()
+    from analysis.core.question import KeyQuestion
     from spark_io.logs.checkpoint import read_checkpoint
     from spark_io.readers import engine
     from views import common
@@ -66,7 +67,7 @@ def main() -> None:
     paid = iter(f"ord-{n - 2 - 2 * i}" for i in range(1000))
 
     def app(key: str) -> str:
-        (r,) = common.diagnose_cached(cp, 0, batch, None, (key,)).results
+        (r,) = common.why_missing_cached(cp, KeyQuestion((key,), operator=0, batch=batch)).results
         return r.verdict
 
     results = {}

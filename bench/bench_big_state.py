@@ -68,6 +68,7 @@ APP = """
 import logging, sys, time
 sys.path.insert(0, sys.argv[2])
 logging.disable(logging.WARNING)
+from analysis.core.question import KeyQuestion
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine
 from views import common
@@ -76,9 +77,9 @@ engine.warm_native_in_background().join()  # as the app does at launch
 cp, key = sys.argv[1], ("never-seen-key",)
 batch = read_checkpoint(cp).last_committed
 t0 = time.perf_counter()
-common.diagnose_cached(cp, 0, batch, None, key, near_misses=False)
+common.why_missing_cached(cp, KeyQuestion(tuple(key), operator=0, batch=batch, near_misses=False))
 t1 = time.perf_counter()
-assert common.diagnose_cached(cp, 0, batch, None, key).results[0].verdict == "never_in_state"
+assert common.why_missing_cached(cp, KeyQuestion(tuple(key), operator=0, batch=batch)).results[0].verdict == "never_in_state"
 print(t1 - t0, time.perf_counter() - t0)
 """
 

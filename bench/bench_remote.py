@@ -71,6 +71,7 @@ APP = """
 import logging, statistics, sys, time
 sys.path.insert(0, sys.argv[3])
 logging.disable(logging.WARNING)
+from analysis.core.question import KeyQuestion
 from spark_io import storage
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine
@@ -83,7 +84,7 @@ def ask():  # one run of the page: its own question (folders listed anew), the a
     common._diagnose.clear()
     t0 = time.perf_counter()
     with storage.question():
-        common.diagnose_cached(cp, 0, read_checkpoint(cp).last_committed, None, (key,))
+        common.why_missing_cached(cp, KeyQuestion((key,), operator=0, batch=read_checkpoint(cp).last_committed))
     return time.perf_counter() - t0
 
 first = ask()

@@ -18,6 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from analysis.core.question import KeyQuestion
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
@@ -58,7 +60,7 @@ def main() -> None:
 
     def verdict(key: str, expected: str, prune: bool = True):  # type: ignore[no-untyped-def]
         def run() -> None:
-            (r,) = diagnose.why_missing(SparkState(info, prune=prune), info, [key]).results
+            (r,) = diagnose.why_missing(SparkState(info, prune=prune), info, KeyQuestion((key,))).results
             assert r.verdict == expected, (key, r.verdict, r.explanation)
 
         return run

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from analysis.core.errors import StateLensError
-from statelens.api import Checkpoint, configure, ls, open
+from analysis.core.errors import InvalidInput, StateLensError, speaking_as
+from statelens.api import Checkpoint, configure, downloads, limits, ls, open, question, serve, serving, stop_serving
 from statelens.results import Answers, KeyAnswer, Listing, Result, Rows
 
 # plotly_js: how charts in a notebook get plotly.js: "cdn" (cdn.plot.ly) or "inline" (embedded, offline)
@@ -24,6 +24,7 @@ config = SimpleNamespace(plotly_js="cdn")
 __all__ = [
     "Answers",
     "Checkpoint",
+    "InvalidInput",
     "KeyAnswer",
     "Listing",
     "Result",
@@ -31,6 +32,13 @@ __all__ = [
     "StateLensError",
     "config",
     "configure",
+    "downloads",
+    "limits",
     "ls",
     "open",
+    "question",
+    "serve",
+    "serving",
+    "speaking_as",
+    "stop_serving",
 ]

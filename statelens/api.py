@@ -7,15 +7,26 @@ remote folder is listed once in it and listed again by the next (a running query
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from analysis.core.errors import InvalidInput, StateLensError, option
 from statelens import results
 
 R = TypeVar("R")
+
+
+@contextlib.contextmanager
+def question() -> Iterator[None]:
+    """The block is one question (a CLI command): each remote folder is listed once in it, whichever
+    methods it calls."""
+    from spark_io.storage import question as asked
+
+    with asked():
+        yield
 
 
 def _question(method: Callable[..., R]) -> Callable[..., R]:
@@ -29,22 +40,76 @@ def _question(method: Callable[..., R]) -> Callable[..., R]:
     return asked
 
 
-def configure(engine: str | None = None, master: str | None = None, remote: str | None = None, spark: Any = None) -> None:
+def configure(
+    engine: str | None = None,
+    master: str | None = None,
+    remote: str | None = None,
+    spark: Any = None,
+    single_question: bool = False,
+    served: bool = False,
+) -> None:
     """Who reads the state and where Spark runs, for this process (the CLI's --engine, --master,
     --remote). ``engine``: ``auto`` (default: native where it reads, else Spark), ``native`` or
     ``spark``. ``spark``: a SparkSession the notebook has already (Databricks' ``spark``): reads
-    that need Spark go through it instead of starting one."""
+    that need Spark go through it instead of starting one. ``single_question``: this process asks
+    one question and ends (reads are not kept for a next one). ``served``: with neither ``master``
+    nor ``remote`` nor ``SPARK_REMOTE``, Spark is the warm engine ``serve()`` started, if one runs."""
     from spark_io.readers import engine as engines
     from spark_io.runtime import session
 
     if master and remote:
-        raise InvalidInput("Give either master= or remote=, not both.")
+        raise InvalidInput(f"Give either {option('--master')} or {option('--remote')}, not both.")
     if engine:
         engines.configure(engine)
+    if single_question:
+        engines.one_question_per_process()
     if spark is not None:
         session.adopt(spark)
     elif master or remote:
         session.configure(master=master, remote=remote)
+    elif served and not os.environ.get("SPARK_REMOTE"):
+        url = serving()
+        if url:
+            session.configure(remote=url, served=True)
+
+
+def serve() -> tuple[str, bool]:
+    """Start a local Spark Connect server once (``statelens serve``): later processes that need Spark
+    use it instead of starting a JVM. Its URL, and whether this call started it."""
+    from spark_io.runtime import serve as served
+
+    return served.start()
+
+
+def serving() -> str | None:
+    """The URL of the warm engine ``serve()`` started, or None."""
+    from spark_io.runtime import serve as served
+
+    return served.running()
+
+
+def stop_serving() -> bool:
+    """Stop the warm engine; whether one was running."""
+    from spark_io.runtime import serve as served
+
+    return served.stop()
+
+
+@contextlib.contextmanager
+def downloads(report: Callable[[int, int, int], None]) -> Iterator[None]:
+    """Inside the block, downloads from object storage that take over a second call
+    ``report(bytes_done, bytes_total, files)`` as they go."""
+    from spark_io.storage import progress
+
+    with progress.reporting(report):
+        yield
+
+
+def limits() -> dict[str, float]:
+    """The SQL gateway's defaults: ``row_budget`` (most rows a table loads), ``timeout`` (seconds)."""
+    from spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+
+    return {"row_budget": DEFAULT_ROW_BUDGET, "timeout": DEFAULT_TIMEOUT}
 
 
 @_question
@@ -160,25 +225,32 @@ class Checkpoint:
     ) -> results.Answers:
         """Why each key never reached the output: by default the whole query (each input record of
         the key followed through every operator), or one ``operator``'s verdict. One answer per key."""
+        from analysis.core.question import KeyQuestion
         from analysis.runs.progress import parse_event_time
-        from spark_io.gather.diagnosis import why_missing
 
         if not keys:
             raise InvalidInput("Give the keys to explain: cp.why_missing('ord-42', ...).")
-        report = why_missing(
-            self.path,
-            [str(k) for k in keys],
+        q = KeyQuestion(
+            tuple(str(k) for k in keys),
+            key_field,
+            event_log,
+            input_root,
+            sink,
             operator,
             batch,
-            key_field,
-            join_type=join_type,
-            event_time_ms=parse_event_time(str(event_time)) if event_time is not None else None,
-            event_log=event_log,
-            input_root=input_root,
-            sink=sink,
-            near_misses=near_misses,
+            join_type,
+            parse_event_time(str(event_time)) if event_time is not None else None,
+            near_misses,
         )
-        return results.Answers(report)
+        return self.ask(q)
+
+    @_question
+    def ask(self, q: Any) -> results.Answers:
+        """Why-missing's question as one value (``analysis.core.question.KeyQuestion``): what
+        ``why_missing`` asks, and what the app's page asks."""
+        from spark_io.gather.diagnosis import why_missing
+
+        return results.Answers(why_missing(self.path, q))
 
     @_question
     def unmatched(
@@ -208,6 +280,45 @@ class Checkpoint:
         from spark_io.gather.health import growth
 
         return results.Growth(growth(self.path, operator, store))
+
+    @_question
+    def chart(self, name: str, operator: int | None = None, store: str | None = None, batch: int | None = None) -> results.Chart:
+        """One of the health charts with its data: ``watermark`` (per batch), ``skew`` (rows and bytes
+        per partition of a store at ``batch``) or ``growth`` (rows and bytes per batch)."""
+        from analysis.charts import charts
+
+        if name == "watermark":
+            info = self.info()
+            return results.Chart(name, charts.watermark_table(info.batches), charts.watermark_figure(info.batches))
+        if name == "skew":
+            r = self.skew(operator, store, batch).report
+            return results.Chart(name, charts.skew_table(r), charts.skew_figure(r))
+        if name == "growth":
+            g = self.growth(operator, store).report
+            return results.Chart(name, charts.growth_table(g.stores), charts.growth_figure(g.stores))
+        raise InvalidInput(f"Unknown chart '{name}': use watermark, skew or growth.")
+
+    @_question
+    def report(
+        self,
+        event_log: str | None = None,
+        keys: list[str] | tuple[str, ...] = (),
+        input_root: str | None = None,
+        sink: str | None = None,
+    ) -> results.Report:
+        """The one-file HTML health report (``.html``): summary, findings, charts, and with ``keys``
+        why each never reached the output, through the whole query."""
+        from spark_io.gather.health import checkup
+
+        c = checkup(self.path, event_log=event_log)
+        answers = None
+        if keys:
+            from analysis.core.question import KeyQuestion
+            from spark_io.gather.diagnosis import why_missing
+
+            q = KeyQuestion(tuple(str(k) for k in keys), event_log=event_log, input_root=input_root, sink=sink)
+            answers = why_missing(self.path, q, info=c.info).results
+        return results.Report(c, answers)
 
     @_question
     def repartition(self, partitions: int, operator: int | None = None) -> results.Repartition:

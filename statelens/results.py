@@ -192,6 +192,18 @@ class Progress(Result):
         self.report, self.info, self.log, self.rows, self.notes, self.lags = log, info, log, rows, notes, lags
         self.title = f"Progress: {info.path}"
 
+    def late_drops(self) -> list[Any]:
+        """Per operator, the rows it dropped as late, by batch (from the event log)."""
+        from analysis.runs.progress import late_drops
+
+        return late_drops(self.log) if self.log else []
+
+    def duplicate_drops(self) -> list[Any]:
+        """Per dedup operator, the duplicate rows it dropped, by batch (from the event log)."""
+        from analysis.runs.progress import duplicate_drops
+
+        return duplicate_drops(self.log) if self.log else []
+
     def _data(self) -> Any:
         log = self.log
         return {
@@ -618,3 +630,61 @@ class Preflight(Result):
         if r.warnings:
             out.append(render.arrow_table(self.to_arrow()))
         return out
+
+
+class Chart(Result):
+    """One health chart and the data it draws (``export``): ``table`` (Arrow), ``figure`` (Plotly)."""
+
+    def __init__(self, name: str, table: Any, figure: Any) -> None:
+        self.name, self.table, self.figure = name, table, figure
+        self.title = f"The {name} chart"
+
+    def _data(self) -> Any:
+        return {
+            "chart": self.name,
+            "columns": self.table.column_names,
+            "rows": [list(r.values()) for r in self.table.to_pylist()],
+        }
+
+    def to_arrow(self) -> pa.Table:
+        return self.table
+
+    def to_bytes(self, fmt: str) -> bytes:
+        """The chart as ``png``, ``svg`` or ``html``, or its data as ``csv``."""
+        from analysis.core.export import figure_bytes, to_csv_bytes
+
+        return to_csv_bytes(self.table) if fmt == "csv" else figure_bytes(self.figure, fmt)
+
+    @property
+    def figures(self) -> list[tuple[str, Any]]:
+        return [(self.name, self.figure)]
+
+
+class Report(Result):
+    """The one-file HTML health report (``report``): ``html``; its findings as ``to_dict()``."""
+
+    def __init__(self, checkup: Any, answers: Any = None) -> None:
+        self.report, self.answers = checkup, answers
+        self.title = f"Health report of {checkup.info.path}"
+
+    @property
+    def html(self) -> str:
+        from analysis.charts.report import checkup_report
+
+        c = self.report
+        return checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor, self.answers)
+
+    @property
+    def warnings(self) -> int:
+        return sum(f.severity == "warning" for f in self.report.findings)
+
+    def _data(self) -> Any:
+        findings = self.report.findings
+        return {"warnings": self.warnings, "notes": len(findings) - self.warnings, "findings": [f.to_dict() for f in findings]}
+
+    def to_arrow(self) -> pa.Table:
+        rows = self._data()["findings"]
+        return pa.Table.from_pylist(rows) if rows else pa.table({})
+
+    def _repr_html_(self) -> str:
+        return self.html

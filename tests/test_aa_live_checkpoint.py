@@ -14,6 +14,7 @@ import pytest
 
 from analysis.core.errors import StateLensError
 from analysis.core.model import StateSource
+from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.state_reader import read_state
@@ -57,7 +58,7 @@ def test_reads_while_a_query_writes(spark, tmp_path: Path) -> None:  # type: ign
                 committed = {b.batch_id for b in info.committed_batches}
                 table, batch = read_state(str(cp), StateSource(0), info=info)
                 assert batch in committed and table.num_rows <= 500
-                (r,) = why_missing(str(cp), ["k-7"], info=info).results
+                (r,) = why_missing(str(cp), KeyQuestion(("k-7",)), info=info).results
                 assert r.verdict in ("in_state", "never_in_state")
                 answers += 1
             except StateLensError as e:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_source_offsets
@@ -78,7 +79,8 @@ def test_the_batch_that_read_the_record_dropped_it(late_rows: dict[str, Any]) ->
     assert len(busy) == 2  # two batches dropped a row each: the progress alone cannot tell which is whose
     for key, hhmm, name in (("late-1", "00:01", "2.json"), ("late-2", "00:02", "3.json")):
         report = why_missing(
-            late_rows["checkpoint"], [key], 0, key_field="k", event_time_ms=_ms(hhmm), event_log=late_rows["log"]
+            late_rows["checkpoint"],
+            KeyQuestion((key,), operator=0, key_field="k", event_time_ms=_ms(hhmm), event_log=late_rows["log"]),
         )
         (r,) = report.results
         arrived = _read_in(late_rows["checkpoint"], name)
@@ -94,7 +96,8 @@ def test_without_the_input_files_each_candidate_is_named(late_rows: dict[str, An
     shutil.move(str(late_rows["root"] / "events"), moved)
     try:
         (r,) = why_missing(
-            late_rows["checkpoint"], ["late-2"], 0, key_field="k", event_time_ms=_ms("00:02"), event_log=late_rows["log"]
+            late_rows["checkpoint"],
+            KeyQuestion(("late-2",), operator=0, key_field="k", event_time_ms=_ms("00:02"), event_log=late_rows["log"]),
         ).results
     finally:
         shutil.move(str(moved), str(late_rows["root"] / "events"))
@@ -105,7 +108,8 @@ def test_without_the_input_files_each_candidate_is_named(late_rows: dict[str, An
 def test_a_key_the_input_never_held_was_not_dropped(late_rows: dict[str, Any]) -> None:
     """Every input file searched and none holds the key: its record never reached the query."""
     (r,) = why_missing(
-        late_rows["checkpoint"], ["never-sent"], 0, key_field="k", event_time_ms=_ms("00:03"), event_log=late_rows["log"]
+        late_rows["checkpoint"],
+        KeyQuestion(("never-sent",), operator=0, key_field="k", event_time_ms=_ms("00:03"), event_log=late_rows["log"]),
     ).results
     assert r.verdict == wm.NEVER_IN_STATE and r.dropped_in_batch is None
     assert f"none of the {len(FILES)} input files the query read holds the key" in r.explanation
@@ -114,7 +118,8 @@ def test_a_key_the_input_never_held_was_not_dropped(late_rows: dict[str, Any]) -
 def test_a_record_with_another_event_time_is_not_claimed(late_rows: dict[str, Any]) -> None:
     """late-2 arrived at 00:02; asked about with 00:04 the files hold the key but no such record."""
     (r,) = why_missing(
-        late_rows["checkpoint"], ["late-2"], 0, key_field="k", event_time_ms=_ms("00:04"), event_log=late_rows["log"]
+        late_rows["checkpoint"],
+        KeyQuestion(("late-2",), operator=0, key_field="k", event_time_ms=_ms("00:04"), event_log=late_rows["log"]),
     ).results
     arrived = _read_in(late_rows["checkpoint"], "3.json")
     assert r.verdict == wm.DROPPED_AS_LATE and r.dropped_in_batch is None
@@ -127,7 +132,7 @@ def test_a_record_with_another_event_time_is_not_claimed(late_rows: dict[str, An
 def test_the_whole_query_follows_each_late_record_to_the_batch_that_dropped_it(late_rows: dict[str, Any]) -> None:
     """Without an operator: each record of the key from the file that held it, through the aggregation.
     The progress here is JSON lines (no plan): the watermarks are worked out from the checkpoint's."""
-    report = why_missing(late_rows["checkpoint"], ["late-1", "late-2", "a"], event_log=late_rows["log"])
+    report = why_missing(late_rows["checkpoint"], KeyQuestion(("late-1", "late-2", "a"), event_log=late_rows["log"]))
     r = {x.key: x for x in report.results}
     dropped = {p["batchId"]: p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in late_rows["progress"]}
     for key, name in (("late-1", "2.json"), ("late-2", "3.json")):

@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 from analysis.charts import charts
 from analysis.charts.report import checkup_figures
 from analysis.core.export import figure_bytes
+from analysis.core.question import KeyQuestion
 from spark_io.gather import health as spark_health
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.logs.progress import read_progress
@@ -140,7 +141,7 @@ def test_a_join_keys_timeline_draws_each_side_with_its_own_marker() -> None:
     the drawing (marker) and the legend, not by hover alone."""
     from spark_io.gather.diagnosis import why_missing
 
-    [d] = why_missing(sample("join_hdfs"), ["ord-6"], operator_id=0).results
+    [d] = why_missing(sample("join_hdfs"), KeyQuestion(("ord-6",), operator=0)).results
     fig = charts.key_timeline_figure(d, {b.batch_id: b.watermark_ms for b in read_checkpoint(sample("join_hdfs")).batches})
     points = [t for t in fig.data if t.mode == "markers"]
     by_side: dict[str, set[str]] = {}

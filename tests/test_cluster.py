@@ -89,12 +89,13 @@ DIAGNOSES = """
 import json, sys
 from spark_io.gather import health
 from spark_io.runtime import session
+from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.workspace import Workspace
 session.configure(master=sys.argv[1])
 cp = sys.argv[2]
 out = {
-    "why_missing": why_missing(cp, ["ord-153", "ord-1", "ord-999"]).to_dict(),
+    "why_missing": why_missing(cp, KeyQuestion(("ord-153", "ord-1", "ord-999"))).to_dict(),
     "skew": health.skew(cp).to_dict(),
     "growth": health.growth(cp, store="left-keyWithIndexToValue").to_dict(),
     "sql": Workspace(cp).execute("SELECT count(*) AS n FROM op0_left").table.to_pylist(),

@@ -18,6 +18,7 @@ from analysis.charts.report import checkup_report
 from analysis.checkpoint.doctor import examine
 from analysis.core.model import StateSource, table_name
 from analysis.core.operator_kinds import kind_of
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
 from spark_io.gather import health
 from spark_io.gather.diagnosis import why_missing
@@ -190,7 +191,9 @@ def test_why_missing_agrees_with_what_happened(name: str, spark) -> None:  # typ
             {**t, "state": {k: v for k, v in t["state"].items() if k in (("left", "right") if kind == "join" else (label,))}},
             field,
         )
-        report = why_missing(info.path, keys, op_id, key_field=field, info=info, join_type=t.get("join_type"))
+        report = why_missing(
+            info.path, KeyQuestion(tuple(keys), operator=op_id, key_field=field, join_type=t.get("join_type")), info=info
+        )
         assert report.history_error is None
         got = {r.key: r for r in report.results}
         for key in keys:

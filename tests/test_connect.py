@@ -29,6 +29,7 @@ from spark_io.runtime import session
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.state_reader import StateSource, read_state
 from spark_io.gather.workspace import Workspace
+from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.health import skew
 cp = sys.argv[2]
@@ -38,7 +39,7 @@ out["batches"] = [[b.batch_id, b.watermark_ms] for b in info.batches]
 left, batch = read_state(cp, StateSource(0, join_side="left"), 10)
 out["left_at_10"] = sorted(r["key"]["field0"] for r in left.to_pylist())
 out["sql"] = Workspace(cp).execute("SELECT value.matched AS m, count(*) AS n FROM op0_left_keyWithIndexToValue GROUP BY ALL ORDER BY 1").table.to_pylist()
-out["why"] = [[r.key, r.verdict, r.side, r.evicted_at_batch, r.was_matched] for r in why_missing(cp, ["ord-150", "ord-154", "ord-156", "ord-6", "ord-1000"]).results]
+out["why"] = [[r.key, r.verdict, r.side, r.evicted_at_batch, r.was_matched] for r in why_missing(cp, KeyQuestion(("ord-150", "ord-154", "ord-156", "ord-6", "ord-1000"))).results]
 out["skew"] = skew(cp).rows_by_partition
 import os
 from spark_io.logs.checkpoint import list_state_files

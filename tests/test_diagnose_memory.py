@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from analysis.core.errors import StateReadError
 from analysis.core.model import Batch, CheckpointInfo, OperatorInfo, StateSource, StoreInfo
+from analysis.core.question import KeyQuestion
 from analysis.core.state_access import ArrowState
 from analysis.verdicts import why_missing as wm
 from analysis.verdicts.diagnose import why_missing
@@ -80,7 +81,7 @@ def verdicts(report) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 
 def test_join_verdicts_in_memory() -> None:
-    report = why_missing(join_state(), join_info(), ["a", "b", "c", "gone", "nope", "A"])
+    report = why_missing(join_state(), join_info(), KeyQuestion(("a", "b", "c", "gone", "nope", "A")))
     assert verdicts(report) == {
         "a": wm.WAITING_OTHER_SIDE,
         "b": wm.CONDITION_NOT_MET,
@@ -96,17 +97,17 @@ def test_join_verdicts_in_memory() -> None:
 
 
 def test_outer_join_emits_the_evicted_unmatched_row() -> None:
-    report = why_missing(join_state(), join_info(), ["gone"], join_type="left_outer")
+    report = why_missing(join_state(), join_info(), KeyQuestion(("gone",), join_type="left_outer"))
     (d,) = report.results
     assert d.verdict == wm.EMITTED_UNMATCHED and d.side == "left" and d.evicted_at_batch == 1
-    (d,) = why_missing(join_state(), join_info(), ["gone"], join_type="right_outer").results
+    (d,) = why_missing(join_state(), join_info(), KeyQuestion(("gone",), join_type="right_outer")).results
     assert d.verdict == wm.EVICTED
 
 
 def test_a_failed_history_read_gives_unknown() -> None:
     access = join_state()
     access.feeds[LEFT] = StateReadError("Spark could not read the change feed of operator 0: file damaged")
-    report = why_missing(access, join_info(), ["gone", "c"])
+    report = why_missing(access, join_info(), KeyQuestion(("gone", "c")))
     assert verdicts(report) == {"gone": wm.UNKNOWN, "c": wm.MATCHED}
     assert "file damaged" in report.history_error and "file damaged" in report.results[0].explanation
 
@@ -114,7 +115,7 @@ def test_a_failed_history_read_gives_unknown() -> None:
 def test_history_from_the_state_at_each_batch_without_a_change_feed() -> None:
     access = join_state()
     access.feeds.clear()
-    report = why_missing(access, join_info(), ["gone", "a"])
+    report = why_missing(access, join_info(), KeyQuestion(("gone", "a")))
     assert report.history_method == "state per batch"
     assert verdicts(report) == {"gone": wm.EVICTED, "a": wm.WAITING_OTHER_SIDE}
     assert report.results[0].evicted_at_batch == 1
@@ -128,7 +129,7 @@ def test_typed_keys_compare_by_value() -> None:
         [{"key": {"price": 17850.0, "day": dt.date(2026, 1, 1)}, "value": {"count": 3}, "partition_id": 0}]
     )
     access = ArrowState({(src, 0): table})
-    (d,) = why_missing(access, info, ["17850"], key_field="price").results
+    (d,) = why_missing(access, info, KeyQuestion(("17850",), key_field="price")).results
     assert d.verdict == wm.IN_STATE and d.matched_as == "as a number (double)"
-    (d,) = why_missing(access, info, ["2026-01-01"], key_field="day").results
+    (d,) = why_missing(access, info, KeyQuestion(("2026-01-01",), key_field="day")).results
     assert d.verdict == wm.IN_STATE and d.matched_as == "as a date"

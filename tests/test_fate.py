@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from analysis import fate as F
+from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
 from spark_io.readers import engine
 from support import SAMPLES, ms, sample, scenario
@@ -283,7 +284,7 @@ def test_the_operator_watermarks_worked_out_equal_the_plans() -> None:
 def test_without_the_event_log_the_fate_still_follows_the_records() -> None:
     engine.configure("native")
     try:
-        r = why_missing(sample(CHAIN), ["user-late", "user-second"], input_root=str(SAMPLES / "inputs" / CHAIN))
+        r = why_missing(sample(CHAIN), KeyQuestion(("user-late", "user-second"), input_root=str(SAMPLES / "inputs" / CHAIN)))
     finally:
         engine.configure("auto")
     late, second = r.results
@@ -296,7 +297,7 @@ def test_without_the_event_log_the_fate_still_follows_the_records() -> None:
 def test_moved_input_not_given_says_where_to_point() -> None:
     engine.configure("native")
     try:
-        r = why_missing(sample(CHAIN), ["user-late"], event_log=str(SAMPLES / "event_logs" / CHAIN))
+        r = why_missing(sample(CHAIN), KeyQuestion(("user-late",), event_log=str(SAMPLES / "event_logs" / CHAIN)))
     finally:
         engine.configure("auto")
     [res] = r.results

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from analysis.core.query_plan import join_plans, readable
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_checkpoint
@@ -42,8 +43,8 @@ def test_why_missing_takes_the_join_type_and_condition_from_the_plan() -> None:
     """ord-14's payment came 8 minutes after its order (the generator: n % 10 == 4): outside the
     5-minute range the plan states."""
     keys = ["ord-14", "ord-1", "ord-6", "ord-5"]
-    with_log = why_missing(sample("join_hdfs"), keys, event_log=str(EVENT_LOGS / "join_hdfs"))
-    given = why_missing(sample("join_hdfs"), keys, join_type="inner")
+    with_log = why_missing(sample("join_hdfs"), KeyQuestion(tuple(keys), event_log=str(EVENT_LOGS / "join_hdfs")))
+    given = why_missing(sample("join_hdfs"), KeyQuestion(tuple(keys), join_type="inner"))
     assert with_log.join_type == "inner" and with_log.join_plan is not None
     assert [(r.key, r.verdict, r.side) for r in with_log.results] == [(r.key, r.verdict, r.side) for r in given.results]
     cnm = next(r for r in with_log.results if r.key == "ord-14")
@@ -72,7 +73,9 @@ def test_why_missing_takes_the_join_type_and_condition_from_the_plan() -> None:
 
 
 def test_a_user_given_join_type_wins() -> None:
-    report = why_missing(sample("join_hdfs"), ["ord-1"], join_type="left_outer", event_log=str(EVENT_LOGS / "join_hdfs"))
+    report = why_missing(
+        sample("join_hdfs"), KeyQuestion(("ord-1",), join_type="left_outer", event_log=str(EVENT_LOGS / "join_hdfs"))
+    )
     assert report.join_type == "left_outer" and report.results[0].verdict == wm.EMITTED_UNMATCHED
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from analysis.core.model import sources_of
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import read_checkpoint
@@ -47,7 +48,7 @@ def _partitions_read(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[i
 
 
 def _near(path: str, key: str) -> list[dict[str, Any]]:
-    (r,) = why_missing(path, [key], operator_id=0).results
+    (r,) = why_missing(path, KeyQuestion((key,), operator=0)).results
     return r.near_misses
 
 
@@ -73,7 +74,7 @@ def test_a_near_miss_already_evicted_is_found_through_the_index(cache: Path) -> 
     (payment,) = [p for batch in scenario("join_hdfs").batches for p in batch["payments"] if p["order_id"] == "ORD-5"]
     assert payment
     for _ in range(2):  # built, then kept
-        (r,) = why_missing(path, ["ord-5"]).results
+        (r,) = why_missing(path, KeyQuestion(("ord-5",))).results
         assert r.verdict == wm.EVICTED and [n["key"] for n in r.near_misses] == ["ORD-5"]
     assert len(list((cache / "keyindex").glob("*/manifest.json"))) >= 1
 

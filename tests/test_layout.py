@@ -167,3 +167,24 @@ def test_operator_kinds_are_read_in_one_registry() -> None:
             src = path.read_text()
             assert not any(f'"{n}"' in src for n in plan_nodes), f"{path}: a plan node named outside the registry"
             assert "def operator_kind(" not in src and "def kind_of(operator_name" not in src, f"{path}: a second table of kinds"
+
+
+def test_the_cli_asks_through_statelens_only() -> None:
+    """The CLI is a front door: ``cli.py`` and its commands (one module each) ask ``statelens`` and print
+    what it answers; they import nothing from ``spark_io`` or ``analysis``, and no engine of their own."""
+    from commands import COMMANDS, command
+
+    paths = [ROOT / "cli.py", *sorted((ROOT / "commands").glob("*.py"))]
+    for path in paths:
+        mods: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods.add(node.module.split(".")[0])
+        assert not mods & {"spark_io", "analysis", "views", "pyspark", "duckdb", "streamlit"}, (path.name, mods)
+    modules = {p.stem for p in (ROOT / "commands").glob("*.py") if not p.stem.startswith("_")}
+    assert set(COMMANDS.values()) == modules  # every module is a registered command, every command a module
+    for name in COMMANDS:
+        m = command(name)
+        assert m.HELP and callable(m.add) and callable(m.run) and isinstance(m.SPARK, bool), name

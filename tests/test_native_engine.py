@@ -19,6 +19,7 @@ from test_cli import no_java_env, run_cli
 
 from analysis.core.errors import NativeUnsupported
 from analysis.core.model import StateSource, sources_of
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import diagnose
 from spark_io.gather import health
 from spark_io.logs.checkpoint import read_checkpoint
@@ -78,8 +79,8 @@ def test_why_missing_verdicts_are_the_same_on_both_engines(name: str, spark: Any
         pytest.skip("no state")
     native = NativeState(info)
     op_id, field, keys = _keys_to_ask(info, native)
-    a = diagnose.why_missing(native, info, keys, op_id, None, field)
-    b = diagnose.why_missing(SparkState(info), info, keys, op_id, None, field)
+    a = diagnose.why_missing(native, info, KeyQuestion(tuple(keys), operator=op_id, batch=None, key_field=field))
+    b = diagnose.why_missing(SparkState(info), info, KeyQuestion(tuple(keys), operator=op_id, batch=None, key_field=field))
     assert a.engine == "native" and b.engine == "spark"
     da, db = a.to_dict(), b.to_dict()
     for d in (da, db):
@@ -272,7 +273,7 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
     info = read_checkpoint(sample("join_rocksdb"))
     warmed = NativeState(info)
     op_id, field, keys = _keys_to_ask(info, NativeState(info))
-    first = diagnose.why_missing(warmed, info, keys[:1], op_id, None, field)
+    first = diagnose.why_missing(warmed, info, KeyQuestion(tuple(keys[:1]), operator=op_id, batch=None, key_field=field))
     cache = warmed.reader._kept
     cache._kept.clear()  # as if the answer had read its key's partition only (here it read more)
     thread = warmed.warm_in_background()
@@ -282,8 +283,8 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
     assert asked <= {Path(k[0]).parent for k in cache._kept}  # the stores asked about, every partition
     assert warmed.warm_in_background() is None  # once per store and batch
     between_questions(warmed)  # nothing new to read: a no-op
-    later = diagnose.why_missing(warmed, info, keys, op_id, None, field)
-    fresh = diagnose.why_missing(NativeState(info), info, keys, op_id, None, field)
+    later = diagnose.why_missing(warmed, info, KeyQuestion(tuple(keys), operator=op_id, batch=None, key_field=field))
+    fresh = diagnose.why_missing(NativeState(info), info, KeyQuestion(tuple(keys), operator=op_id, batch=None, key_field=field))
     assert later.to_dict() == fresh.to_dict()
     assert first.results[0].to_dict() == fresh.results[0].to_dict()
 

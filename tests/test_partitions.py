@@ -8,6 +8,7 @@ import golden
 import pytest
 
 from analysis.core.model import default_operator
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import diagnose
 from analysis.verdicts.diagnose import lookup_sources
 from spark_io.gather.diagnosis import key_fields_of
@@ -69,7 +70,9 @@ def test_partition_is_spark_hash_of_the_key_and_verdicts_match_the_full_scan(nam
     field = key_fields_of(info, default_operator(info).operator_id)[0]
     keys = [r[0] for r in df.selectExpr(f"CAST(key.`{field}` AS STRING)").distinct().limit(12).collect()] + ["nope", "ord-0"]
     access = BothWays(info)
-    report = diagnose.why_missing(access, info, keys, default_operator(info).operator_id, key_field=field)
+    report = diagnose.why_missing(
+        access, info, KeyQuestion(tuple(keys), operator=default_operator(info).operator_id, key_field=field)
+    )
     assert access.lookups and len(report.results) == len(keys)
 
 

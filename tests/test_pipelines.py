@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
 from spark_io.readers import engine
 from support import SAMPLES
@@ -80,10 +81,12 @@ def run(name: str, keys: list[str], eng: str) -> dict[str, Any]:
     try:
         report = why_missing(
             str(folder / "checkpoint"),
-            keys,
-            event_log=str(folder / "event_log"),
-            input_root=str(folder / "inputs"),
-            sink=str(folder / "sink") if (folder / "sink").is_dir() else None,
+            KeyQuestion(
+                tuple(keys),
+                event_log=str(folder / "event_log"),
+                input_root=str(folder / "inputs"),
+                sink=str(folder / "sink") if (folder / "sink").is_dir() else None,
+            ),
         )
     finally:
         engine.configure("auto")
@@ -216,10 +219,12 @@ def sessions(request: pytest.FixtureRequest) -> dict[str, Any]:
     try:
         report = why_missing(
             str(folder / "checkpoint"),
-            ["u-closed", "u-two", "u-late", "u-mixed", "u-health", "u-open"],
-            event_log=str(folder / "event_log") if with_log else None,
-            input_root=str(folder / "inputs"),
-            sink=str(folder / "sink"),
+            KeyQuestion(
+                ("u-closed", "u-two", "u-late", "u-mixed", "u-health", "u-open"),
+                event_log=str(folder / "event_log") if with_log else None,
+                input_root=str(folder / "inputs"),
+                sink=str(folder / "sink"),
+            ),
         )
     finally:
         engine.configure("auto")
@@ -429,7 +434,8 @@ def test_without_the_event_log_a_dedup_of_clicks_is_off_the_impressions_path() -
     by click_id is on the clicks' path only), said once; the answers stay those of the plan."""
     folder = PIPELINES / ADS
     report = why_missing(
-        str(folder / "checkpoint"), ["camp-a", "camp-dup"], input_root=str(folder / "inputs"), sink=str(folder / "sink")
+        str(folder / "checkpoint"),
+        KeyQuestion(("camp-a", "camp-dup"), input_root=str(folder / "inputs"), sink=str(folder / "sink")),
     )
     r = {x.key: x for x in report.results}
     truth = {(e["batch_id"], e["file"]) for e in emitted(ADS, "campaign", "camp-a")}

@@ -19,6 +19,7 @@ import pytest
 from test_checkpoint import expected_watermarks
 
 from analysis.core.errors import ProgressNotFound, ProgressReadError
+from analysis.core.question import KeyQuestion
 from analysis.runs.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
 from analysis.verdicts import why_missing as wm
 from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
@@ -198,7 +199,7 @@ def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
     )
     output = json.loads((SAMPLES / "outputs" / "join_hdfs.json").read_text())
     assert not [r for r in output if r["order_id"] == "ord-153"]  # truth: it never joined
-    report = why_missing(sample("join_hdfs"), ["ord-153"], event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs"))
+    report = why_missing(sample("join_hdfs"), KeyQuestion(("ord-153",), event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs")))
     (r,) = report.results
     assert r.verdict == wm.DROPPED_AS_LATE and r.side == "left"
     late = report.lateness
@@ -209,7 +210,7 @@ def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
     assert r.dropped_in_batch is None
     assert f"dropped in one of batches {', '.join(map(str, sorted(late.drops)))}" in r.explanation
     # without the event log the verdict stays, and says from when it would have been late
-    (plain,) = why_missing(sample("join_hdfs"), ["ord-153"], event_time_ms=t).results
+    (plain,) = why_missing(sample("join_hdfs"), KeyQuestion(("ord-153",), event_time_ms=t)).results
     assert plain.verdict == wm.WAITING_OTHER_SIDE
     assert f"would have been late from batch {late.late_from_batch}" in plain.explanation
 
@@ -219,7 +220,9 @@ def test_event_time_never_behind_the_watermark_is_not_late() -> None:
 
     info = read_checkpoint(sample("join_hdfs"))
     t = info.batches[-1].watermark_ms + 3_600_000
-    (r,) = why_missing(sample("join_hdfs"), ["ord-153"], event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs")).results
+    (r,) = why_missing(
+        sample("join_hdfs"), KeyQuestion(("ord-153",), event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs"))
+    ).results
     assert r.verdict == wm.WAITING_OTHER_SIDE and "it was not dropped as late" in r.explanation
 
 
@@ -229,7 +232,9 @@ def test_matched_key_keeps_its_verdict_with_an_event_time() -> None:
     output = json.loads((SAMPLES / "outputs" / "join_hdfs.json").read_text())
     assert [r for r in output if r["order_id"] == "ord-156"]  # it joined
     t = ms(_payment_time(153))
-    (r,) = why_missing(sample("join_hdfs"), ["ord-156"], event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs")).results
+    (r,) = why_missing(
+        sample("join_hdfs"), KeyQuestion(("ord-156",), event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs"))
+    ).results
     assert r.verdict == wm.MATCHED
 
 
@@ -240,7 +245,7 @@ def test_windowed_agg_late_event_in_a_window_never_in_state() -> None:
     (late_ev,) = [r for r in scenario("windowed_agg").batches[4]["events"] if r["event_id"].startswith("late-")]
     t = ms(late_ev["event_time"])
     report = why_missing(
-        sample("windowed_agg"), [late_ev["user_id"]], event_time_ms=t, event_log=str(EVENT_LOGS / "windowed_agg")
+        sample("windowed_agg"), KeyQuestion((late_ev["user_id"],), event_time_ms=t, event_log=str(EVENT_LOGS / "windowed_agg"))
     )
     (r,) = report.results
     assert r.verdict == wm.DROPPED_AS_LATE

@@ -12,6 +12,7 @@ import pytest
 import cli
 from analysis.charts.report import checkup_report
 from analysis.core.model import sources_of
+from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.health import checkup
 from spark_io.gather.workspace import Workspace
@@ -37,7 +38,7 @@ def test_every_feature_leaves_the_checkpoint_untouched(name: str, tmp_path: Path
     ws = Workspace(path, spill_dir=str(tmp_path / "spill"), row_budget=50)  # SQL, with a spill
     first = next(iter(ws.specs.values()))
     ws.execute(f'SELECT count(*) FROM "{first.name}"')
-    why_missing(path, ["no-such-key", "ord-1", "user-1"])  # why-missing
+    why_missing(path, KeyQuestion(("no-such-key", "ord-1", "user-1")))  # why-missing
     c = checkup(path)  # skew, growth, configuration
     (tmp_path / "report.html").write_text(checkup_report(c.info, c.skews, c.growth.stores, c.findings))
     for chart, ext in (("skew", "csv"), ("growth", "html"), ("watermark", "csv")):  # exports

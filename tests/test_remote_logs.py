@@ -9,6 +9,7 @@ import re
 import pytest
 
 from analysis.core.errors import CheckpointNotFound, NotACheckpoint
+from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from spark_io.logs.files import SparkFiles, open_files
@@ -44,7 +45,7 @@ def test_same_facts_through_spark(name: str, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_diagnosis_on_a_uri_read_through_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     via_spark(monkeypatch)
-    (r,) = why_missing("file://" + sample("join_hdfs"), ["ord-154"]).results
+    (r,) = why_missing("file://" + sample("join_hdfs"), KeyQuestion(("ord-154",))).results
     assert r.verdict == "condition_not_met"
 
 

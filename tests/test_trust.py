@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import cli
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from support import COMPAT, ROOT, SAMPLES, tree_checksums
@@ -66,28 +67,30 @@ def compat(name: str) -> str:
 def test_typed_keys_match_by_value(spark) -> None:  # type: ignore[no-untyped-def]
     """A double field holding 2.0 answers '2'; a date field answers an ISO date; odd characters are just characters."""
     r = why_missing(
-        compat("composite_keys"), ["2", "2.0", "x"], key_field="_groupingexpression_3"
+        compat("composite_keys"), KeyQuestion(("2", "2.0", "x"), key_field="_groupingexpression_3")
     )  # score: (value / 2) as double
     v = {d.key: d for d in r.results}
     assert v["2"].verdict == v["2.0"].verdict != wm.NEVER_IN_STATE
     assert v["2"].matched_as == "as a number (double)" and v["x"].matched_as == "as text"
     assert v["x"].verdict == wm.NEVER_IN_STATE
-    r = why_missing(compat("composite_keys"), ["2026-01-01"], key_field="_groupingexpression")  # day
+    r = why_missing(compat("composite_keys"), KeyQuestion(("2026-01-01",), key_field="_groupingexpression"))  # day
     assert r.results[0].verdict != wm.NEVER_IN_STATE and r.results[0].matched_as == "as a date"
-    r = why_missing(compat("composite_keys"), ["o'brien", 'say "hi"', "back\\slash", "東京", "zoë"], key_field="user_id")
+    r = why_missing(
+        compat("composite_keys"), KeyQuestion(("o'brien", 'say "hi"', "back\\slash", "東京", "zoë"), key_field="user_id")
+    )
     assert all(d.verdict != wm.NEVER_IN_STATE for d in r.results), [(d.key, d.verdict) for d in r.results]
 
 
 def test_semantics_of_modes_timeouts_and_keys_without_event_time(spark) -> None:  # type: ignore[no-untyped-def]
-    (d,) = why_missing(compat("complete_no_watermark"), ["user-1"]).results
+    (d,) = why_missing(compat("complete_no_watermark"), KeyQuestion(("user-1",))).results
     assert d.verdict == wm.IN_STATE and "no watermark" in d.explanation and "ahead of the watermark" not in d.explanation
-    (d,) = why_missing(compat("complete_mode"), ["user-1"]).results
+    (d,) = why_missing(compat("complete_mode"), KeyQuestion(("user-1",))).results
     assert d.verdict == wm.IN_STATE and "complete mode" in d.explanation
-    (d,) = why_missing(compat("processing_time_timeout"), ["user-1"]).results
+    (d,) = why_missing(compat("processing_time_timeout"), KeyQuestion(("user-1",))).results
     assert d.verdict == wm.IN_STATE and "processing time" in d.explanation and "watermark passes" not in d.explanation
-    (d,) = why_missing(compat("dedup_no_event_time"), ["ev-1"]).results
+    (d,) = why_missing(compat("dedup_no_event_time"), KeyQuestion(("ev-1",))).results
     assert d.verdict == wm.DROPPING_DUPLICATES and "never removed" in d.explanation and "no event-time column" in d.explanation
-    report = why_missing(compat("join_hdfs"), [f"ord-{n}" for n in range(60, 100)])
+    report = why_missing(compat("join_hdfs"), KeyQuestion(tuple([f"ord-{n}" for n in range(60, 100)])))
     waiting = [d for d in report.results if d.verdict in (wm.WAITING_OTHER_SIDE, wm.CONDITION_NOT_MET)]
     assert waiting and all("past their event time" in d.explanation for d in waiting if "evicted once" in d.explanation)
     assert not any("-" in part.split("past")[0][-12:] for d in waiting for part in d.explanation.split("watermark was ")[1:])
@@ -147,9 +150,27 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
     values = [r[0] for r in state.load(info.path).selectExpr(f"CAST(key.`{field}` AS STRING)").distinct().limit(25).collect()]
     keys = [*values, "ord-0", "user-3", "nope"]
     loaded = load_state(info, op.operator_id, batch)
-    a = diagnose.why_missing(loaded, info, keys, op.operator_id, batch, field, "full_outer" if "outer" in name else None)
+    a = diagnose.why_missing(
+        loaded,
+        info,
+        KeyQuestion(
+            tuple(keys),
+            operator=op.operator_id,
+            batch=batch,
+            key_field=field,
+            join_type="full_outer" if "outer" in name else None,
+        ),
+    )
     b = diagnose.why_missing(
-        SparkState(info), info, keys, op.operator_id, batch, field, "full_outer" if "outer" in name else None
+        SparkState(info),
+        info,
+        KeyQuestion(
+            tuple(keys),
+            operator=op.operator_id,
+            batch=batch,
+            key_field=field,
+            join_type="full_outer" if "outer" in name else None,
+        ),
     )
     assert [(r.key, r.verdict, r.side, r.evicted_at_batch) for r in a.results] == [
         (r.key, r.verdict, r.side, r.evicted_at_batch) for r in b.results

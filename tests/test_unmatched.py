@@ -11,6 +11,7 @@ import pytest
 
 from analysis.core.errors import InvalidInput
 from analysis.core.model import StateSource
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.unmatched import unmatched
 from spark_io.readers import engine
@@ -61,7 +62,10 @@ def test_unmatched_keys_are_the_orders_that_never_joined(path: str) -> None:
     keys = [k for k in report.keys if k.verdict != wm.CONDITION_NOT_MET or k.side != "both"]
     sample_keys = {k.verdict: k for k in keys}
     gone = [k for k in report.keys if k.verdict == wm.CONDITION_NOT_MET and k.side == "both" and k.key not in entered_now(path)]
-    verdicts = {r.key: r for r in why_missing(path, [k.key for k in [*sample_keys.values(), *gone[:1]]], 0).results}
+    verdicts = {
+        r.key: r
+        for r in why_missing(path, KeyQuestion(tuple([k.key for k in [*sample_keys.values(), *gone[:1]]]), operator=0)).results
+    }
     for k in sample_keys.values():
         assert verdicts[k.key].verdict == k.verdict, (k, verdicts[k.key].explanation)
     for k in gone[:1]:  # both sides held it and evicted it unmatched: one operator's verdict reads evicted, from both

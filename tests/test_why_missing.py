@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from analysis.core.errors import BatchOutOfRange, InvalidInput, UnknownOperator
 from analysis.core.model import StateSource
+from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.workspace import Workspace
@@ -54,7 +55,7 @@ def emitted(name: str) -> set[str]:
 def test_every_join_verdict_on_both_providers(name: str) -> None:
     keys = ["ord-150", "ord-151", "ord-152", "ord-153", "ord-154", "ord-155", "ord-156", "ord-157", "ord-158", "ord-159"]
     keys += ["missing-150", "ORD-155", "ord-1", "ord-6", "ord-1000"]
-    report = why_missing(sample(name), keys)
+    report = why_missing(sample(name), KeyQuestion(tuple(keys)))
     assert [r.key for r in report.results] == keys  # in the order given
     assert report.batch == 16 and report.key_field == "field0" and report.operator_name == "symmetricHashJoin"
     v = verdicts(report)
@@ -112,13 +113,13 @@ def test_every_join_verdict_on_both_providers(name: str) -> None:
 
 
 def test_timeline_and_history_window() -> None:
-    report = why_missing(sample("join_hdfs"), ["ord-6"])
+    report = why_missing(sample("join_hdfs"), KeyQuestion(("ord-6",)))
     events = [(e["batch_id"], e["store"], e["event"]) for e in report.results[0].timeline]
     evict = first_batch_past("join_hdfs", order_time(6) + 5 * 60_000)
     assert (0, "left", "entered state") in events and (0, "left", "matched") in events
     assert (evict, "left", "evicted") in events and (evict, "right", "evicted") in events
     # a recent key in state is explained by the last few batches of history only
-    recent = why_missing(sample("join_hdfs"), ["ord-156"])
+    recent = why_missing(sample("join_hdfs"), KeyQuestion(("ord-156",)))
     assert recent.history == (14, 16)
 
 
@@ -141,7 +142,7 @@ def test_timeline_and_history_window() -> None:
     ],
 )
 def test_verdicts_of_every_operator(name: str, key: str, verdict: str) -> None:
-    (r,) = why_missing(sample(name), [key]).results
+    (r,) = why_missing(sample(name), KeyQuestion((key,))).results
     assert r.verdict == verdict, r.explanation
 
 
@@ -155,17 +156,17 @@ def test_windowed_agg_says_when_the_next_window_closes() -> None:
         if e["user_id"] == "user-1"
     }
     next_close = min(e for e in ends if e > wm_now)
-    (r,) = why_missing(sample("windowed_agg"), ["user-1"]).results
+    (r,) = why_missing(sample("windowed_agg"), KeyQuestion(("user-1",))).results
     assert f"the next closes at {wm.fmt_ms(next_close)}" in r.explanation
     assert len(r.evidence) == len([e for e in ends if e > wm_now])
 
 
 def test_dedup_evictions_follow_the_watermark() -> None:
     t = next(ms(e["event_time"]) for b in scenario("dedup").batches for e in b["events"] if e["event_id"] == "ev-5")
-    (r,) = why_missing(sample("dedup"), ["ev-5"]).results
+    (r,) = why_missing(sample("dedup"), KeyQuestion(("ev-5",))).results
     assert r.verdict == wm.EVICTED and r.evicted_at_batch == first_batch_past("dedup", t - 1)
     # within-watermark dedup keeps the id until event time + the 10 minute delay
-    (r2,) = why_missing(sample("dedup_within_watermark"), ["ev-5"]).results
+    (r2,) = why_missing(sample("dedup_within_watermark"), KeyQuestion(("ev-5",))).results
     assert r2.verdict == wm.EVICTED and r2.evicted_at_batch == first_batch_past("dedup_within_watermark", t + 10 * 60_000 - 1)
 
 
@@ -173,14 +174,14 @@ def test_dedup_evictions_follow_the_watermark() -> None:
 def test_timed_out_user_is_evicted_in_the_batch_it_expired(name: str) -> None:
     outputs = json.loads((SAMPLES / "outputs" / f"{name}.json").read_text())
     expired = next(r["batch_id"] for r in outputs if r["user_id"] == "user-3" and r["status"] == "expired")
-    (r,) = why_missing(sample(name), ["user-3"]).results
+    (r,) = why_missing(sample(name), KeyQuestion(("user-3",))).results
     assert r.verdict == wm.EVICTED and r.evicted_at_batch == expired
 
 
 def test_state_details_of_arbitrary_stateful_operators() -> None:
-    (g,) = why_missing(sample("apply_in_pandas_with_state"), ["user-0"]).results
+    (g,) = why_missing(sample("apply_in_pandas_with_state"), KeyQuestion(("user-0",))).results
     assert "times out when the watermark passes" in g.explanation and '"events": ' in g.explanation
-    (t,) = why_missing(sample("transform_with_state"), ["user-0"]).results
+    (t,) = why_missing(sample("transform_with_state"), KeyQuestion(("user-0",))).results
     assert all(part in t.explanation for part in ("value 'count'", "map 'per_kind'", "list 'recent'", "timer(s) at"))
     assert {e["store"] for e in t.evidence} == {"count", "per_kind", "recent", "timers"}
 
@@ -188,24 +189,24 @@ def test_state_details_of_arbitrary_stateful_operators() -> None:
 def test_session_eviction_after_the_gap() -> None:
     events = [ms(e["event_time"]) for b in scenario("session_window").batches for e in b["events"] if e["user_id"] == "user-3"]
     end = max(events) + 15 * 60_000
-    (r,) = why_missing(sample("session_window"), ["user-3"]).results
+    (r,) = why_missing(sample("session_window"), KeyQuestion(("user-3",))).results
     assert r.verdict == wm.EVICTED and r.evicted_at_batch == first_batch_past("session_window", end - 1)
 
 
 def test_chained_operators_and_operator_choice() -> None:
-    report = why_missing(sample("chained_join_agg"), ["ord-156"])
+    report = why_missing(sample("chained_join_agg"), KeyQuestion(("ord-156",)))
     assert report.operator_id == 1 and report.results[0].verdict == wm.MATCHED  # the join is the default
-    agg = why_missing(sample("chained_join_agg"), ["cust-1"], operator_id=0, key_field="customer_id")
+    agg = why_missing(sample("chained_join_agg"), KeyQuestion(("cust-1",), operator=0, key_field="customer_id"))
     assert agg.results[0].verdict == wm.WAITING_WATERMARK
 
 
 def test_composite_key_field_and_evidence_cap() -> None:
-    r = why_missing(sample("stuck_watermark_dedup"), ["2026-01-01 00:00:00"], key_field="event_time")
+    r = why_missing(sample("stuck_watermark_dedup"), KeyQuestion(("2026-01-01 00:00:00",), key_field="event_time"))
     assert r.key_fields == ["event_id", "event_time"] and r.results[0].verdict == wm.DROPPING_DUPLICATES
     assert len(r.results[0].evidence) == 120
-    (hot,) = why_missing(sample("hot_key_join"), ["hot"]).results
+    (hot,) = why_missing(sample("hot_key_join"), KeyQuestion(("hot",))).results
     assert len(hot.evidence) == wm.MAX_EVIDENCE and "first 200 of 1501 rows" in hot.explanation
-    (k1,) = why_missing(sample("hot_key_join"), ["key-1"]).results
+    (k1,) = why_missing(sample("hot_key_join"), KeyQuestion(("key-1",))).results
     assert "no watermark, so it is never evicted" in k1.explanation
 
 
@@ -213,7 +214,7 @@ WEIRD = ["it's", 'say "hi"', "back\\slash", "ünïcødé 🔑", "x'); DROP TABLE
 
 
 def test_odd_keys_are_just_keys() -> None:
-    report = why_missing(sample("join_hdfs"), [*WEIRD, "ord-154"])
+    report = why_missing(sample("join_hdfs"), KeyQuestion((*WEIRD, "ord-154")))
     assert [r.key for r in report.results] == [*WEIRD, "ord-154"]
     assert all(r.verdict == wm.NEVER_IN_STATE for r in report.results[:-1])  # no LIKE, no injection
     ws = Workspace(sample("join_hdfs"))
@@ -237,21 +238,21 @@ def test_odd_keys_are_just_keys() -> None:
 
 def test_bad_input() -> None:
     with pytest.raises(UnknownOperator):
-        why_missing(sample("join_hdfs"), ["ord-1"], operator_id=3)
+        why_missing(sample("join_hdfs"), KeyQuestion(("ord-1",), operator=3))
     with pytest.raises(InvalidInput, match=r"no field 'amount'.*field0 \(order_id\)"):
-        why_missing(sample("join_hdfs"), ["ord-1"], operator_id=0, key_field="amount")
+        why_missing(sample("join_hdfs"), KeyQuestion(("ord-1",), operator=0, key_field="amount"))
     # the whole query: a state key field or an input column; neither is refused, naming the key columns
     with pytest.raises(InvalidInput, match=r"no field 'nope'.*key columns: order_id"):
-        why_missing(sample("join_hdfs"), ["ord-1"], key_field="nope")
+        why_missing(sample("join_hdfs"), KeyQuestion(("ord-1",), key_field="nope"))
     with pytest.raises(InvalidInput, match="at least one key"):
-        why_missing(sample("join_hdfs"), [])
+        why_missing(sample("join_hdfs"), KeyQuestion(()))
     with pytest.raises(BatchOutOfRange):
-        why_missing(sample("join_hdfs"), ["ord-1"], batch_id=77)
+        why_missing(sample("join_hdfs"), KeyQuestion(("ord-1",), batch=77))
 
 
 def test_diagnosis_at_an_earlier_batch() -> None:
     # at batch 3 ord-1 was still waiting in state; by batch 16 it was evicted
-    (r,) = why_missing(sample("join_hdfs"), ["ord-1"], batch_id=3).results
+    (r,) = why_missing(sample("join_hdfs"), KeyQuestion(("ord-1",), batch=3)).results
     assert r.verdict == wm.WAITING_OTHER_SIDE and r.side == "left"
 
 
@@ -262,7 +263,7 @@ def test_timeline_draws_the_keys_own_event_times_from_batch_0() -> None:
 
     from analysis.charts.charts import key_timeline_figure
 
-    report = why_missing(sample("join_hdfs"), ["ord-3"])
+    report = why_missing(sample("join_hdfs"), KeyQuestion(("ord-3",)))
     (r,) = report.results
     fig = key_timeline_figure(r, report.watermarks)
     entered_traces = [t for t in fig.data if t.name.startswith("entered state")]  # one per join side
@@ -307,7 +308,7 @@ def test_near_miss_already_evicted_is_found_in_the_history(name: str) -> None:
     arrived = next(b for b, batch in enumerate(scenario(name).batches) for p in batch["payments"] if p["order_id"] == "ORD-5")
     (payment,) = [p for batch in scenario(name).batches for p in batch["payments"] if p["order_id"] == "ORD-5"]
     evicted = first_batch_past(name, ms(payment["payment_time"]) + 5 * 60_000)
-    (r,) = why_missing(sample(name), ["ord-5"]).results
+    (r,) = why_missing(sample(name), KeyQuestion(("ord-5",))).results
     assert r.verdict == wm.EVICTED and r.was_matched is False
     assert "ORD-5" not in emitted(name) and "ord-5" not in emitted(name)  # truth: neither joined
     assert sighted(r) == [

@@ -31,3 +31,10 @@ def test_a_file_read_by_one_batch_is_named_once() -> None:
     assert _arrival_text(three) == (
         "batch 2 read it from in/orders-2.json (the orders source); batch 3 read it from in/orders-3.json (the orders source)"
     )
+
+
+def test_a_write_the_job_repeats_is_named_once_with_its_count() -> None:
+    from analysis.checkpoint.preflight import named_once
+
+    writes = ["DataFrameWriter.parquet(/out/x)"] * 3 + ["DataFrameWriter.json(/out/y)"]
+    assert named_once(writes) == ["DataFrameWriter.parquet(/out/x) (3 times)", "DataFrameWriter.json(/out/y)"]

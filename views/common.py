@@ -29,6 +29,7 @@ from analysis.checkpoint.repartition import RepartitionPreview
 from analysis.core.errors import NotAllowed, SparkUnavailable, StateLensError, speaking_as
 from analysis.core.export import figure_bytes, to_csv_bytes
 from analysis.core.model import CheckpointInfo, StateSource
+from analysis.core.question import KeyQuestion
 from analysis.core.sources import SourceBatch
 from analysis.core.state_access import StateAccess
 from analysis.runs.progress import ProgressLog
@@ -283,26 +284,14 @@ def key_fields_cached(path: str, operator_id: int) -> dict[str, str]:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _diagnose(
-    path: str,
-    operator_id: int,
-    batch: int,
-    key_field: str | None,
-    keys: tuple[str, ...],
-    join_type: str | None,
-    event_time_ms: int | None,
-    event_log: str | None,
-    fp: tuple[int, int],
-    log_fp: tuple[int, int],
-    engine_name: str,
-    near_misses: bool = True,
+    path: str, q: KeyQuestion, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str
 ) -> diagnosis.WhyMissingReport:
-    access = _loaded_state(path, operator_id, batch, fp, engine_name)
-    progress = diagnosis_progress(path, event_log)
+    assert q.operator is not None and q.batch is not None
+    access = _loaded_state(path, q.operator, q.batch, fp, engine_name)
+    progress = diagnosis_progress(path, q.event_log)
     info = _info(path, fp)
-    arrivals = arrivals_for(info, list(keys), operator_id, event_time_ms, progress)
-    report = diagnose.why_missing(
-        access, info, list(keys), operator_id, batch, key_field, join_type, event_time_ms, progress, arrivals, near_misses
-    )
+    arrivals = arrivals_for(info, list(q.keys), q.operator, q.event_time_ms, progress)
+    report = diagnose.why_missing(access, info, q, progress=progress, arrivals=arrivals)
     between_questions(access)
     return report
 
@@ -315,63 +304,17 @@ def _loaded_state(path: str, operator_id: int, batch: int, fp: tuple[int, int], 
     return load_state(_info(path, fp), operator_id, batch)
 
 
-def diagnose_cached(
-    path: str,
-    operator_id: int,
-    batch: int,
-    key_field: str | None,
-    keys: tuple[str, ...],
-    join_type: str | None = None,
-    event_time_ms: int | None = None,
-    event_log: str | None = None,
-    near_misses: bool = True,
-) -> diagnosis.WhyMissingReport:
-    """One operator's verdicts on keys (``near_misses=False``: without the look-alike search)."""
-    fp, log_fp = fingerprint(path), log_fingerprint(event_log)
-    return _diagnose(
-        path, operator_id, batch, key_field, keys, join_type, event_time_ms, event_log, fp, log_fp, engine.current(), near_misses
-    )
-
-
 @st.cache_data(show_spinner=False, max_entries=64)
 def _whole(
-    path: str,
-    batch: int,
-    key_field: str | None,
-    keys: tuple[str, ...],
-    join_type: str | None,
-    event_time_ms: int | None,
-    event_log: str | None,
-    input_root: str | None,
-    sink: str | None,
-    fp: tuple[int, int],
-    log_fp: tuple[int, int],
-    engine_name: str,
-    near_misses: bool = True,
+    path: str, q: KeyQuestion, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str
 ) -> diagnosis.WhyMissingReport:
     from spark_io.gather.fate import why_missing_whole
 
-    asked = (path, batch, key_field, keys, join_type, event_time_ms, event_log, input_root, sink, fp, log_fp, engine_name)
     # with near misses: after the verdicts alone (the page shows them first), whose input search it reuses
-    searched = _whole(*asked, near_misses=False).input_search if near_misses else None
-    info = _info(path, fp)
-    progress = progress_cached(path, event_log) if event_log else None
+    searched = _whole(path, q.but(near_misses=False), fp, log_fp, engine_name).input_search if q.near_misses else None
+    progress = progress_cached(path, q.event_log) if q.event_log else None
     access = _whole_access(path, fp, engine_name)
-    report = why_missing_whole(
-        path,
-        list(keys),
-        access,
-        batch,
-        key_field,
-        info,
-        join_type,
-        event_time_ms,
-        progress,
-        input_root,
-        sink,
-        near_misses,
-        searched,
-    )
+    report = why_missing_whole(_info(path, fp), q, access, progress=progress, searched=searched)
     between_questions(access)
     return report
 
@@ -383,38 +326,14 @@ def _whole_access(path: str, fp: tuple[int, int], engine_name: str) -> StateAcce
     return state_access(_info(path, fp))
 
 
-def whole_query_cached(
-    path: str,
-    batch: int,
-    key_field: str | None,
-    keys: tuple[str, ...],
-    join_type: str | None = None,
-    event_time_ms: int | None = None,
-    event_log: str | None = None,
-    input_root: str | None = None,
-    sink: str | None = None,
-    near_misses: bool = True,
-) -> diagnosis.WhyMissingReport:
-    """Why-missing of the whole query: each key's records from the input files to the output."""
-    for moved, what in ((input_root, "input"), (sink, "sink")):
+def why_missing_cached(path: str, q: KeyQuestion) -> diagnosis.WhyMissingReport:
+    """Why-missing's answer to ``q``: the whole query (each key's records from the input files to the
+    output), or one operator's verdicts (``q.near_misses=False``: without the look-alike search)."""
+    for moved, what in ((q.input_root, "input"), (q.sink, "sink")):
         if moved:
             check_allowed(moved, what)
-    fp, log_fp = fingerprint(path), log_fingerprint(event_log)
-    return _whole(
-        path,
-        batch,
-        key_field,
-        keys,
-        join_type,
-        event_time_ms,
-        event_log,
-        input_root,
-        sink,
-        fp,
-        log_fp,
-        engine.current(),
-        near_misses,
-    )
+    fp, log_fp = fingerprint(path), log_fingerprint(q.event_log)
+    return (_whole if q.whole_query else _diagnose)(path, q, fp, log_fp, engine.current())
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

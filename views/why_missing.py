@@ -12,6 +12,7 @@ from analysis.charts.charts import key_timeline_figure
 from analysis.charts.flow import shown_key
 from analysis.core.export import display_rows
 from analysis.core.operator_kinds import AGGREGATION, find_kind
+from analysis.core.question import KeyQuestion
 from analysis.runs.progress import parse_event_time
 from analysis.verdicts.diagnose import WhyMissingReport, looks_for_near_misses
 from analysis.verdicts.key_verdicts import KeyDiagnosis
@@ -24,7 +25,6 @@ from views.common import (
     controls,
     current_event_log,
     current_tz,
-    diagnose_cached,
     diagnosis_progress,
     engine_caption,
     fate_columns_cached,
@@ -38,7 +38,7 @@ from views.common import (
     sample_input_root,
     sample_sink,
     unmatched_cached,
-    whole_query_cached,
+    why_missing_cached,
     with_progress,
 )
 from views.flow import render_fate, visible
@@ -319,15 +319,20 @@ if info is not None and info.operators and info.committed_batches:
             st.query_params.pop(k, None)
         with guard():
             event_time = parse_event_time(event_time_text) if event_time_text else None
+            question = KeyQuestion(
+                tuple(keys),
+                key_field,
+                event_log,
+                input_root if whole else None,
+                sink if whole else None,
+                None if whole else op_id,
+                batch,
+                join_type,
+                event_time,
+            )
 
             def ask(near_misses: bool) -> WhyMissingReport:
-                if whole:
-                    return whole_query_cached(
-                        info.path, batch, key_field, tuple(keys), join_type, event_time, event_log, input_root, sink, near_misses
-                    )
-                return diagnose_cached(
-                    info.path, op_id, batch, key_field, tuple(keys), join_type, event_time, event_log, near_misses
-                )
+                return why_missing_cached(info.path, question.but(near_misses=near_misses))
 
             # the verdicts first; the search for look-alike keys in the other partitions follows
             report = with_progress(
@@ -379,25 +384,10 @@ if info is not None and info.operators and info.committed_batches:
                 report.engine,
                 lambda: (
                     crosscheck.check_why_missing_whole(
-                        info,
-                        report,
-                        list(keys),
-                        join_type=join_type,
-                        event_time_ms=event_time,
-                        progress=progress_cached(info.path, event_log) if event_log else None,
-                        input_root=input_root,
-                        sink=sink,
-                        key_field=key_field,
+                        info, report, question, progress_cached(info.path, event_log) if event_log else None
                     )
                     if whole
-                    else crosscheck.check_why_missing(
-                        info,
-                        report,
-                        list(keys),
-                        join_type=join_type,
-                        event_time_ms=event_time,
-                        progress=diagnosis_progress(info.path, event_log),
-                    )
+                    else crosscheck.check_why_missing(info, report, question, diagnosis_progress(info.path, event_log))
                 ),
                 "why-missing",
             )

@@ -13,6 +13,7 @@ previous run) records of the old query.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -188,6 +189,13 @@ def _spark_type(t: Any) -> str:
     simple = {"long": "LongType", "integer": "IntegerType", "string": "StringType", "double": "DoubleType", "float": "FloatType",
               "boolean": "BooleanType", "timestamp": "TimestampType", "date": "DateType", "short": "ShortType", "byte": "ByteType", "binary": "BinaryType"}  # fmt: skip
     return simple.get(t, str(t)) if isinstance(t, str) else str(t)
+
+
+def named_once(items: list[str]) -> list[str]:
+    """Each item once, in the order first met, with how often it came (a job writing the same file in
+    a loop: ``DataFrameWriter.parquet(/out/x) (3 times)``, not the same file three times over)."""
+    counts = Counter(items)
+    return [f"{item} ({counts[item]} times)" if counts[item] > 1 else item for item in dict.fromkeys(items)]
 
 
 def field_differences(stored: list[Field], new: list[Field]) -> list[dict[str, Any]]:
@@ -481,8 +489,8 @@ def judge(
         "how": "scratch copy",
         "new_data": bool(run.get("new_data")),
         "input_rows": progress[0]["numInputRows"] if progress else None,
-        "skipped_writes": list(run.get("skipped_writes") or []),
-        "other_queries": list(run.get("other_queries") or []),
+        "skipped_writes": named_once(run.get("skipped_writes") or []),
+        "other_queries": named_once(run.get("other_queries") or []),
         "spark_version": run.get("spark_version"),
     }
     warnings = conf_warnings(info, run.get("confs") or {})

@@ -31,6 +31,7 @@ from analysis.core.model import (
 )
 from analysis.core.operator_kinds import TWS, find_kind, kind_of
 from analysis.core.query_plan import JoinPlan
+from analysis.core.question import KeyQuestion
 from analysis.core.state_access import KeyQuery, StateAccess, typed_values
 from analysis.runs.progress import Lateness, ProgressLog, lateness
 from analysis.verdicts import why_missing as wm
@@ -124,25 +125,23 @@ def ordered_key_fields(fields: list[tuple[str, str]]) -> list[str]:
 def why_missing(
     access: StateAccess,
     info: CheckpointInfo,
-    keys: list[str],
-    operator_id: int | None = None,
-    batch_id: int | None = None,
-    key_field: str | None = None,
-    join_type: str | None = None,
-    event_time_ms: int | None = None,
+    q: KeyQuestion,
     progress: ProgressLog | None = None,
     arrivals: ArrivalSearch | None = None,
-    near_misses: bool = True,
 ) -> WhyMissingReport:
-    """Diagnose each key. ``event_time_ms``: the event time of the record that never showed up;
-    with the query's ``progress`` it can prove the record was dropped as late. ``near_misses=False``:
-    the verdicts alone, without the search for look-alike keys in the other partitions."""
-    keys = list(dict.fromkeys(keys))
-    if not keys or not all(isinstance(k, str) for k in keys):
-        raise InvalidInput("Give at least one key (one per line in the app, or as arguments to the CLI).")
-    if join_type is not None and join_type not in wm.JOIN_TYPES:
-        raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
-    op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
+    """Diagnose each key of ``q`` at its operator (the first one when it names none).
+    ``q.event_time_ms``: the event time of the record that never showed up; with the query's
+    ``progress`` it can prove the record was dropped as late. ``q.near_misses=False``: the verdicts
+    alone, without the search for look-alike keys in the other partitions."""
+    keys, key_field, join_type, event_time_ms, near_misses = (
+        list(q.keys),
+        q.key_field,
+        q.join_type,
+        q.event_time_ms,
+        q.near_misses,
+    )
+    batch_id = q.batch
+    op = default_operator(info) if q.operator is None else operator_of(info, q.operator)
     kind = kind_of(op.operator_name)  # a kind no one knows: refused, never walked as another
     batch = resolve_batch(info, batch_id)
     sources = lookup_sources(op)

@@ -8,6 +8,7 @@ from typing import Any
 
 from analysis.core.near_miss import NearSeen
 from analysis.core.operator_kinds import AGGREGATION, DEDUP, DEDUP_WITHIN, GROUP_STATE, JOIN, SESSION, TWS  # noqa: F401
+from analysis.core.question import JOIN_TYPES  # noqa: F401
 
 MATCHED = "matched"
 WAITING_OTHER_SIDE = "waiting_for_other_side"
@@ -21,7 +22,6 @@ SESSION_OPEN = "session_open"
 EMITTED_UNMATCHED = "emitted_unmatched"  # outer join: evicted unmatched on a preserved side, emitted null-padded
 UNKNOWN = "unknown"  # a read the verdict depends on failed
 DROPPED_AS_LATE = "dropped_as_late"  # the record's event time was behind the watermark and the operator dropped late rows
-JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer", "left_semi")
 PRESERVED = {"inner": (), "left_semi": (), "left_outer": ("left",), "right_outer": ("right",), "full_outer": ("left", "right")}
 MAX_EVIDENCE = 200  # rows of evidence per key; the SQL reproduces all of them
 

@@ -10,6 +10,8 @@ from typing import Any
 import pyarrow as pa
 
 from analysis.core.model import CheckpointInfo, StateSource
+from analysis.core.question import KeyQuestion
+from analysis.runs.progress import ProgressLog
 from analysis.verdicts import diagnose
 from spark_io.readers import state_reader
 
@@ -52,28 +54,31 @@ def reports_agree(native: dict[str, Any], spark: dict[str, Any], what: str) -> t
     return False, f"Spark disagrees on {', '.join(differ)} of the {what}. Spark's answer is the one to trust; please report this."
 
 
-def check_why_missing(info: CheckpointInfo, report: diagnose.WhyMissingReport, keys: list[str], **kw: Any) -> tuple[bool, str]:
+def check_why_missing(
+    info: CheckpointInfo, report: diagnose.WhyMissingReport, q: KeyQuestion, progress: ProgressLog | None = None
+) -> tuple[bool, str]:
+    """One operator's answer again with Spark reading its state (the input files searched are the same)."""
     from spark_io.readers.spark_state import SparkState
 
-    if report.lateness is not None:  # the input files searched are not state: Spark is given the same search
-        kw.setdefault("arrivals", report.lateness.arrivals)
-    spark = diagnose.why_missing(SparkState(info), info, keys, report.operator_id, report.batch, report.key_field, **kw)
-    ok, detail = reports_agree(report.to_dict(), spark.to_dict(), "verdicts and evidence")
-    if not ok:
-        differ = [a.key for a, b in zip(report.results, spark.results, strict=False) if a.to_dict() != b.to_dict()]
-        detail += f" Keys that differ: {', '.join(differ) or 'none (the report around them differs)'}."
-    return ok, detail
+    one = q.but(operator=report.operator_id, batch=report.batch, key_field=report.key_field)
+    arrivals = report.lateness.arrivals if report.lateness is not None else None  # the input search is not state
+    spark = diagnose.why_missing(SparkState(info), info, one, progress, arrivals)
+    return _agree(report, spark, "verdicts and evidence")
 
 
 def check_why_missing_whole(
-    info: CheckpointInfo, report: diagnose.WhyMissingReport, keys: list[str], **kw: Any
+    info: CheckpointInfo, report: diagnose.WhyMissingReport, q: KeyQuestion, progress: ProgressLog | None = None
 ) -> tuple[bool, str]:
     """The whole query's answer again with Spark reading every operator's state (the input files are the same)."""
     from spark_io.gather.fate import why_missing_whole
     from spark_io.readers.spark_state import SparkState
 
-    spark = why_missing_whole(info.path, keys, SparkState(info), report.batch, info=info, **kw)
-    ok, detail = reports_agree(report.to_dict(), spark.to_dict(), "fates, verdicts and evidence")
+    spark = why_missing_whole(info, q.but(batch=report.batch), SparkState(info), progress)
+    return _agree(report, spark, "fates, verdicts and evidence")
+
+
+def _agree(report: diagnose.WhyMissingReport, spark: diagnose.WhyMissingReport, what: str) -> tuple[bool, str]:
+    ok, detail = reports_agree(report.to_dict(), spark.to_dict(), what)
     if not ok:
         differ = [a.key for a, b in zip(report.results, spark.results, strict=False) if a.to_dict() != b.to_dict()]
         detail += f" Keys that differ: {', '.join(differ) or 'none (the report around them differs)'}."

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from analysis.core import key_columns
 from analysis.core.model import CheckpointInfo, operator_of, resolve_batch
+from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
 from analysis.verdicts import diagnose
 from analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
@@ -34,61 +35,21 @@ def key_field_labels(
     return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
 
 
-def why_missing(
-    path: str,
-    keys: list[str],
-    operator_id: int | None = None,
-    batch_id: int | None = None,
-    key_field: str | None = None,
-    info: CheckpointInfo | None = None,
-    join_type: str | None = None,
-    event_time_ms: int | None = None,
-    event_log: str | None = None,
-    input_root: str | None = None,
-    sink: str | None = None,
-    whole_query: bool | None = None,
-    near_misses: bool = True,
-) -> WhyMissingReport:
-    """Why-missing on a checkpoint, read by the chosen engine. Without an operator (``whole_query``
-    by default then), each key is followed from the input files through every operator to the sink
-    (``spark_io.gather.fate``); with one, that operator's verdict alone. ``event_log``: where the query's
-    progress and plans are (an event log or progress JSON lines), read for the whole query, for an
-    event time, a join's plan or an aggregation's output mode."""
+def why_missing(path: str, q: KeyQuestion, info: CheckpointInfo | None = None) -> WhyMissingReport:
+    """Why-missing on a checkpoint, read by the chosen engine. Without an operator (``q.whole_query``),
+    each key is followed from the input files through every operator to the sink
+    (``spark_io.gather.fate``); with one, that operator's verdict alone. ``q.event_log``: where the
+    query's progress and plans are (an event log or progress JSON lines), read for the whole query,
+    for an event time, a join's plan or an aggregation's output mode."""
     info = info or read_checkpoint(path)
-    whole = operator_id is None if whole_query is None else whole_query
     progress = None
-    if event_log:  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
+    if q.event_log:  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
         from spark_io.logs.progress import read_progress
 
-        progress = read_progress(event_log, info)
-    if whole:
+        progress = read_progress(q.event_log, info)
+    if q.whole_query:
         from spark_io.gather.fate import why_missing_whole
 
-        return why_missing_whole(
-            path,
-            keys,
-            state_access(info),
-            batch_id,
-            key_field,
-            info,
-            join_type,
-            event_time_ms,
-            progress,
-            input_root,
-            sink,
-            near_misses,
-        )
-    arrivals = arrivals_for(info, keys, operator_id, event_time_ms, progress)
-    return diagnose.why_missing(
-        state_access(info),
-        info,
-        keys,
-        operator_id,
-        batch_id,
-        key_field,
-        join_type,
-        event_time_ms,
-        progress,
-        arrivals,
-        near_misses,
-    )
+        return why_missing_whole(info, q, state_access(info), progress)
+    arrivals = arrivals_for(info, list(q.keys), q.operator, q.event_time_ms, progress)
+    return diagnose.why_missing(state_access(info), info, q, progress, arrivals)

@@ -23,6 +23,7 @@ from analysis.core.model import CheckpointInfo, default_operator, operator_of, r
 from analysis.core.near_miss import near_miss_reason
 from analysis.core.operator_kinds import UnsupportedOperator, find_kind
 from analysis.core.query_plan import operator_watermarks
+from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
 from analysis.fate import (
     NEVER_IN_INPUT,
@@ -52,7 +53,6 @@ from analysis.verdicts.diagnose import WhyMissingReport
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.gather.inputs import Listing, RecordSearch, listed_files, search_inputs, search_sink, sink_folder
 from spark_io.gather.static import static_tables
-from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.runtime.engine_choice import reads_natively
 
 MAX_NEAR = 3  # look-alikes of a key followed as keys of their own
@@ -95,28 +95,17 @@ def key_columns_of(info: CheckpointInfo, access: StateAccess, progress: Progress
 
 
 def why_missing_whole(
-    path: str,
-    keys: list[str],
+    info: CheckpointInfo,
+    q: KeyQuestion,
     access: StateAccess,
-    batch_id: int | None = None,
-    key_field: str | None = None,
-    info: CheckpointInfo | None = None,
-    join_type: str | None = None,
-    event_time_ms: int | None = None,
     progress: ProgressLog | None = None,
-    input_root: str | None = None,
-    sink: str | None = None,
-    near_misses: bool = True,
     searched: InputSearch | None = None,
 ) -> WhyMissingReport:
-    """``searched``: the input search of an earlier answer to the same question (the app asks
-    without near misses first), used instead of reading the input files again."""
-    info = info or read_checkpoint(path)
-    keys = list(dict.fromkeys(keys))
-    if not keys or not all(isinstance(k, str) for k in keys):
-        raise InvalidInput("Give at least one key (one per line in the app, or as arguments to the CLI).")
-    if join_type is not None and join_type not in wm.JOIN_TYPES:
-        raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
+    """Each key of ``q`` followed from the input files through every operator to the output.
+    ``progress``: ``q.event_log`` read; ``searched``: the input search of an earlier answer to the
+    same question (the app asks without near misses first), used instead of reading the input files again."""
+    keys, batch_id, key_field, join_type = list(q.keys), q.batch, q.key_field, q.join_type
+    input_root, sink, near_misses = q.input_root, q.sink, q.near_misses
     require_state(info)
     walk = _walk(info, access, progress, join_type, tuple(keys))
     plan, tz = walk.plan, walk.tz
@@ -177,10 +166,9 @@ def why_missing_whole(
     for op_id, field_name in dict.fromkeys(chosen.values()):
         asked = [k for k in keys if chosen[k] == (op_id, field_name)]
         try:
-            arrivals = arrivals_for(info, asked, op_id, event_time_ms, progress)
-            reports[(op_id, field_name)] = diagnose.why_missing(
-                access, info, asked, op_id, batch_id, field_name, join_type, event_time_ms, progress, arrivals, near_misses
-            )
+            arrivals = arrivals_for(info, asked, op_id, q.event_time_ms, progress)
+            one = q.but(keys=tuple(asked), operator=op_id, key_field=field_name)
+            reports[(op_id, field_name)] = diagnose.why_missing(access, info, one, progress, arrivals)
         except (StateReadError, UnsupportedOperator) as e:  # its keys keep their fate, the verdict says why
             reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, e.message, access)
         except StateLensError:

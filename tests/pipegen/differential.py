@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.core.question import KeyQuestion
 from pipegen.truth import NEVER, PARTLY, UNDETERMINED, UNMATCHED, WRITTEN, KeyTruth, Truth
 
 REACHED_OUTCOMES = (WRITTEN, PARTLY, UNMATCHED)
@@ -61,11 +62,13 @@ def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) ->
 
     return why_missing(
         str(folder / "checkpoint"),
-        keys,
-        key_field=key_field,
-        event_log=str(folder / "event_log") if with_log else None,
-        input_root=str(folder / "inputs"),
-        sink=str(folder / "sink"),
+        KeyQuestion(
+            tuple(keys),
+            key_field=key_field,
+            event_log=str(folder / "event_log") if with_log else None,
+            input_root=str(folder / "inputs"),
+            sink=str(folder / "sink"),
+        ),
     )
 
 

@@ -1,0 +1,166 @@
+"""``why-missing``: why each key never reached the output, through the whole query or one operator."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from commands._out import dump
+
+HELP = "explain, per key, why it produced no output (joins and every stateful operator)"
+SPARK = True
+
+
+def add(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint")
+    p.add_argument("keys", nargs="+", metavar="KEY")
+    p.add_argument(
+        "--operator",
+        type=int,
+        default=None,
+        help="one operator's verdict alone (default: the whole query: each input record of the key followed through every "
+        "operator to the output)",
+    )
+    p.add_argument("--batch", type=int, default=None, help="batch to diagnose at (default: last committed)")
+    p.add_argument(
+        "--no-near-misses",
+        action="store_true",
+        help="the verdicts alone: skip the search for look-alike keys (case, spacing, digits) in the other partitions",
+    )
+    p.add_argument(
+        "--key-field",
+        default=None,
+        help="the input column or state key field the keys are values of (default: the operators' key columns, e.g. user_id)",
+    )
+    p.add_argument(
+        "--join-type",
+        choices=["inner", "left_outer", "right_outer", "full_outer", "left_semi"],
+        default=None,
+        help="the join's type (the checkpoint does not record it): outer joins emit evicted unmatched rows null-padded",
+    )
+    p.add_argument(
+        "--event-time",
+        default=None,
+        help="event time of the missing record (ISO 8601, UTC unless given, or epoch ms): was it late, and from which batch",
+    )
+    p.add_argument(
+        "--event-log",
+        default=None,
+        help="the query's Spark event log or progress JSON lines: its plan gives the operators, filters, watermarks, "
+        "output mode and a join's type and condition; its progress the rows each operator dropped as late",
+    )
+    p.add_argument(
+        "--input-root",
+        default=None,
+        help="where the input files are now, when they moved since the query read them (the folder holding the sources' folders)",
+    )
+    p.add_argument(
+        "--sink",
+        default=None,
+        help="the file sink's folder (with _spark_metadata), when it is not where the event log says",
+    )
+    p.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", "fate", ...}]}')
+
+
+def run(args: argparse.Namespace) -> None:
+    import textwrap
+
+    import statelens
+
+    answers = statelens.open(args.checkpoint).why_missing(
+        *args.keys,
+        operator=args.operator,
+        batch=args.batch,
+        key_field=args.key_field,
+        join_type=args.join_type,
+        event_time=args.event_time,
+        event_log=args.event_log,
+        input_root=args.input_root,
+        sink=args.sink,
+        near_misses=not args.no_near_misses,
+    )
+    if args.json:
+        dump(answers)
+        return
+    report = answers.report
+    inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
+    if report.whole_query:
+        s = report.input_search
+        searched = (
+            f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched ("
+            + ", ".join(f"{src}: {col}" for src, col in s.columns.items())
+            + ")"
+            if s is not None and s.files_listed
+            else "input not searched"
+        )
+        plan = (
+            f"plan from {report.plan_from}" if report.plan_from else "no event log: operators and watermarks from the checkpoint"
+        )
+        print(f"the whole query at batch {report.batch}: {searched}; {plan} (state read by {report.engine})")
+    else:
+        print(
+            f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field "
+            f"{report.key_label} (state read by {report.engine})"
+        )
+    for note in report.engine_notes:
+        print(f"note: read by Spark instead: the native reader does not read {note}")
+    if report.join_plan is not None:
+        plan_ = report.join_plan
+        print(
+            f"join (from the event log's plan): {plan_.plan_join_type} on {', '.join(plan_.left_keys)} = "
+            f"{', '.join(plan_.right_keys)}" + (f" and {plan_.condition}" if plan_.condition else "")
+        )
+    if report.history_error:
+        print(f"history could not be read: {report.history_error}")
+    elif report.history and not report.whole_query:
+        print(f"history: batches {report.history[0]}-{report.history[1]} ({report.history_method})")
+    for r in report.results:
+        side = f" ({r.side_text})" if r.side else ""
+        typed = f" [matched {r.matched_as}]" if r.matched_as and r.matched_as != "as text" else ""
+        if r.outcome is not None:  # the whole query: what reached the output and why the rest did not, first
+            at = r.cause_at or {}
+            where = ", ".join(
+                f"{k.replace('_id', '')} {at[k]}" for k in ("operator_id", "batch_id", "side") if at.get(k) is not None
+            )
+            cause = f" · cause {r.cause}" + (f" ({where})" if where else "") if r.cause else ""
+            print(f"\n{r.key}: {r.outcome}{cause} · operator {r.verdict_operator}'s verdict {r.verdict}{side}{typed}")
+        else:
+            reason = f" (reason: {r.reason})" if r.reason else ""
+            print(f"\n{r.key}: {r.verdict}{side}{typed}{reason}")
+        print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
+        if r.fate is not None:
+            print_fate(r.fate)
+        for n in r.near_misses if r.fate is None or not r.fate.near_fates else []:
+            print(f"  near miss: {n['key']!r} ({n['reason']}; {n['where']}, {n['seen']})")
+        if r.evidence:
+            print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
+
+
+def print_fate(fate: Any) -> None:
+    """A key's fate as a flow: each record, operator by operator, then what reached the output."""
+    from statelens.text import fmt_time
+
+    if fate.input_note:
+        print(f"  input: {fate.input_note}")
+    for rf in fate.records:
+        rec = rf.record
+        when = fmt_time(rf.event_time_ms)[:-4] if rf.event_time_ms is not None else "no event time"
+        path = " -> ".join(
+            f"op {st.operator_id} {st.outcome.replace('_', ' ')}" + (f" (batch {st.batch})" if st.batch is not None else "")
+            for st in rf.steps
+        )
+        print(f"  record: {rec.source} batch {rec.batch_id}, {rec.file_name} row {rec.row}, {when}: {path}")
+    for o in fate.outputs:
+        where = f"operator {o.operator_id}" if o.operator_id is not None else "the sink's files"
+        print(f"  output: {o.group}: {o.kind.replace('_', ' ')} in batch {o.batch_id} ({where})")
+    for w in fate.waiting:
+        print(f"  waiting: {w.detail}")
+    for n in fate.near_fates:
+        where = f" in batch {', '.join(map(str, n.batches))}" if n.batches else ""
+        files = f" ({', '.join(n.files[:2])})" if n.files else ""
+        print(f"  near miss: {n.key!r} ({n.reason}; {n.where}): {n.outcome.replace('_', ' ')}{where}{files}")
+    if not fate.near_fates:
+        for n in fate.near:
+            print(f"  near miss in the input: {n.values.get(n.column)!r} ({n.near}) at {n.where()}")
+    for note in fate.notes:
+        print(f"  note: {note}")
