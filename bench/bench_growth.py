@@ -2,7 +2,7 @@
 
 Both approaches measure the same store (left-keyWithIndexToValue) at every retained batch, in
 the same run with a warm session. The change-feed pass is what State Lens does
-(``spark_io.gather.health.store_growth``); the plain approach re-reads the state at each batch.
+(``spark_io.gather.checkup.store_growth``); the plain approach re-reads the state at each batch.
 
     .venv/bin/python bench/bench_growth.py [--runs 3]
 """
@@ -29,7 +29,7 @@ def main() -> None:
     cp = str(join_1m())
     spark = spark_session()
     from analysis.core.model import StateSource
-    from spark_io.gather.health import store_growth
+    from spark_io.gather.checkup import store_growth
     from spark_io.logs.checkpoint import list_state_files, read_checkpoint
 
     info = read_checkpoint(cp)

@@ -99,9 +99,9 @@ def stop_serving() -> bool:
 def downloads(report: Callable[[int, int, int], None]) -> Iterator[None]:
     """Inside the block, downloads from object storage that take over a second call
     ``report(bytes_done, bytes_total, files)`` as they go."""
-    from spark_io.storage import progress
+    from spark_io.storage import downloads as storage_downloads
 
-    with progress.reporting(report):
+    with storage_downloads.reporting(report):
         yield
 
 
@@ -168,7 +168,7 @@ class Checkpoint:
 
         run, runs = None, None
         if event_log:
-            from spark_io.logs.progress import read_progress, repartition_runs
+            from spark_io.logs.event_logs import read_progress, repartition_runs
 
             runs = repartition_runs(event_log)  # an application that repartitioned the state offline
             try:
@@ -180,7 +180,7 @@ class Checkpoint:
         if error:
             from analysis.checkpoint.doctor import RunState
             from spark_io.logs.checkpoint import explain_restart_error
-            from spark_io.logs.progress import read_error_source
+            from spark_io.logs.event_logs import read_error_source
 
             try:
                 text = read_error_source(error)
@@ -201,7 +201,7 @@ class Checkpoint:
         info = read_checkpoint(self.path)
         log = None
         if event_log:
-            from spark_io.logs.progress import read_progress
+            from spark_io.logs.event_logs import read_progress
 
             log = read_progress(event_log, info)
         rows = batch_rows(info, read_source_offsets(self.path), log)
@@ -270,14 +270,14 @@ class Checkpoint:
     @_question
     def skew(self, operator: int | None = None, store: str | None = None, batch: int | None = None) -> results.Skew:
         """Rows and bytes per partition of one store, skew ratios, hot keys."""
-        from spark_io.gather.health import skew
+        from spark_io.gather.checkup import skew
 
         return results.Skew(skew(self.path, operator, store, batch))
 
     @_question
     def growth(self, operator: int | None = None, store: str | None = None) -> results.Growth:
         """Rows and bytes per batch from the change feed, with findings."""
-        from spark_io.gather.health import growth
+        from spark_io.gather.checkup import growth
 
         return results.Growth(growth(self.path, operator, store))
 
@@ -308,7 +308,7 @@ class Checkpoint:
     ) -> results.Report:
         """The one-file HTML health report (``.html``): summary, findings, charts, and with ``keys``
         why each never reached the output, through the whole query."""
-        from spark_io.gather.health import checkup
+        from spark_io.gather.checkup import checkup
 
         c = checkup(self.path, event_log=event_log)
         answers = None
@@ -402,7 +402,7 @@ class Checkpoint:
         """One store's rows at ``batch`` (default: the last committed one), or its change feed up to
         it: the operator's main store unless ``store`` names another (a join side, a variable)."""
         from analysis.core.model import default_operator, operator_of, resolve_batch
-        from spark_io.gather.health import default_store, source_for
+        from spark_io.gather.checkup import default_store, source_for
         from spark_io.readers import engine
 
         info = self.info()

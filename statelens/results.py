@@ -651,7 +651,7 @@ class Chart(Result):
 
     def to_bytes(self, fmt: str) -> bytes:
         """The chart as ``png``, ``svg`` or ``html``, or its data as ``csv``."""
-        from analysis.core.export import figure_bytes, to_csv_bytes
+        from analysis.charts.export import figure_bytes, to_csv_bytes
 
         return to_csv_bytes(self.table) if fmt == "csv" else figure_bytes(self.figure, fmt)
 

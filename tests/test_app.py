@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis.runs.progress import snapshot_lags
 from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.progress import read_progress
+from spark_io.logs.event_logs import read_progress
 from support import ROOT, SAMPLES, sample, scenario
 
 APP = str(ROOT / "app.py")

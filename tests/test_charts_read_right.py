@@ -18,12 +18,12 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from analysis.charts import charts
+from analysis.charts.export import figure_bytes
 from analysis.charts.report import checkup_figures
-from analysis.core.export import figure_bytes
 from analysis.core.question import KeyQuestion
-from spark_io.gather import health as spark_health
+from spark_io.gather import checkup as spark_health
 from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.progress import read_progress
+from spark_io.logs.event_logs import read_progress
 from support import ROOT, SAMPLES, sample
 
 pytestmark = pytest.mark.browser  # kaleido's Chromium draws the PNGs and SVGs it reads

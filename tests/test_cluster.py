@@ -87,7 +87,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 
 DIAGNOSES = """
 import json, sys
-from spark_io.gather import health
+from spark_io.gather import checkup
 from spark_io.runtime import session
 from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
@@ -96,8 +96,8 @@ session.configure(master=sys.argv[1])
 cp = sys.argv[2]
 out = {
     "why_missing": why_missing(cp, KeyQuestion(("ord-153", "ord-1", "ord-999"))).to_dict(),
-    "skew": health.skew(cp).to_dict(),
-    "growth": health.growth(cp, store="left-keyWithIndexToValue").to_dict(),
+    "skew": checkup.skew(cp).to_dict(),
+    "growth": checkup.growth(cp, store="left-keyWithIndexToValue").to_dict(),
     "sql": Workspace(cp).execute("SELECT count(*) AS n FROM op0_left").table.to_pylist(),
 }
 print(json.dumps(out, default=str))

@@ -20,7 +20,7 @@ from analysis.core.model import StateSource, table_name
 from analysis.core.operator_kinds import kind_of
 from analysis.core.question import KeyQuestion
 from analysis.verdicts import why_missing as wm
-from spark_io.gather import health
+from spark_io.gather import checkup
 from spark_io.gather.diagnosis import why_missing
 from spark_io.gather.workspace import Workspace
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint
@@ -238,17 +238,17 @@ def test_doctor_sql_skew_growth_and_report(name: str, spark) -> None:  # type: i
     assert result.table.to_pylist() == [{"n": len(rows_now)}]
     # skew: rows per partition as Spark read them
     store = src.state_var or src.store_name
-    sk = health.skew(info.path, src.operator_id, store, info=info)
+    sk = checkup.skew(info.path, src.operator_id, store, info=info)
     want_parts: dict[int, int] = {}
     for _k, _m, pid in rows_now:
         want_parts[pid] = want_parts.get(pid, 0) + 1
     assert {p: n for p, n in sk.rows_by_partition.items() if n} == want_parts
     # growth: rows in state after every committed batch, from the change feed or the state per batch
-    g = health.growth(info.path, src.operator_id, store, info=info)
+    g = checkup.growth(info.path, src.operator_id, store, info=info)
     (sg,) = g.stores
     assert {b: sg.rows[b] for b in t["committed_batches"][-30:]} == {
         b: len(t["state"][label][str(b)]) for b in t["committed_batches"][-30:]
     }
-    c = health.checkup(info.path, info=info)
+    c = checkup.checkup(info.path, info=info)
     html = checkup_report(c.info, c.skews, c.growth.stores, c.findings)
     assert "<html" in html.lower() and "Traceback" not in html

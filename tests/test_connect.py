@@ -31,7 +31,7 @@ from spark_io.readers.state_reader import StateSource, read_state
 from spark_io.gather.workspace import Workspace
 from analysis.core.question import KeyQuestion
 from spark_io.gather.diagnosis import why_missing
-from spark_io.gather.health import skew
+from spark_io.gather.checkup import skew
 cp = sys.argv[2]
 out = {"remote": session.target().remote}
 info = read_checkpoint(cp)

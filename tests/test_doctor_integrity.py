@@ -95,7 +95,7 @@ def test_the_restart_cost_is_the_newest_snapshot_and_the_changes_after_it() -> N
 
 def test_the_health_report_carries_the_doctor() -> None:
     from analysis.charts.report import checkup_report
-    from spark_io.gather.health import checkup
+    from spark_io.gather.checkup import checkup
 
     c = checkup(str(V2))
     assert c.doctor is not None

@@ -265,9 +265,9 @@ def test_a_join_then_an_aggregation_per_customer(eng: str) -> None:
 def test_the_operator_watermarks_worked_out_equal_the_plans() -> None:
     """Without the event log's plans the per-operator watermarks are worked out as Spark's
     PropagateWatermarkSimulator does: they must equal what each batch's plan states."""
-    from analysis.core.query_plan import operator_watermarks
+    from analysis.plan.query_plan import operator_watermarks
     from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.logs.progress import read_progress
+    from spark_io.logs.event_logs import read_progress
 
     for name in ("chained_join_agg", CHAIN, CLICKS):
         info = read_checkpoint(sample(name))

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from analysis.charts import charts
+from analysis.charts.export import figure_bytes
 from analysis.charts.report import checkup_figures
 from analysis.checkpoint import health
-from analysis.core.export import figure_bytes
 from analysis.core.model import Batch
-from spark_io.gather import health as spark_health
+from spark_io.gather import checkup as spark_health
 from support import COMPAT, sample
 
 HEALTHY = [

@@ -86,7 +86,7 @@ def test_analysis_imports_without_pyspark_duckdb_or_streamlit() -> None:
 # each package's rooms, lowest first: a module imports its own room and the rooms before it, never after
 ROOMS = {
     "spark_io": ("storage", "runtime", "logs", "readers", "gather", "preflight"),
-    "analysis": ("core", "checkpoint", "runs", "verdicts", "fate", "charts"),
+    "analysis": ("core", "inputs", "plan", "checkpoint", "runs", "verdicts", "fate", "charts"),
 }
 
 
@@ -188,3 +188,18 @@ def test_the_cli_asks_through_statelens_only() -> None:
     for name in COMMANDS:
         m = command(name)
         assert m.HELP and callable(m.add) and callable(m.run) and isinstance(m.SPARK, bool), name
+
+
+def test_one_meaning_per_file_name() -> None:
+    """The names that meant three things each mean one: the query's progress (``analysis/runs``), the
+    state's health findings (``analysis/checkpoint``), a changed job's preflight run (``spark_io``);
+    downloads, event logs, the checkup's reads and a change's verdict have names of their own."""
+    for name in ("progress", "health", "preflight"):
+        found = sorted(
+            p.relative_to(ROOT).as_posix()
+            for folder in ("analysis", "spark_io", "statelens")
+            for p in (ROOT / folder).rglob("*")
+            if p.stem == name and "__pycache__" not in p.parts and (p.suffix == ".py" or p.is_dir())
+        )
+        assert len(found) == 1, (name, found)
+    assert not (ROOT / "analysis" / "core" / "policy.py").exists()  # the access policy is with the rest of sign-in

@@ -21,7 +21,7 @@ from analysis.core.errors import NativeUnsupported
 from analysis.core.model import StateSource, sources_of
 from analysis.core.question import KeyQuestion
 from analysis.verdicts import diagnose
-from spark_io.gather import health
+from spark_io.gather import checkup
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine
 from spark_io.readers.native.access import NativeState, simple_type
@@ -116,8 +116,8 @@ def test_skew_and_growth_are_the_same_on_both_engines(name: str, spark: Any, eng
     answers = {}
     for which in ("native", "spark"):
         engine_choice(which)
-        g = health.growth(info.path, info=info)
-        skews = [health.skew(info.path, op.operator_id, info=info) for op in info.operators]
+        g = checkup.growth(info.path, info=info)
+        skews = [checkup.skew(info.path, op.operator_id, info=info) for op in info.operators]
         assert g.engine == which and all(s.engine == which for s in skews)
         answers[which] = (
             {k: v for k, v in g.to_dict().items() if not k.startswith("engine")},
@@ -341,7 +341,7 @@ def test_growth_of_every_state_variable_counts_the_rows_spark_reads(name: str, s
     info = read_checkpoint(sample(name))
     for which in ("native", "spark"):
         engine_choice(which)
-        report = health.growth(info.path, info=info)
+        report = checkup.growth(info.path, info=info)
         assert report.engine == which
         variables = {s.store_name for s in report.stores}
         assert variables == {v for o in info.operators for v in o.state_variables if not v.startswith("$")}

@@ -373,9 +373,9 @@ def test_a_download_bar_drawn_inside_a_cached_read_is_not_replayed(
     earlier run: Streamlit would fail the cached function)."""
     from streamlit.testing.v1 import AppTest
 
-    from spark_io.storage import progress
+    from spark_io.storage import downloads
 
-    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
+    monkeypatch.setattr(downloads, "SHOW_AFTER_S", 0.0)
     with using(servers["s3"]):
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
         at.session_state["checkpoint"] = stores.uri_of("s3", "checkpoints/join_hdfs")

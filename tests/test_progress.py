@@ -23,7 +23,7 @@ from analysis.core.question import KeyQuestion
 from analysis.runs.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
 from analysis.verdicts import why_missing as wm
 from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
-from spark_io.logs.progress import read_progress
+from spark_io.logs.event_logs import read_progress
 from support import ROOT, SAMPLES, ms, sample, scenario
 
 EVENT_LOGS = SAMPLES / "event_logs"
@@ -323,7 +323,7 @@ def test_log_still_being_written_gives_its_complete_part_and_says_so(name: str, 
 def test_kafka_offsets_give_rows_per_partition() -> None:
     """Kafka cannot run here (its connector is not on PyPI); its offsets are the documented JSON
     {"topic": {"partition": offset}} in offsets/<batch>, the initial ones in sources/<n>/0."""
-    from analysis.core.sources import batch_sources, kind_of
+    from analysis.inputs.sources import batch_sources, kind_of
 
     offsets = {
         0: [{"orders": {"0": 10, "1": 7}}],
@@ -365,7 +365,7 @@ def test_rate_sources_are_named_by_their_kind() -> None:
 def test_kafka_sources_are_named_by_their_topics() -> None:
     """Kafka cannot run here: its offsets name the topics ({"topic": {"partition": offset}}), and
     a progress description without the checkpoint's offsets is Spark's KafkaV2[Subscribe[...]]."""
-    from analysis.core.sources import batch_sources, name_from_description
+    from analysis.inputs.sources import batch_sources, name_from_description
 
     out = batch_sources({0: [{"payments": {"0": 3}, "orders": {"0": 1}}, {"clicks": {"0": 2}}]}, {}, {})
     assert [s.name for s in out[0]] == ["orders, payments", "clicks"]

@@ -13,8 +13,8 @@ import cli
 from analysis.charts.report import checkup_report
 from analysis.core.model import sources_of
 from analysis.core.question import KeyQuestion
+from spark_io.gather.checkup import checkup
 from spark_io.gather.diagnosis import why_missing
-from spark_io.gather.health import checkup
 from spark_io.gather.workspace import Workspace
 from spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from spark_io.readers.state_reader import read_changes, read_state, read_state_metadata

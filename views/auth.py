@@ -15,8 +15,7 @@ from typing import Any
 import streamlit as st
 
 from analysis.core.errors import StateLensError
-from analysis.core.policy import Identity, Policy, groups_of
-from spark_io.runtime.policy import audit, load_policy
+from spark_io.runtime.policy import Identity, Policy, audit, groups_of, load_policy
 from spark_io.storage.locations import UserRoots, bind_user, check_allowed, require_user
 
 WHO_KEY = "_statelens_who"

@@ -8,7 +8,7 @@ import pyarrow as pa
 import streamlit as st
 
 from analysis.charts import charts
-from analysis.core.export import display_table
+from analysis.charts.export import display_table
 from analysis.core.key_columns import columns_equal_to_key
 from analysis.core.model import sources_of, table_name
 from spark_io.gather import crosscheck

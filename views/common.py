@@ -23,25 +23,25 @@ import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
+from analysis.charts.export import figure_bytes, to_csv_bytes
 from analysis.checkpoint.doctor import DoctorReport
 from analysis.checkpoint.health import SkewReport, human_bytes
 from analysis.checkpoint.repartition import RepartitionPreview
 from analysis.core.errors import NotAllowed, SparkUnavailable, StateLensError, speaking_as
-from analysis.core.export import figure_bytes, to_csv_bytes
 from analysis.core.model import CheckpointInfo, StateSource
 from analysis.core.question import KeyQuestion
-from analysis.core.sources import SourceBatch
 from analysis.core.state_access import StateAccess
+from analysis.inputs.sources import SourceBatch
 from analysis.runs.progress import ProgressLog
 from analysis.verdicts import diagnose
 from analysis.verdicts.unmatched import UnmatchedReport
 from spark_io import storage
-from spark_io.gather import diagnosis, health, unmatched
+from spark_io.gather import checkup, diagnosis, unmatched
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.gather.workspace import DEFAULT_ROW_BUDGET, TableSpec, Workspace
 from spark_io.logs import checkpoint, files
-from spark_io.logs.progress import log_fingerprint as _log_fingerprint
-from spark_io.logs.progress import read_progress
+from spark_io.logs.event_logs import log_fingerprint as _log_fingerprint
+from spark_io.logs.event_logs import read_progress
 from spark_io.readers import engine
 from spark_io.readers.access import between_questions, load_state, state_access
 from spark_io.readers.state_reader import RowFilter
@@ -172,7 +172,7 @@ def asking() -> Iterator[None]:
         page.copy().run(bar.progress, min(done / total, 1.0) if total else 0.0, text=text)
 
     try:
-        with storage.question(), storage.progress.reporting(show), speaking_as("cli"):  # the app names flags as the CLI
+        with storage.question(), storage.downloads.reporting(show), speaking_as("cli"):  # the app names flags as the CLI
             yield
     finally:
         bar.empty()
@@ -387,11 +387,11 @@ def doctor_cached(path: str, event_log: str | None = None) -> DoctorReport:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _checkup(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str) -> health.Checkup:
-    return health.checkup(path, event_log=event_log)
+def _checkup(path: str, event_log: str | None, fp: tuple[int, int], log_fp: tuple[int, int], engine_name: str) -> checkup.Checkup:
+    return checkup.checkup(path, event_log=event_log)
 
 
-def checkup_cached(path: str, event_log: str | None = None) -> health.Checkup:
+def checkup_cached(path: str, event_log: str | None = None) -> checkup.Checkup:
     """The whole health check of a checkpoint, shared by every browser session until it commits again."""
     return _checkup(path, event_log, fingerprint(path), log_fingerprint(event_log), engine.current())
 
@@ -441,7 +441,7 @@ def sources_cached(path: str) -> dict[int, list[SourceBatch]]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _skew(path: str, operator_id: int, store: str, batch: int, fp: tuple[int, int], engine_name: str) -> SkewReport:
-    return health.skew(path, operator_id, store, batch)
+    return checkup.skew(path, operator_id, store, batch)
 
 
 def skew_cached(path: str, operator_id: int, store: str, batch: int) -> SkewReport:

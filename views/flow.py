@@ -9,8 +9,8 @@ import json
 
 import streamlit as st
 
+from analysis.charts.export import display_rows
 from analysis.charts.flow import STEP_STYLE, flow_rows, near_rows, outputs_rows, visible, where_text
-from analysis.core.export import display_rows
 from analysis.fate import KeyFate
 from views.common import grid_height
 

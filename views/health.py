@@ -10,7 +10,7 @@ from analysis.checkpoint.health import counted_stores_text, key_json, rows_in_st
 from analysis.checkpoint.repartition import current_partitions
 from analysis.core.model import sources_of
 from spark_io.gather import crosscheck
-from spark_io.gather.health import default_store
+from spark_io.gather.checkup import default_store
 from views.common import (
     audited,
     chart,

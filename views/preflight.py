@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis.checkpoint.preflight import Preflight
+from analysis.checkpoint.change import Preflight
 from analysis.core.errors import InvalidInput
 from views.common import checkpoint_info, current_event_log, guard, metric_row
 

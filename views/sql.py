@@ -6,8 +6,8 @@ import hashlib
 
 import streamlit as st
 
+from analysis.charts.export import display_table, to_csv_bytes, to_parquet_bytes
 from analysis.checkpoint.examples import example_queries
-from analysis.core.export import display_table, to_csv_bytes, to_parquet_bytes
 from spark_io.gather.workspace import DEFAULT_ROW_BUDGET, LoadedTable
 from spark_io.readers.state_reader import RowFilter
 from views.common import audited, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace

@@ -9,8 +9,8 @@ import urllib.parse
 import streamlit as st
 
 from analysis.charts.charts import key_timeline_figure
+from analysis.charts.export import display_rows
 from analysis.charts.flow import shown_key
-from analysis.core.export import display_rows
 from analysis.core.operator_kinds import AGGREGATION, find_kind
 from analysis.core.question import KeyQuestion
 from analysis.runs.progress import parse_event_time

@@ -150,7 +150,7 @@ def checkup_report(
     doctor: Any = None,
     answers: list[Any] | None = None,
 ) -> str:
-    """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.gather.health;
+    """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.gather.checkup;
     ``progress`` the query's ProgressLog when an event log was given; ``doctor`` its DoctorReport;
     ``answers``: why-missing results of keys asked about, first)."""
     from analysis.checkpoint.health import counted_stores_text, rows_in_state

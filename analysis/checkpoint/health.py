@@ -1,6 +1,6 @@
 """State health: skew, growth, watermarks, retention and configuration advice (pure functions).
 
-Inputs are plain facts gathered by ``spark_io.gather.health``: rows per partition and the hottest keys
+Inputs are plain facts gathered by ``spark_io.gather.checkup``: rows per partition and the hottest keys
 of a store, its change feed reduced to (batch, delete?, key hash, partition), state file sizes,
 and the checkpoint's batches and captured configuration.
 """

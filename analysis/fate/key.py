@@ -9,10 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.inputs import InputSearch, event_time_us
 from analysis.core.operator_kinds import GROUP_STATE, TWS, find_kind
 from analysis.core.state_access import key_text
-from analysis.core.static_table import StaticTable
 from analysis.fate.model import (
     EMITTED,
     EMITTED_UNMATCHED,
@@ -28,6 +26,8 @@ from analysis.fate.model import (
 )
 from analysis.fate.outcome import judge
 from analysis.fate.walk import TIME_KEYS, FateWalk, defect
+from analysis.inputs.records import InputSearch, event_time_us
+from analysis.plan.static_table import StaticTable
 
 # a file sink's rows whose column holds one of the values: (column, values) -> (batch, file, row values)
 SinkSearch = Callable[[str, list[str]], list[tuple[int | None, str, dict[str, Any]]]]

@@ -7,11 +7,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.inputs import InputRecord
 from analysis.core.key_format import jsonable, to_ms
 from analysis.core.model import JOIN_ROW_FIELDS
 from analysis.core.operator_kinds import AGGREGATION, DEDUP, DEDUP_WITHIN, GROUP_STATE, JOIN, SESSION, TWS
 from analysis.core.state_access import key_text
+from analysis.inputs.records import InputRecord
 
 # what one operator did with one record (or with the row it became upstream): a step's outcome
 PASSED = "passed"  # the operator let the row through to the next one

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from analysis.core.inputs import InputSearch
 from analysis.fate.model import (
     CONDITION_NOT_MET,
     DROPPED,
@@ -37,6 +36,7 @@ from analysis.fate.model import (
     RecordFate,
     Waiting,
 )
+from analysis.inputs.records import InputSearch
 
 WORDS = {
     OUTCOME_WRITTEN: "Written",

@@ -18,14 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from analysis.core.errors import StateLensError, StateReadError
-from analysis.core.inputs import InputRecord, event_time_us
 from analysis.core.key_format import fmt_duration, jsonable, to_ms
 from analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
 from analysis.core.operator_kinds import JOIN, SESSION, TWS, find_kind, unsupported
-from analysis.core.predicates import filter_passes
-from analysis.core.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
 from analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
-from analysis.core.static_table import StaticTable
 from analysis.fate.model import (
     DROPPED_AS_LATE,
     FILTERED,
@@ -47,6 +43,10 @@ from analysis.fate.model import (
     record_text,
     window_text,
 )
+from analysis.inputs.records import InputRecord, event_time_us
+from analysis.plan.predicates import filter_passes
+from analysis.plan.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
+from analysis.plan.static_table import StaticTable
 
 # state key fields that are an operator's time, not an input column (a window, a session's start)
 TIME_KEYS = ("window", "session_window", "sessionStartTime")

@@ -3,7 +3,7 @@
 The checkpoint says what state exists; progress says what happened on the way: input rows and
 rates, durations, and per stateful operator the rows updated, removed and **dropped by the
 watermark**. Spark writes progress to listeners, to ``query.lastProgress`` and, as
-``QueryProgressEvent`` records, to its event logs. ``spark_io.logs.progress`` reads those files into
+``QueryProgressEvent`` records, to its event logs. ``spark_io.logs.event_logs`` reads those files into
 records; this module (pure) turns records into per-batch facts and the findings drawn from them.
 
 Progress does not carry operator ids: ``stateOperators`` lists the plan's stateful operators top
@@ -23,11 +23,11 @@ from typing import Any
 from analysis.checkpoint.doctor import RunState
 from analysis.checkpoint.health import Finding
 from analysis.core.errors import InvalidInput, ProgressNotFound
-from analysis.core.inputs import ArrivalSearch
 from analysis.core.key_format import fmt_duration
 from analysis.core.model import Batch, CheckpointInfo
-from analysis.core.query_plan import JoinPlan, OperatorWatermarks, QueryPlan, batch_watermarks, join_plans, query_plan
-from analysis.core.sources import name_from_description
+from analysis.inputs.records import ArrivalSearch
+from analysis.inputs.sources import name_from_description
+from analysis.plan.query_plan import JoinPlan, OperatorWatermarks, QueryPlan, batch_watermarks, join_plans, query_plan
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 STARTED_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"

@@ -16,7 +16,6 @@ from typing import Any
 
 from analysis.core import key_columns
 from analysis.core.errors import InvalidInput, StateReadError, UnknownOperator
-from analysis.core.inputs import ArrivalSearch, InputSearch
 from analysis.core.model import (
     JOIN_SIDES,
     CheckpointInfo,
@@ -30,9 +29,10 @@ from analysis.core.model import (
     validate_source,
 )
 from analysis.core.operator_kinds import TWS, find_kind, kind_of
-from analysis.core.query_plan import JoinPlan
 from analysis.core.question import KeyQuestion
 from analysis.core.state_access import KeyQuery, StateAccess, typed_values
+from analysis.inputs.records import ArrivalSearch, InputSearch
+from analysis.plan.query_plan import JoinPlan
 from analysis.runs.progress import Lateness, ProgressLog, lateness
 from analysis.verdicts import why_missing as wm
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from analysis.core.inputs import Arrival
 from analysis.core.key_format import fmt_ms, to_ms
+from analysis.inputs.records import Arrival
 from analysis.verdicts.key_verdicts import (
     AGGREGATION,
     DEDUP,

@@ -8,8 +8,8 @@ remote, outside the allowed roots or of another format are named, never guessed.
 
 from __future__ import annotations
 
-from analysis.core.inputs import Arrival, ArrivalSearch, holds_time
 from analysis.core.model import CheckpointInfo, default_operator, operator_of
+from analysis.inputs.records import Arrival, ArrivalSearch, holds_time
 from analysis.runs.progress import ProgressLog, lateness
 from spark_io.runtime.engine_choice import reads_natively
 

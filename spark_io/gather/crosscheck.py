@@ -86,8 +86,8 @@ def _agree(report: diagnose.WhyMissingReport, spark: diagnose.WhyMissingReport, 
 
 
 def check_skew(info: CheckpointInfo, report: Any) -> tuple[bool, str]:
-    from spark_io.gather import health
+    from spark_io.gather import checkup
     from spark_io.readers import engine
 
-    spark = health.skew(info.path, report.operator_id, report.store_name, report.batch_id, info=info, only=engine.SPARK)
+    spark = checkup.skew(info.path, report.operator_id, report.store_name, report.batch_id, info=info, only=engine.SPARK)
     return reports_agree(report.to_dict(), spark.to_dict(), "rows per partition and hottest keys")

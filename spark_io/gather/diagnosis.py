@@ -44,7 +44,7 @@ def why_missing(path: str, q: KeyQuestion, info: CheckpointInfo | None = None) -
     info = info or read_checkpoint(path)
     progress = None
     if q.event_log:  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
-        from spark_io.logs.progress import read_progress
+        from spark_io.logs.event_logs import read_progress
 
         progress = read_progress(q.event_log, info)
     if q.whole_query:

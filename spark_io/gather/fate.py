@@ -18,11 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from analysis.core.errors import InvalidInput, StateLensError, StateReadError
-from analysis.core.inputs import ANY, InputSearch
 from analysis.core.model import CheckpointInfo, default_operator, operator_of, require_state, resolve_batch
 from analysis.core.near_miss import near_miss_reason
 from analysis.core.operator_kinds import UnsupportedOperator, find_kind
-from analysis.core.query_plan import operator_watermarks
 from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
 from analysis.fate import (
@@ -46,6 +44,8 @@ from analysis.fate import (
 from analysis.fate.key import SinkSearch
 from analysis.fate.outcome import from_state, headline
 from analysis.fate.walk import defect
+from analysis.inputs.records import ANY, InputSearch
+from analysis.plan.query_plan import operator_watermarks
 from analysis.runs.progress import ProgressLog
 from analysis.verdicts import diagnose
 from analysis.verdicts import why_missing as wm

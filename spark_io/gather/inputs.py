@@ -32,9 +32,9 @@ from typing import Any
 
 from analysis.core.arrow_numpy import rows_of
 from analysis.core.errors import StateLensError
-from analysis.core.inputs import ANY, InputRecord, InputSearch
 from analysis.core.model import CheckpointInfo
 from analysis.core.near_miss import digits, near_miss_reason, normalize
+from analysis.inputs.records import ANY, InputRecord, InputSearch
 from spark_io.logs.checkpoint import read_source_offsets
 from spark_io.runtime.engine_choice import reads_natively
 from spark_io.storage import Entry, open_storage

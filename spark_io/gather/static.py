@@ -14,8 +14,8 @@ import json
 import re
 
 from analysis.core.errors import StateLensError
-from analysis.core.query_plan import QueryPlan
-from analysis.core.static_table import MAX_ROWS, StaticTable
+from analysis.plan.query_plan import QueryPlan
+from analysis.plan.static_table import MAX_ROWS, StaticTable
 from spark_io.gather.inputs import MAX_FILE_BYTES, _format, _join, _local, _read
 from spark_io.storage import open_storage
 from spark_io.storage.locations import check_allowed

@@ -40,7 +40,7 @@ def unmatched(
     if join_type is not None and join_type not in wm.JOIN_TYPES:
         raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
     if join_type is None and event_log and op.is_join:
-        from spark_io.logs.progress import read_progress
+        from spark_io.logs.event_logs import read_progress
 
         plan = read_progress(event_log, info).joins.get(op.operator_id)
         join_type = plan.join_type if plan else None

@@ -50,7 +50,7 @@ from analysis.core.model import (
     StoreInfo,
 )
 from analysis.core.operator_kinds import JOIN, find_kind
-from analysis.core.sources import SourceBatch, batch_sources, offset_lines, parse_offset
+from analysis.inputs.sources import SourceBatch, batch_sources, offset_lines, parse_offset
 from spark_io.logs.files import DIGITS, VERSIONED, Files, StorageFiles, open_files
 from spark_io.logs.integrity import verify_sidecars
 from spark_io.storage import LocalStorage

@@ -5,7 +5,7 @@ The job runs as the user runs it (``python job.py ...``, ``spark-submit job.py .
 (``redirect.py``). The query on the judged checkpoint starts on a scratch copy of it
 (``scratch.py``) into the ``noop`` sink for the one batch it would run next; other queries and batch
 writes of the job are not made. Spark plans that batch with every restart check and runs it, or
-raises; ``analysis.checkpoint.preflight`` explains the outcome. ``judge_writer`` does the same in
+raises; ``analysis.checkpoint.change`` explains the outcome. ``judge_writer`` does the same in
 this process for a writer or streaming DataFrame a function of the user's returns.
 """
 
@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.preflight import Preflight, judge
+from analysis.checkpoint.change import Preflight, judge
 from analysis.core.errors import InvalidInput, from_cli
 from analysis.core.model import CheckpointInfo
-from analysis.core.query_plan import QueryPlan, query_plan
+from analysis.plan.query_plan import QueryPlan, query_plan
 from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_fields
 from spark_io.logs.files import StorageFiles
 from spark_io.preflight import redirect
@@ -38,7 +38,7 @@ TIMEOUT_S = 900
 def _old_plan(info: CheckpointInfo, event_log: str | None) -> QueryPlan | None:
     if not event_log:
         return None
-    from spark_io.logs.progress import read_progress
+    from spark_io.logs.event_logs import read_progress
 
     return read_progress(event_log, info).query_plan()
 

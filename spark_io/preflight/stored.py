@@ -12,7 +12,7 @@ import pyarrow as pa
 from analysis.core.arrow_numpy import numpy_of
 from analysis.core.errors import StateLensError
 from analysis.core.model import CheckpointInfo, StateSource
-from spark_io.gather.health import default_store
+from spark_io.gather.checkup import default_store
 from spark_io.readers.native.reader import NativeReader
 
 

@@ -1,6 +1,6 @@
 """``SparkStats``: the figures health needs from state, reduced inside Spark (only counts, key ids
 and a few aggregates come back). ``spark_io.readers.native.stats.NativeStats`` gives the same figures from
-the native reader; ``spark_io.gather.health`` asks whichever the engine choice picks."""
+the native reader; ``spark_io.gather.checkup`` asks whichever the engine choice picks."""
 
 from __future__ import annotations
 

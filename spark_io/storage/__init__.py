@@ -5,13 +5,13 @@ Nothing outside this package opens a path of the user's."""
 from __future__ import annotations
 
 from analysis.core.errors import StorageError
-from spark_io.storage import progress
+from spark_io.storage import downloads
 from spark_io.storage.base import Entry, Storage, question
 from spark_io.storage.cloud import CloudStorage
 from spark_io.storage.local import LocalStorage
 from spark_io.storage.locations import check_allowed, cloud_of, is_local, local_path
 
-__all__ = ["CloudStorage", "Entry", "LocalStorage", "Storage", "is_native", "open_storage", "progress", "question"]
+__all__ = ["CloudStorage", "Entry", "LocalStorage", "Storage", "downloads", "is_native", "open_storage", "question"]
 
 
 def is_native(path: str) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar, cast
 
 from analysis.core.errors import StateLensError
-from spark_io.storage import progress
+from spark_io.storage import downloads
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -171,11 +171,11 @@ def recalled(key: str) -> Any:
 def parallel(fn: Callable[[T], R], items: list[T], pool: ThreadPoolExecutor = _POOL) -> list[R]:
     """At most 16 at a time (a bounded pool: a cloud store throttles a flood). Nested calls run
     inline so a worker never waits on the pool it holds a slot of."""
-    if progress.in_worker():
+    if downloads.in_worker():
         return [fn(i) for i in items]
-    futures: list[Future[R]] = [pool.submit(contextvars.copy_context().run, progress.as_worker, fn, i) for i in items]
+    futures: list[Future[R]] = [pool.submit(contextvars.copy_context().run, downloads.as_worker, fn, i) for i in items]
     pending: set[Future[R]] = set(futures)
     while pending:
         _, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-        progress.report()
+        downloads.report()
     return [f.result() for f in futures]

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, cast
 import pyarrow.fs as pafs
 
 from analysis.core.errors import StorageError
-from spark_io.storage import progress
+from spark_io.storage import downloads
 from spark_io.storage.base import IMMUTABLE, Entry, Storage, join, recalled, remembered
 from spark_io.storage.cache import shared
 
@@ -178,14 +178,14 @@ class CloudStorage(Storage):
 
     def _download(self, rel: str, size: int | None) -> bytes:
         if size:
-            progress.started(size)
+            downloads.started(size)
         try:
             with self.fs.open_input_stream(self._path(rel), compression=None) as f:
                 data = cast(bytes, f.read())
         except OSError as e:
             raise self._failed(rel, e) from e
         if size:
-            progress.fetched(len(data))
+            downloads.fetched(len(data))
         return data
 
     def read(self, rel: str, entry: Entry | None = None) -> bytes:

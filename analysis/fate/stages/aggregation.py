@@ -7,11 +7,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from analysis.core.inputs import event_time_us
 from analysis.core.operator_kinds import AGGREGATION
 from analysis.fate.model import EMITTED, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
 from analysis.fate.stages.base import Stage, key_has
 from analysis.fate.walk import TIME_KEYS, Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id, window_of_key
+from analysis.inputs.records import event_time_us
 
 
 def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:

@@ -8,10 +8,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.inputs import InputRecord, event_time_us
 from analysis.core.key_format import fmt_duration, to_ms
 from analysis.core.operator_kinds import JOIN
-from analysis.core.query_plan import readable
 from analysis.core.state_access import key_text
 from analysis.fate.model import (
     CONDITION_NOT_MET,
@@ -33,6 +31,8 @@ from analysis.fate.model import (
 )
 from analysis.fate.stages.base import Stage
 from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
+from analysis.inputs.records import InputRecord, event_time_us
+from analysis.plan.query_plan import readable
 from analysis.verdicts.key_verdicts import PRESERVED
 
 

@@ -35,7 +35,7 @@ from spark_io.readers.native.key_index import KeyIndex
 from spark_io.readers.native.reader import NativeReader
 from spark_io.readers.state_reader import has_change_feed
 from spark_io.runtime import engine_choice
-from spark_io.storage import progress
+from spark_io.storage import downloads
 
 _SIMPLE = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
@@ -268,7 +268,7 @@ class NativeState(ArrowState):
         self._warmed.update(todo)
 
         def warm() -> None:  # the asking page's context (its storage and bounds), not its progress bar
-            with progress.unreported():
+            with downloads.unreported():
                 self._warm(todo)
 
         t = threading.Thread(target=contextvars.copy_context().run, args=(warm,), name="statelens-warm-snapshots", daemon=True)

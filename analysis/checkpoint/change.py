@@ -19,7 +19,7 @@ from typing import Any
 
 from analysis.checkpoint.restart_error import explain
 from analysis.core.model import CheckpointInfo
-from analysis.core.query_plan import QueryPlan
+from analysis.plan.query_plan import QueryPlan
 
 SHUFFLE = "spark.sql.shuffle.partitions"
 # confs the checkpoint pins whose change the user may expect to apply

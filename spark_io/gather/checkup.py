@@ -33,7 +33,7 @@ from analysis.runs.progress import ProgressLog, progress_findings
 from analysis.verdicts import why_missing as wm
 from analysis.verdicts.diagnose import MAX_STATE_BATCHES, lookup_sources
 from spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
-from spark_io.logs.progress import read_progress
+from spark_io.logs.event_logs import read_progress
 from spark_io.readers import engine
 from spark_io.readers.spark_stats import SparkStats, StateStats
 from spark_io.readers.state_reader import has_change_feed
