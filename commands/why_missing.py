@@ -83,8 +83,9 @@ def run(args: argparse.Namespace) -> None:
         dump(answers)
         return
     report = answers.report
+    whole = isinstance(answers, statelens.QueryAnswers)  # the whole query's answer, else one operator's verdicts
     inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
-    if report.whole_query:
+    if whole:
         s = report.input_search
         searched = (
             f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched ("
@@ -112,12 +113,12 @@ def run(args: argparse.Namespace) -> None:
         )
     if report.history_error:
         print(f"history could not be read: {report.history_error}")
-    elif report.history and not report.whole_query:
+    elif report.history and not whole:
         print(f"history: batches {report.history[0]}-{report.history[1]} ({report.history_method})")
     for r in report.results:
         side = f" ({r.side_text})" if r.side else ""
         typed = f" [matched {r.matched_as}]" if r.matched_as and r.matched_as != "as text" else ""
-        if r.outcome is not None:  # the whole query: what reached the output and why the rest did not, first
+        if whole:  # what reached the output and why the rest did not, first
             at = r.cause_at or {}
             where = ", ".join(
                 f"{k.replace('_id', '')} {at[k]}" for k in ("operator_id", "batch_id", "side") if at.get(k) is not None

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 from analysis.core.errors import InvalidInput, StateLensError, speaking_as
 from statelens.api import Checkpoint, configure, downloads, limits, ls, open, question, serve, serving, stop_serving
-from statelens.results import Answers, KeyAnswer, Listing, Result, Rows
+from statelens.results import Answers, KeyAnswer, Listing, QueryAnswers, Result, Rows
 
 # plotly_js: how charts in a notebook get plotly.js: "cdn" (cdn.plot.ly) or "inline" (embedded, offline)
 config = SimpleNamespace(plotly_js="cdn")
@@ -27,6 +27,7 @@ __all__ = [
     "InvalidInput",
     "KeyAnswer",
     "Listing",
+    "QueryAnswers",
     "Result",
     "Rows",
     "StateLensError",

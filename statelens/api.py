@@ -250,7 +250,7 @@ class Checkpoint:
         ``why_missing`` asks, and what the app's page asks."""
         from spark_io.gather.diagnosis import why_missing
 
-        return results.Answers(why_missing(self.path, q))
+        return results.Answers.of(why_missing(self.path, q))
 
     @_question
     def unmatched(

@@ -339,11 +339,19 @@ def answers_table(results: list[Any]) -> pa.Table:
 
 class Answers(list[KeyAnswer]):
     """``why_missing``'s answers, one per key in the order asked; the list as a whole is
-    ``why-missing --json``."""
+    ``why-missing --json``. One operator's verdicts (``operator=``); the whole query's answer is
+    ``QueryAnswers``."""
 
     def __init__(self, report: Any) -> None:
         super().__init__(KeyAnswer(r, report) for r in report.results)
         self.report = report
+
+    @staticmethod
+    def of(report: Any) -> Answers:
+        """The answers of a why-missing report, typed by what was asked: the whole query or one operator."""
+        from analysis.fate.answer import WholeQueryReport
+
+        return QueryAnswers(report) if isinstance(report, WholeQueryReport) else Answers(report)
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable(self.report.to_dict())  # type: ignore[no-any-return]
@@ -356,7 +364,7 @@ class Answers(list[KeyAnswer]):
 
     def _repr_html_(self) -> str:
         r = self.report
-        if r.whole_query:
+        if isinstance(self, QueryAnswers):
             s = r.input_search
             searched = (
                 f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched"
@@ -373,6 +381,11 @@ class Answers(list[KeyAnswer]):
         body = [render.key_answer(a.result) + "<hr>" for a in self]
         figures = [f for a in self for f in a.figures]
         return render.card(f"Why are {len(self)} key(s) missing?", notes, body, figures)
+
+
+class QueryAnswers(Answers):
+    """The whole query's answers: per key what reached the output, the root cause of the rest and the
+    flow of its records (``fate``), its operator's verdict below."""
 
 
 class Unmatched(Result):

@@ -46,13 +46,10 @@ def input_rows(name: str, source: str) -> list[tuple[int, dict[str, Any]]]:
 def run(name: str, keys: list[str], eng: str, **kw: Any):  # type: ignore[no-untyped-def]
     engine.configure(eng)
     try:
-        return why_missing(
-            sample(name),
-            keys,
-            event_log=str(SAMPLES / "event_logs" / name),
-            input_root=str(SAMPLES / "inputs" / name),
-            **kw,
+        q = KeyQuestion(
+            tuple(keys), event_log=str(SAMPLES / "event_logs" / name), input_root=str(SAMPLES / "inputs" / name), **kw
         )
+        return why_missing(sample(name), q)
     finally:
         engine.configure("auto")
 

@@ -13,6 +13,7 @@ from analysis.charts.export import display_rows
 from analysis.charts.flow import shown_key
 from analysis.core.operator_kinds import AGGREGATION, find_kind
 from analysis.core.question import KeyQuestion
+from analysis.fate.answer import WholeQueryReport
 from analysis.runs.progress import parse_event_time
 from analysis.verdicts.diagnose import WhyMissingReport, looks_for_near_misses
 from analysis.verdicts.key_verdicts import KeyDiagnosis
@@ -364,7 +365,7 @@ if info is not None and info.operators and info.committed_batches:
                     )
                     + f" · verdicts of operator {report.operator_id} ({report.operator_name}) · "
                 )
-                if report.whole_query
+                if isinstance(report, WholeQueryReport)
                 else f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
                 f"`{report.key_label}` · "
                 + (

@@ -5,9 +5,9 @@ it to the pure parts: the query's event log (its plan: sources, filters, waterma
 its progress: late and duplicate rows per operator and batch; the sink), the files each batch read
 searched for the key and, on demand, for the records a stage needs besides (``spark_io.gather.inputs``),
 each operator's state (``state_access``: native or Spark), and a file sink's files. ``analysis.fate``
-follows each record and derives the key's outcome and root cause (the answer's first sentence); the
-verdict of the last operator whose key holds the key column (``analysis.verdicts.diagnose``) follows
-below it.
+follows each record and derives the key's outcome and root cause (the answer's first sentence), and
+``analysis.fate.answer`` composes the answer: each key's fate with the verdict of the last operator
+whose key holds the key column below it. Nothing here decides an answer.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from analysis.core.errors import InvalidInput, StateLensError, StateReadError
-from analysis.core.model import CheckpointInfo, default_operator, operator_of, require_state, resolve_batch
+from analysis.core.errors import InvalidInput, StateLensError
+from analysis.core.model import CheckpointInfo, require_state
 from analysis.core.near_miss import near_miss_reason
-from analysis.core.operator_kinds import UnsupportedOperator, find_kind
 from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
 from analysis.fate import (
-    NEVER_IN_INPUT,
     STAGES,
     UNKNOWN,
     WRITTEN,
@@ -34,6 +32,7 @@ from analysis.fate import (
     Output,
     RecordFinder,
     StaticLookup,
+    answer,
     failed_fate,
     group_text,
     key_fate,
@@ -42,14 +41,11 @@ from analysis.fate import (
     static_lookups,
 )
 from analysis.fate.key import SinkSearch
-from analysis.fate.outcome import from_state, headline
-from analysis.fate.walk import defect
+from analysis.fate.outcome import headline
 from analysis.inputs.records import ANY, InputSearch
 from analysis.plan.query_plan import operator_watermarks
 from analysis.runs.progress import ProgressLog
-from analysis.verdicts import diagnose
 from analysis.verdicts import why_missing as wm
-from analysis.verdicts.diagnose import WhyMissingReport
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.gather.inputs import Listing, RecordSearch, listed_files, search_inputs, search_sink, sink_folder
 from spark_io.gather.static import static_tables
@@ -100,11 +96,11 @@ def why_missing_whole(
     access: StateAccess,
     progress: ProgressLog | None = None,
     searched: InputSearch | None = None,
-) -> WhyMissingReport:
+) -> answer.WholeQueryReport:
     """Each key of ``q`` followed from the input files through every operator to the output.
     ``progress``: ``q.event_log`` read; ``searched``: the input search of an earlier answer to the
     same question (the app asks without near misses first), used instead of reading the input files again."""
-    keys, batch_id, key_field, join_type = list(q.keys), q.batch, q.key_field, q.join_type
+    keys, key_field, join_type = list(q.keys), q.key_field, q.join_type
     input_root, sink, near_misses = q.input_root, q.sink, q.near_misses
     require_state(info)
     walk = _walk(info, access, progress, join_type, tuple(keys))
@@ -159,41 +155,17 @@ def why_missing_whole(
                 raise
             fates[k] = failed_fate(k, e)
     # the verdict of the last operator whose key holds the key's column, as one operator's diagnosis gives it
-    reports: dict[tuple[int, str | None], WhyMissingReport] = {}
-    chosen: dict[str, tuple[int, str | None]] = {}
-    for k in keys:
-        chosen[k] = _verdict_operator(walk, fates[k], key_field, info)
-    for op_id, field_name in dict.fromkeys(chosen.values()):
-        asked = [k for k in keys if chosen[k] == (op_id, field_name)]
-        try:
-            arrivals = arrivals_for(info, asked, op_id, q.event_time_ms, progress)
-            one = q.but(keys=tuple(asked), operator=op_id, key_field=field_name)
-            reports[(op_id, field_name)] = diagnose.why_missing(access, info, one, progress, arrivals)
-        except (StateReadError, UnsupportedOperator) as e:  # its keys keep their fate, the verdict says why
-            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, e.message, access)
-        except StateLensError:
-            raise
-        except Exception as e:  # a defect in the operator's verdict: its keys keep their fate, the verdict says so
-            if walk.strict:
-                raise
-            reports[(op_id, field_name)] = _verdict_failed(info, op_id, batch_id, field_name, asked, defect(e), access)
-    results = []
-    for k in keys:
-        results.append(next(r for r in reports[chosen[k]].results if r.key == k))
+    chosen, reports = answer.verdicts(
+        walk, fates, q, access, progress, lambda asked, op_id: arrivals_for(info, asked, op_id, q.event_time_ms, progress)
+    )
     if near_misses and listing is not None:
-        _near_fates(info, results, fates, walk, listing, columns, progress, sink, format_of, tz)
+        in_state = [next(r for r in reports[chosen[k]].results if r.key == k) for k in keys]
+        _near_fates(info, in_state, fates, walk, listing, columns, progress, sink, format_of, tz)
         for k, fate in fates.items():  # a look-alike that was written is part of the answer
             if fate.near_fates:
                 fate.headline = headline(fate, written.get(k, []))
-    for d in results:
-        _apply(d, fates[d.key], chosen[d.key][0], reports[chosen[d.key]].kind)
-    first = reports[chosen[keys[0]]]
-    first.results = results
-    first.key_field = key_field or first.key_field  # what the keys were asked as (an input column too)
-    first.whole_query = True
-    first.input_search = search
-    first.plan_from = progress.location if plan is not None and progress is not None else None
-    return first
+    plan_from = progress.location if plan is not None and progress is not None else None
+    return answer.answer(q, fates, chosen, reports, search, plan_from)
 
 
 def _through_static(
@@ -223,26 +195,6 @@ def _through_static(
     return search
 
 
-def _verdict_failed(
-    info: CheckpointInfo, op_id: int, batch_id: int | None, field_name: str | None, keys: list[str], why: str, access: Any
-) -> WhyMissingReport:
-    op = operator_of(info, op_id)
-    report = WhyMissingReport(
-        info.path,
-        op_id,
-        op.operator_name,
-        find_kind(op.operator_name) or op.operator_name,
-        resolve_batch(info, batch_id),
-        field_name or "",
-        [],
-        None,
-        {},
-    )
-    report.results = [wm.KeyDiagnosis(k, UNKNOWN, f"It cannot be told: {why}.") for k in keys]
-    report.engine = str(getattr(access, "engine", report.engine))  # what read the state the fate walked
-    return report
-
-
 def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Listing | None) -> list[str]:
     """The columns a key given with ``--key-field`` is searched in: that state key field's column, or
     that input column; a field that is neither is refused, naming the ones there are."""
@@ -268,27 +220,6 @@ def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Li
         )
         + "."
     )
-
-
-def _verdict_operator(walk: FateWalk, fate: KeyFate, key_field: str | None, info: CheckpointInfo) -> tuple[int, str | None]:
-    """(operator, key field) whose single-operator verdict the key keeps: the operator nearest the
-    output whose key holds the column the key was found in (else the default operator)."""
-    column = fate.records[0].record.column if fate.records else None
-    for op in sorted(info.operators, key=lambda o: o.operator_id):
-        view = walk.view(op)
-        for side in view.keys:
-            found = view.lookup(side)
-            if found and column and (found[1].source_column or found[1].name) == column:
-                return op.operator_id, found[0]
-    # no record found: the operator nearest the output whose key has the field asked for, else the
-    # default operator's own key field (the fate tells the rest)
-    for op in sorted(info.operators, key=lambda o: o.operator_id):
-        view = walk.view(op)
-        for cols in view.keys.values():
-            for i, c in enumerate(cols):
-                if key_field is not None and key_field in (c.name, c.source_column, f"field{i}"):
-                    return op.operator_id, f"field{i}" if view.kind == "join" else c.name
-    return default_operator(info).operator_id, None
 
 
 def _written(
@@ -378,47 +309,3 @@ def _near_fates(
                     f.headline,
                 )
             )
-
-
-def _near_misses(in_state: list[dict[str, Any]], fate: KeyFate) -> list[dict[str, Any]]:
-    """Every look-alike of the key in one shape, where it was seen with what became of it (None: not
-    followed): the state's sightings and the input's, as the fate followed them."""
-    followed = {n.key: n for n in fate.near_fates}
-    out = {n["key"]: {**n, "outcome": None, "batches": [], "files": []} for n in in_state}
-    for key, n in followed.items():
-        seen = out.setdefault(key, {"key": key, "reason": n.reason, "where": n.where, "seen": n.where})
-        seen.update(outcome=n.outcome, batches=n.batches, files=n.files)
-    return list(out.values())
-
-
-def _apply(d: wm.KeyDiagnosis, fate: KeyFate, operator_id: int, kind: str) -> None:
-    """The fate on one key's single-operator diagnosis: the outcome and its root cause first, then the
-    operator's verdict (the whole query's where it decides: every record dropped as late, never in the input)."""
-    d.fate = fate
-    d.reason = fate.reason
-    d.near_misses = _near_misses(d.near_misses, fate)
-    if fate.outcome == NEVER_IN_INPUT and d.verdict not in (wm.NEVER_IN_STATE, wm.UNKNOWN):
-        # the key is in the state but no input column holds it: the operator's key is computed (an
-        # expression of the input), so its records were not found: the state's verdict stands
-        fate.outcome = UNKNOWN
-        fate.cause = None
-        fate.notes.append(
-            "No input column holds this key as it is, yet the state does: the operator's key is computed from the input "
-            "(an expression), so its records were not found; the verdict is the state's."
-        )
-        fate.headline = ""
-    if fate.outcome == UNKNOWN and not fate.records and operator_id == 0:
-        from_state(fate, d.verdict, d.was_matched, kind, d.explanation, operator_id)
-    verdict = fate.verdict
-    d.verdict_operator = operator_id
-    if verdict in (wm.DROPPED_AS_LATE, NEVER_IN_INPUT):
-        d.verdict = verdict
-        late = [s for r in fate.records for s in r.steps if s.outcome == wm.DROPPED_AS_LATE]
-        d.dropped_in_batch = late[0].batch if late else None
-        if late:  # the operator that dropped it gives the verdict
-            d.verdict_operator = late[0].operator_id
-    d.outcome = fate.outcome
-    d.cause = fate.cause.kind if fate.cause else None
-    d.cause_at = fate.cause.to_dict() if fate.cause else None
-    d.verdict_explanation = d.explanation
-    d.explanation = " ".join(t for t in (fate.headline, fate.summary, f"Operator {operator_id}'s verdict: {d.explanation}") if t)
