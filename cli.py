@@ -135,8 +135,6 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
 
     try:
         with statelens.speaking_as("cli"):
-            if args.master and args.remote:
-                raise statelens.InvalidInput("Give either --master or --remote, not both.")
             statelens.configure(
                 args.engine,
                 args.master,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from analysis.core.errors import InvalidInput, StateLensError, speaking_as
+from analysis.core.question import KeyQuestion
 from statelens.api import Checkpoint, configure, downloads, limits, ls, open, question, serve, serving, stop_serving
 from statelens.results import Answers, KeyAnswer, Listing, QueryAnswers, Result, Rows
 
@@ -26,6 +27,7 @@ __all__ = [
     "Checkpoint",
     "InvalidInput",
     "KeyAnswer",
+    "KeyQuestion",
     "Listing",
     "QueryAnswers",
     "Result",

@@ -246,8 +246,8 @@ class Checkpoint:
 
     @_question
     def ask(self, q: Any) -> results.Answers:
-        """Why-missing's question as one value (``analysis.core.question.KeyQuestion``): what
-        ``why_missing`` asks, and what the app's page asks."""
+        """Why-missing's question as one value (``statelens.KeyQuestion``: the keys and how they are asked),
+        what ``why_missing`` asks: ``cp.ask(statelens.KeyQuestion(("ord-42",), event_log=...))``."""
         from spark_io.gather.diagnosis import why_missing
 
         return results.Answers.of(why_missing(self.path, q))

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 
 from support import ROOT
 
 
+def top_imports(path: Path) -> set[str]:
+    """The top-level packages a module imports (at the top or inside a function)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
 def imported_modules(folder: str) -> dict[str, set[str]]:
-    out = {}
-    for path in sorted((ROOT / folder).rglob("*.py")):  # every room and package below it
-        names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module.split(".")[0])
-        out[path.relative_to(ROOT / folder).as_posix()] = names
-    return out
+    # every room and package below it
+    return {path.relative_to(ROOT / folder).as_posix(): top_imports(path) for path in sorted((ROOT / folder).rglob("*.py"))}
 
 
 def test_engine_code_does_not_import_the_ui() -> None:
@@ -176,12 +180,7 @@ def test_the_cli_asks_through_statelens_only() -> None:
 
     paths = [ROOT / "cli.py", *sorted((ROOT / "commands").glob("*.py"))]
     for path in paths:
-        mods: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                mods |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                mods.add(node.module.split(".")[0])
+        mods = top_imports(path)
         assert not mods & {"spark_io", "analysis", "views", "pyspark", "duckdb", "streamlit"}, (path.name, mods)
     modules = {p.stem for p in (ROOT / "commands").glob("*.py") if not p.stem.startswith("_")}
     assert set(COMMANDS.values()) == modules  # every module is a registered command, every command a module

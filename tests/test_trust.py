@@ -150,28 +150,11 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
     values = [r[0] for r in state.load(info.path).selectExpr(f"CAST(key.`{field}` AS STRING)").distinct().limit(25).collect()]
     keys = [*values, "ord-0", "user-3", "nope"]
     loaded = load_state(info, op.operator_id, batch)
-    a = diagnose.why_missing(
-        loaded,
-        info,
-        KeyQuestion(
-            tuple(keys),
-            operator=op.operator_id,
-            batch=batch,
-            key_field=field,
-            join_type="full_outer" if "outer" in name else None,
-        ),
+    q = KeyQuestion(
+        tuple(keys), operator=op.operator_id, batch=batch, key_field=field, join_type="full_outer" if "outer" in name else None
     )
-    b = diagnose.why_missing(
-        SparkState(info),
-        info,
-        KeyQuestion(
-            tuple(keys),
-            operator=op.operator_id,
-            batch=batch,
-            key_field=field,
-            join_type="full_outer" if "outer" in name else None,
-        ),
-    )
+    a = diagnose.why_missing(loaded, info, q)
+    b = diagnose.why_missing(SparkState(info), info, q)
     assert [(r.key, r.verdict, r.side, r.evicted_at_batch) for r in a.results] == [
         (r.key, r.verdict, r.side, r.evicted_at_batch) for r in b.results
     ]
