@@ -250,7 +250,8 @@ class Checkpoint:
         what ``why_missing`` asks: ``cp.ask(statelens.KeyQuestion(("ord-42",), event_log=...))``."""
         from spark_io.gather.diagnosis import why_missing
 
-        return results.Answers.of(why_missing(self.path, q))
+        report = why_missing(self.path, q)
+        return results.QueryAnswers(report) if q.whole_query else results.Answers(report)
 
     @_question
     def unmatched(

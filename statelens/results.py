@@ -346,12 +346,6 @@ class Answers(list[KeyAnswer]):
         super().__init__(KeyAnswer(r, report) for r in report.results)
         self.report = report
 
-    @staticmethod
-    def of(report: Any) -> Answers:
-        """The answers of a why-missing report, typed by what was asked: the whole query or one operator."""
-        from analysis.fate.answer import WholeQueryReport
-
-        return QueryAnswers(report) if isinstance(report, WholeQueryReport) else Answers(report)
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable(self.report.to_dict())  # type: ignore[no-any-return]
