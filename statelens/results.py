@@ -346,7 +346,6 @@ class Answers(list[KeyAnswer]):
         super().__init__(KeyAnswer(r, report) for r in report.results)
         self.report = report
 
-
     def to_dict(self) -> dict[str, Any]:
         return jsonable(self.report.to_dict())  # type: ignore[no-any-return]
 
