@@ -7,7 +7,8 @@ searched for the key and, on demand, for the records a stage needs besides (``sp
 each operator's state (``state_access``: native or Spark), and a file sink's files. ``analysis.fate``
 follows each record and derives the key's outcome and root cause (the answer's first sentence), and
 ``analysis.fate.answer`` composes the answer: each key's fate with the verdict of the last operator
-whose key holds the key column below it. Nothing here decides an answer.
+whose key holds the key column below it. One piece of the answer is still decided here: a key whose
+look-alike was followed gets its first sentence again, once the look-alikes' input was searched.
 """
 
 from __future__ import annotations
