@@ -13,11 +13,23 @@ Errors are ``statelens.StateLensError`` (the CLI's one-line errors: ``title``, `
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from analysis.core.errors import InvalidInput, StateLensError, speaking_as
 from analysis.core.question import KeyQuestion
 from statelens.api import Checkpoint, configure, downloads, limits, ls, open, question, serve, serving, stop_serving
 from statelens.results import Answers, KeyAnswer, Listing, QueryAnswers, Result, Rows
+
+
+def __getattr__(name: str) -> Any:
+    """``statelens.RowFilter`` (rows to keep: partitions, or keys of a key field), imported when asked:
+    its module is the state reader's, which a command that reads no state does not import."""
+    if name == "RowFilter":
+        from spark_io.readers.state_reader import RowFilter
+
+        return RowFilter
+    raise AttributeError(f"module 'statelens' has no attribute {name!r}")
+
 
 # plotly_js: how charts in a notebook get plotly.js: "cdn" (cdn.plot.ly) or "inline" (embedded, offline)
 config = SimpleNamespace(plotly_js="cdn")
@@ -31,6 +43,7 @@ __all__ = [
     "Listing",
     "QueryAnswers",
     "Result",
+    "RowFilter",
     "Rows",
     "StateLensError",
     "config",

@@ -7,11 +7,13 @@ remote folder is listed once in it and listed again by the next (a running query
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import os
+import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from analysis.core.errors import InvalidInput, StateLensError, option
 from statelens import results
@@ -121,21 +123,50 @@ def ls(prefix: str, sort: str = "problems") -> results.Listing:
     return results.Listing(prefix, sort_rows(list_checkpoints(prefix), sort))
 
 
-def open(path: str) -> Checkpoint:
+def open(path: str, keep: bool = False) -> Checkpoint:
     """A checkpoint (the folder given to the query as ``checkpointLocation``): local, ``s3://``,
-    ``abfss://``, ``gs://`` or ``hdfs://``. It is read when asked, never written."""
-    cp = Checkpoint(path)
+    ``abfss://``, ``gs://`` or ``hdfs://``. It is read when asked, never written. ``keep``: keep what
+    was read for the questions after (the app holds one such object per committed batch); without
+    it each method reads afresh (a running query commits new batches)."""
+    cp = Checkpoint(path, keep=keep)
     cp._files()  # a path that is not a checkpoint fails here, with the CLI's message (a damaged one does not)
     return cp
 
 
-class Checkpoint:
-    """One checkpoint. Each method reads it afresh (a running query commits new batches); SQL
-    keeps the tables it loaded per batch."""
+class _Kept:
+    """What a kept checkpoint read, for the questions after: the newest ``size`` values per kind."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self) -> None:
+        self._values: dict[str, collections.OrderedDict[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, key: Any, make: Callable[[], R], size: int = 16) -> R:
+        with self._lock:
+            kept = self._values.setdefault(kind, collections.OrderedDict())
+            if key in kept:
+                kept.move_to_end(key)
+                return cast(R, kept[key])
+        value = make()  # outside the lock: two questions read at once
+        with self._lock:
+            kept[key] = value
+            while len(kept) > size:
+                kept.popitem(last=False)
+        return value
+
+
+class Checkpoint:
+    """One checkpoint. Each method reads it afresh (a running query commits new batches) unless it
+    was opened with ``keep``; SQL keeps the tables it loaded per batch."""
+
+    def __init__(self, path: str, keep: bool = False) -> None:
         self.path = path
+        self.keep = keep
+        self._kept = _Kept()
         self._workspaces: dict[tuple[Any, ...], Any] = {}
+
+    def _once(self, kind: str, key: Any, make: Callable[[], R], size: int = 16) -> R:
+        """``make()``, kept for the questions after when the checkpoint is kept."""
+        return self._kept.get(kind, key, make, size) if self.keep else make()
 
     def __repr__(self) -> str:
         return f"statelens.open({self.path!r})"
@@ -147,12 +178,49 @@ class Checkpoint:
 
         return open_files(self.path)
 
+    def fingerprint(self) -> tuple[int, int]:
+        """Changes when the checkpoint starts or commits a batch (a listing of offsets/ and commits/)."""
+        from spark_io.logs.files import fingerprint
+
+        return fingerprint(self.path)
+
     @_question
     def info(self) -> Any:
         """The checkpoint's logs and metadata (``analysis.core.model.CheckpointInfo``), no JVM."""
         from spark_io.logs.checkpoint import read_checkpoint
 
-        return read_checkpoint(self.path)
+        return self._once("info", None, lambda: read_checkpoint(self.path))
+
+    def _progress_log(self, event_log: str | None) -> Any:
+        """The query's progress and plans from ``event_log`` (``analysis.runs.progress.ProgressLog``), or None."""
+        if not event_log:
+            return None
+        from spark_io.logs.event_logs import log_fingerprint, read_progress
+
+        key = (event_log, log_fingerprint(event_log) if self.keep else None)  # a running application's log grows
+        return self._once("progress", key, lambda: read_progress(event_log, self.info()), 8)
+
+    @_question
+    def key_schemas(self) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:
+        """Each operator's key fields from the state schema files (no JVM), and why any could not be read."""
+        from spark_io.logs.checkpoint import read_key_fields
+
+        return self._once("key_schemas", None, lambda: read_key_fields(self.path))
+
+    @_question
+    def state_files(self) -> results.StateFiles:
+        """Every file under state/ (store, partition, version, kind, bytes), no JVM."""
+        from spark_io.logs.checkpoint import list_state_files
+
+        return results.StateFiles(self.info(), list_state_files(self.path))
+
+    @_question
+    def explain_error(self, error: str) -> Any:
+        """A failed restart's error text (``query.exception()``, a driver log's lines), explained
+        against this checkpoint (``analysis.checkpoint.doctor.RestartExplanation``)."""
+        from spark_io.logs.checkpoint import explain_restart_error
+
+        return explain_restart_error(self.path, error)
 
     @_question
     def overview(self) -> results.Overview:
@@ -196,18 +264,13 @@ class Checkpoint:
         """Per batch: what each source read (from the checkpoint), and with ``event_log`` rows,
         durations and the rows each operator dropped as late."""
         from analysis.runs.progress import batch_rows, operator_mismatch, snapshot_lags
-        from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
+        from spark_io.logs.checkpoint import read_source_offsets
 
-        info = read_checkpoint(self.path)
-        log = None
-        if event_log:
-            from spark_io.logs.event_logs import read_progress
-
-            log = read_progress(event_log, info)
-        rows = batch_rows(info, read_source_offsets(self.path), log)
+        info = self.info()
+        log = self._progress_log(event_log)
+        rows = batch_rows(info, self._once("sources", None, lambda: read_source_offsets(self.path)), log)
         mismatch = operator_mismatch(log, info) if log else None
-        notes = (log.notes if log else []) + ([f"Operators could not be matched: {mismatch}."] if mismatch else [])
-        return results.Progress(info, log, rows, notes, snapshot_lags(log) if log else [])
+        return results.Progress(info, log, rows, log.notes if log else [], snapshot_lags(log) if log else [], mismatch)
 
     @_question
     def why_missing(
@@ -247,11 +310,59 @@ class Checkpoint:
     @_question
     def ask(self, q: Any) -> results.Answers:
         """Why-missing's question as one value (``statelens.KeyQuestion``: the keys and how they are asked),
-        what ``why_missing`` asks: ``cp.ask(statelens.KeyQuestion(("ord-42",), event_log=...))``."""
+        what ``why_missing`` asks: ``cp.ask(statelens.KeyQuestion(("ord-42",), event_log=...))``.
+        Kept: the state read stays for the keys asked after, and the input files searched for a
+        key's verdicts are not searched again for its look-alikes."""
         from spark_io.gather.diagnosis import why_missing
 
-        report = why_missing(self.path, q)
+        info, access, searched = self.info(), self._access(q.operator, q.batch), None
+        if q.whole_query and q.near_misses:
+            searched = self._once("searched", q.but(near_misses=False), lambda: None, 64)
+        report = why_missing(self.path, q, info, access, self._progress_log(q.event_log), searched)
+        if self.keep and access is not None:
+            from spark_io.readers.access import between_questions
+
+            if q.whole_query and not q.near_misses:
+                self._kept.get("searched", q, lambda: report.input_search, 64)
+            between_questions(access)
         return results.QueryAnswers(report) if q.whole_query else results.Answers(report)
+
+    def _access(self, operator: int | None, batch: int | None = None) -> Any:
+        """The state a kept checkpoint's questions read: every operator's (``operator`` None: the whole
+        query), or one operator's at ``batch``, loaded for the keys after; None: read afresh."""
+        if not self.keep:
+            return None
+        from analysis.core.model import resolve_batch
+        from spark_io.readers.access import load_state, state_access
+
+        info = self.info()
+        if operator is None:
+            return self._once("access", None, lambda: state_access(info), 4)
+        at = resolve_batch(info, batch)
+        return self._once("access", (operator, at), lambda: load_state(info, operator, at), 4)
+
+    @_question
+    def key_fields(self, operator: int) -> dict[str, str]:
+        """An operator's key fields and how each reads (a join's ``field0 (order_id)``), the default one
+        first. Kept and read natively: through the state its questions will read (a join's columns);
+        through Spark the fields only (a job per side before any question)."""
+        from spark_io.gather.diagnosis import key_field_labels
+        from spark_io.readers.engine import wants_native
+
+        info = self.info()
+        if not (self.keep and wants_native(info)) or info.last_committed is None:
+            return key_field_labels(info, operator, columns=False)
+        return key_field_labels(info, operator, self._access(operator, info.last_committed))
+
+    @_question
+    def key_columns(self, event_log: str | None = None) -> list[str]:
+        """The input columns a key may be in (every operator's key columns, operator 0's first)."""
+        from spark_io.gather.fate import key_columns_of
+        from spark_io.readers.access import state_access
+
+        info = self.info()
+        access = self._access(None) or state_access(info)
+        return key_columns_of(info, access, self._progress_log(event_log))
 
     @_question
     def unmatched(
@@ -266,7 +377,8 @@ class Checkpoint:
         condition; an aggregation's windows still waiting."""
         from spark_io.gather.unmatched import unmatched
 
-        return results.Unmatched(unmatched(self.path, operator, batch, since, join_type=join_type, event_log=event_log))
+        report = unmatched(self.path, operator, batch, since, info=self.info(), join_type=join_type, event_log=event_log)
+        return results.Unmatched(report)
 
     @_question
     def skew(self, operator: int | None = None, store: str | None = None, batch: int | None = None) -> results.Skew:
@@ -281,6 +393,14 @@ class Checkpoint:
         from spark_io.gather.checkup import growth
 
         return results.Growth(growth(self.path, operator, store))
+
+    @_question
+    def checkup(self, event_log: str | None = None) -> Any:
+        """The whole health check (``spark_io.gather.checkup.Checkup``): skew and growth of every store,
+        configuration, the doctor, and with ``event_log`` the rows dropped by the watermark."""
+        from spark_io.gather.checkup import checkup
+
+        return checkup(self.path, info=self.info(), event_log=event_log)
 
     @_question
     def chart(self, name: str, operator: int | None = None, store: str | None = None, batch: int | None = None) -> results.Chart:
@@ -309,9 +429,7 @@ class Checkpoint:
     ) -> results.Report:
         """The one-file HTML health report (``.html``): summary, findings, charts, and with ``keys``
         why each never reached the output, through the whole query."""
-        from spark_io.gather.checkup import checkup
-
-        c = checkup(self.path, event_log=event_log)
+        c = self.checkup(event_log)
         answers = None
         if keys:
             from analysis.core.question import KeyQuestion
@@ -329,12 +447,21 @@ class Checkpoint:
         return results.Repartition(repartition_preview(self.path, partitions, operator))
 
     @_question
-    def preflight(self, command: list[str], event_log: str | None = None, timeout: float = 900) -> results.Preflight:
-        """Run the changed job (``["python", "job.py", ...]``, as deployed) against a scratch copy:
-        does it restart on this checkpoint, by Spark's own checks, and what would behave otherwise."""
+    def preflight(
+        self, command: list[str], event_log: str | None = None, timeout: float = 900, cwd: str | None = None
+    ) -> results.Preflight:
+        """Run the changed job (``["python", "job.py", ...]``, as deployed, in ``cwd``) against a scratch
+        copy: does it restart on this checkpoint, by Spark's own checks, and what would behave otherwise."""
         from spark_io.preflight import preflight
 
-        return results.Preflight(preflight(self.path, list(command), event_log=event_log, timeout=timeout))
+        return results.Preflight(preflight(self.path, list(command), event_log=event_log, timeout=timeout, cwd=cwd))
+
+    @_question
+    def example_queries(self) -> dict[str, str]:
+        """SQL to start from over this checkpoint's tables: title -> query."""
+        from analysis.checkpoint.examples import example_queries
+
+        return example_queries(self.info())
 
     def workspace(
         self,
@@ -347,29 +474,48 @@ class Checkpoint:
         """The DuckDB workspace at ``batch`` (default: the last committed one), kept for later queries
         with the same options (``sql``'s)."""
         from analysis.core.model import resolve_batch
-        from spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
-        from spark_io.gather.workspace import Workspace
-        from spark_io.readers.state_reader import RowFilter
 
         info = self.info()
         resolved = resolve_batch(info, batch) if info.operators else None
         options = (resolved, row_budget, tuple(partitions or ()), spill, timeout)
         ws = self._workspaces.get(options)
         if ws is None:
-            spill_dir = None
-            if spill:
-                from spark_io.runtime.session import scratch_dir
-
-                spill_dir = os.path.join(scratch_dir(), "spill")
-            ws = self._workspaces[options] = Workspace(
-                self.path,
-                resolved,
-                row_budget=DEFAULT_ROW_BUDGET if row_budget is None else row_budget,
-                row_filter=RowFilter(partitions=tuple(partitions)) if partitions else None,
-                spill_dir=spill_dir,
-                timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-            )
+            ws = self._workspaces[options] = self.new_workspace(resolved, row_budget, partitions, spill, timeout)
         return ws
+
+    def new_workspace(
+        self,
+        batch: int | None = None,
+        row_budget: int | None = None,
+        partitions: list[int] | tuple[int, ...] | None = None,
+        spill: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        """A DuckDB workspace of its own (``spark_io.gather.workspace.Workspace``: one connection, for
+        one user); a kept checkpoint's tables are read once for every workspace."""
+        from spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+        from spark_io.gather.workspace import Workspace, state_loader
+        from spark_io.readers.state_reader import RowFilter
+
+        spill_dir = None
+        if spill:
+            from spark_io.runtime.session import scratch_dir
+
+            spill_dir = os.path.join(scratch_dir(), "spill")
+
+        def kept_loader(info: Any, spec: Any, at: int, row_filter: Any, limit: Any, keys_only: bool) -> tuple[Any, str]:
+            key = (spec, at, row_filter, limit, keys_only)
+            return self._once("tables", key, lambda: state_loader(info, spec, at, row_filter, limit, keys_only), 16)
+
+        return Workspace(
+            self.path,
+            batch,
+            loader=kept_loader if self.keep else state_loader,
+            row_budget=DEFAULT_ROW_BUDGET if row_budget is None else row_budget,
+            row_filter=RowFilter(partitions=tuple(partitions)) if partitions else None,
+            spill_dir=spill_dir,
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+        )
 
     @_question
     def sql(
@@ -403,12 +549,12 @@ class Checkpoint:
         """One store's rows at ``batch`` (default: the last committed one), or its change feed up to
         it: the operator's main store unless ``store`` names another (a join side, a variable)."""
         from analysis.core.model import default_operator, operator_of, resolve_batch
-        from spark_io.gather.checkup import default_store, source_for
+        from spark_io.gather.checkup import source_for
         from spark_io.readers import engine
 
         info = self.info()
         op = default_operator(info) if operator is None else operator_of(info, operator)
-        source = source_for(op, store or default_store(op))
+        source = source_for(op, store or op.default_store)
         b = resolve_batch(info, batch)
         if changes:
             table, start, end = engine.read_changes(self.path, source, end=b, info=info)
@@ -419,3 +565,69 @@ class Checkpoint:
         why = engine.fallback_of(table)
         notes = [f"read by Spark: the native reader does not read {why}"] if why else []
         return results.Rows(table, f"{source.describe()}, {at}", {source.describe(): engine.engine_of(table)}, notes=notes)
+
+    @_question
+    def read_state(
+        self, source: Any, batch: int | None = None, row_filter: Any = None, limit: int | None = None
+    ) -> tuple[Any, int]:
+        """One view's rows (``analysis.core.model.StateSource``: a store, a join side, a state variable,
+        timers) at ``batch`` as Arrow, and the batch read; ``row_filter`` (``statelens.RowFilter``):
+        only these partitions or keys."""
+        from spark_io.readers import engine
+
+        info = self.info()
+        key = (source, batch, row_filter, limit)
+        return self._once("state", key, lambda: engine.read_state(self.path, source, batch, info, row_filter, limit))
+
+    @_question
+    def read_changes(
+        self, source: Any, end: int, row_filter: Any = None, limit: int | None = None, start: int | None = None
+    ) -> tuple[Any, int, int]:
+        """One store's change feed up to ``end`` (from ``start``, else the oldest retained) as Arrow,
+        and the batches it covers."""
+        from spark_io.readers import engine
+
+        info = self.info()
+        key = (source, end, row_filter, limit, start)
+        read = lambda: engine.read_changes(self.path, source, start, end, info, row_filter, limit)  # noqa: E731
+        return self._once("changes", key, read)
+
+    @_question
+    def state_metadata(self) -> Any:
+        """Spark's ``state-metadata`` table (Arrow): natively from the operator metadata files, else through Spark."""
+        from spark_io.readers import engine
+
+        return self._once("metadata", None, lambda: engine.read_state_metadata(self.path, self.info()))
+
+    # Spark is the engine of record: each check reads again through Spark what the native reader
+    # answered, and says whether they agree (``(same, detail)``)
+
+    def check_state(self, source: Any, batch: int, table: Any) -> tuple[bool, str]:
+        from spark_io.gather import crosscheck
+
+        return crosscheck.check_state(self.info(), source, batch, table)
+
+    def check_changes(self, source: Any, start: int, end: int, table: Any) -> tuple[bool, str]:
+        from spark_io.gather import crosscheck
+
+        return crosscheck.check_changes(self.info(), source, start, end, table)
+
+    def check_state_metadata(self, table: Any) -> tuple[bool, str]:
+        from spark_io.gather import crosscheck
+        from spark_io.readers.state_reader import read_state_metadata
+
+        return crosscheck.rows_agree(table, read_state_metadata(self.path))
+
+    def check_skew(self, report: Any) -> tuple[bool, str]:
+        from spark_io.gather import crosscheck
+
+        return crosscheck.check_skew(self.info(), report)
+
+    def check_answers(self, answers: results.Answers, q: Any) -> tuple[bool, str]:
+        """Why-missing's answers to ``q`` asked again with Spark reading the state."""
+        from spark_io.gather import crosscheck
+
+        progress = self._progress_log(q.event_log)
+        if q.whole_query:
+            return crosscheck.check_why_missing_whole(self.info(), answers.report, q, progress)
+        return crosscheck.check_why_missing(self.info(), answers.report, q, progress)

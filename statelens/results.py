@@ -133,6 +133,38 @@ class Overview(Result):
 
         return [("Watermark", charts.watermark_figure(self.info.batches))] if self.info.batches else []
 
+    # the tables the app's overview shows
+
+    def summary(self) -> dict[str, Any]:
+        """Query id, batches, last committed, watermark, operators, provider, shuffle partitions, uncommitted."""
+        from analysis.checkpoint.overview import summary
+
+        return summary(self.info)
+
+    def batches_table(self, tz: str = "UTC") -> pa.Table:
+        """One row per batch: committed, watermark and timestamp in ``tz``, partitions."""
+        from analysis.checkpoint.overview import batches_table
+
+        return batches_table(self.info, tz)
+
+    def conf_table(self) -> pa.Table:
+        """The streaming configuration the query recorded in offsets/."""
+        from analysis.checkpoint.overview import conf_table
+
+        return conf_table(self.info)
+
+    def operators_table(self, keys: dict[int, list[dict[str, Any]]], problems: dict[int, str] | None = None) -> pa.Table:
+        """Every operator at a glance; ``keys``, ``problems``: ``Checkpoint.key_schemas()``."""
+        from analysis.checkpoint.overview import operators_table
+
+        return operators_table(self.info, keys, problems)
+
+    def repartition_lines(self) -> list[str]:
+        """Where the state was repartitioned between batches, one sentence each."""
+        from analysis.checkpoint.overview import repartition_lines
+
+        return repartition_lines(self.info)
+
 
 class Doctor(Result):
     """Is the checkpoint whole, where a restart starts, what it reads and may change (``doctor --json``)."""
@@ -188,8 +220,12 @@ class Progress(Result):
 
     title = "Progress"
 
-    def __init__(self, info: Any, log: Any, rows: list[dict[str, Any]], notes: list[str], lags: list[Any]) -> None:
-        self.report, self.info, self.log, self.rows, self.notes, self.lags = log, info, log, rows, notes, lags
+    def __init__(
+        self, info: Any, log: Any, rows: list[dict[str, Any]], notes: list[str], lags: list[Any], mismatch: str | None = None
+    ) -> None:
+        """``notes``: the event log's; ``mismatch``: why its operators do not match the checkpoint's."""
+        self.report, self.info, self.log, self.rows, self.lags, self.mismatch = log, info, log, rows, lags, mismatch
+        self.notes = notes + ([f"Operators could not be matched: {mismatch}."] if mismatch else [])
         self.title = f"Progress: {info.path}"
 
     def late_drops(self) -> list[Any]:
@@ -535,6 +571,32 @@ class Rows(Result):
 
     def _body(self) -> list[str]:
         return [render.arrow_table(self.table)]
+
+
+class StateFiles(list[Any]):
+    """Every file under state/ (``analysis.core.model.StateFile``), and the tables made of them."""
+
+    def __init__(self, info: Any, files: list[Any]) -> None:
+        super().__init__(files)
+        self.info = info
+
+    def summary(self) -> pa.Table:
+        """Files and bytes per operator and store."""
+        from analysis.checkpoint.layout import store_files_summary
+
+        return store_files_summary(self)
+
+    def history(self, operator: int, store: str) -> pa.Table:
+        """Per state version of a store (as on disk), its files of every partition, retained or purged."""
+        from analysis.checkpoint.layout import version_history
+
+        return version_history(self, self.info.batches, operator, store)
+
+    def schema_files(self, operator: int) -> pa.Table:
+        """An operator's state schema files."""
+        from analysis.checkpoint.layout import schema_files
+
+        return schema_files(self, operator)
 
 
 class Listing(list[Any]):

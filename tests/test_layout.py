@@ -155,9 +155,39 @@ def test_the_notebook_api_sits_on_the_engine() -> None:
     analysis, never imported by them, and it imports no page, no CLI and no Spark of its own."""
     for name, mods in imported_modules("statelens").items():
         assert not mods & {"views", "cli", "streamlit", "pyspark", "py4j"}, (name, mods)
-    for folder in ("analysis", "spark_io", "views"):
+    for folder in ("analysis", "spark_io"):
         for name, mods in imported_modules(folder).items():
             assert "statelens" not in mods, f"{folder}/{name}"
+
+
+def dotted_imports(path: Path) -> set[str]:
+    """The modules a file imports, dotted in full (at the top or inside a function)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_pages_ask_through_statelens_only() -> None:
+    """The app is a front door as the CLI is: ``app.py`` and the pages ask ``statelens`` (the
+    checkpoint's kept object, and ``statelens.server`` for sign-in and the server's settings) and draw
+    with ``analysis.charts``; they import nothing else of ``spark_io`` or ``analysis``."""
+    paths = [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py"))]
+    asking = set()
+    for path in paths:
+        mods = dotted_imports(path)
+        assert not {m for m in mods if m.split(".")[0] == "spark_io"}, path.name
+        assert {m for m in mods if m.split(".")[0] == "analysis"} <= {
+            m for m in mods if m.startswith("analysis.charts")
+        }, (path.name, mods)
+        asking |= {m for m in mods if m.split(".")[0] == "statelens"}
+    assert "statelens" in asking and "statelens.server" in asking
+    # the app's caches wrap the checkpoint's methods: no cached function of its own reads the engine
+    common = (ROOT / "views" / "common.py").read_text()
+    assert common.count("@st.cache_resource") <= 2 and common.count("@st.cache_data") <= 3, "a cache that re-wires a question"
 
 
 def test_operator_kinds_are_read_in_one_registry() -> None:

@@ -3,7 +3,7 @@
 Without ``STATELENS_POLICY`` nothing here does anything: one user on a laptop sees the app as
 before. With it, every run of every page starts at ``gate()``: a signed-out browser sees the
 sign-in page and nothing else; a signed-in user's roots bound every path the page opens
-(``spark_io.storage.locations.as_user``: checked before any request, in the page and in the
+(``statelens.server.bind_user``: checked before any request, in the page and in the
 threads it starts); each run, download and refusal is one line of the audit log.
 """
 
@@ -14,9 +14,8 @@ from typing import Any
 
 import streamlit as st
 
-from analysis.core.errors import StateLensError
-from spark_io.runtime.policy import Identity, Policy, audit, groups_of, load_policy
-from spark_io.storage.locations import UserRoots, bind_user, check_allowed, require_user
+from statelens import StateLensError
+from statelens.server import Identity, Policy, UserRoots, audit, bind_user, check_allowed, groups_of, load_policy, require_user
 
 WHO_KEY = "_statelens_who"
 

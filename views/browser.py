@@ -7,13 +7,11 @@ from functools import partial
 import pyarrow as pa
 import streamlit as st
 
+import statelens
 from analysis.charts import charts
-from analysis.charts.export import display_table
-from analysis.core.key_columns import columns_equal_to_key
-from analysis.core.model import sources_of, table_name
-from spark_io.gather import crosscheck
-from spark_io.readers import engine
-from spark_io.readers.state_reader import RowFilter, arrow_schema_rows
+from analysis.charts.export import arrow_schema_rows, display_table
+from statelens import server
+from statelens.text import columns_equal_to_key
 from views.common import (
     chart,
     chart_downloads,
@@ -25,9 +23,8 @@ from views.common import (
     fitted_select,
     grid_height,
     guard,
+    opened,
     operator_label,
-    read_changes_cached,
-    read_state_cached,
     source_label,
     with_progress,
 )
@@ -45,7 +42,7 @@ if info is not None:
         op_id = fitted_select(row, "Operator", [o.operator_id for o in info.operators], lambda i: operator_label(info, i))
         op = info.operator(op_id)
         assert op is not None
-        sources = sources_of(op)
+        sources = op.sources
         # a join opens on its left side's rows as joinSide shows them, not on a store of counts
         first = next((i for i, s in enumerate(sources) if s.join_side == "left"), 0)
         # keyed by the operator: two operators whose stores read alike ("default") are not one widget
@@ -63,28 +60,28 @@ if info is not None:
         if source is not None:
             with guard():
                 if mode == "State at batch":
-                    table, _ = with_progress("Reading the state", lambda: read_state_cached(info.path, source, batch), "browser")
+                    table, _ = with_progress("Reading the state", lambda: opened(info.path).read_state(source, batch), "browser")
                     st.caption(
-                        f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{table_name(source)}`"
+                        f"**{table.num_rows:,} rows** · {source.describe()} at batch {batch} · SQL table `{source.table_name}`"
                     )
-                    check = partial(crosscheck.check_state, info, source, batch, table)
+                    check = partial(opened(info.path).check_state, source, batch, table)
                     what = f"{source.describe()} at batch {batch}"
                 else:
                     table, start, end = with_progress(
-                        "Reading the change feed", lambda: read_changes_cached(info.path, source, batch), "browser"
+                        "Reading the change feed", lambda: opened(info.path).read_changes(source, batch), "browser"
                     )
                     st.caption(
-                        f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{table_name(source)}_changes`"
+                        f"**{table.num_rows:,} changes** · batches {start}–{end} · SQL table `{source.table_name}_changes`"
                     )
-                    check = partial(crosscheck.check_changes, info, source, start, end, table)
+                    check = partial(opened(info.path).check_changes, source, start, end, table)
                     what = f"changes of {source.describe()} in batches {start}–{end}"
                 same = columns_equal_to_key(table) if mode == "State at batch" else {}
                 if same:  # a join side: field0 is the user's order_id
                     st.caption(
                         " · ".join(f"Key `{f}` is `{c}`: the value's `{c}` equals it on every row." for f, c in same.items())
                     )
-                engine_caption(engine.engine_of(table), engine.fallback_of(table))
-                check_with_spark(engine.engine_of(table), check, f"browser-{mode}")
+                engine_caption(server.engine_of(table), server.fallback_of(table))
+                check_with_spark(server.engine_of(table), check, f"browser-{mode}")
                 tab_rows, tab_schema, tab_parts = st.tabs(["Rows", "Schema", "Rows per partition"])
                 with tab_rows:
                     tz = current_tz()
@@ -129,12 +126,12 @@ if info is not None:
                 batch_b = k4.selectbox("Batch B", newest_first, index=0, key="kx_b")
                 if one_key.strip():
                     lo, hi = sorted((batch_a, batch_b))
-                    only = RowFilter(key_field=field, keys=(one_key.strip(),))
+                    only = statelens.RowFilter(key_field=field, keys=(one_key.strip(),))
                     with guard():
                         for b in sorted({lo, hi}):
                             rows, _ = with_progress(
                                 f"Reading the key at batch {b}",
-                                lambda b=b: read_state_cached(info.path, source, b, only),
+                                lambda b=b: opened(info.path).read_state(source, b, only),
                                 f"key-at-{b}",
                             )
                             st.caption(f"**At batch {b}: {rows.num_rows} row(s)**")
@@ -147,12 +144,12 @@ if info is not None:
                         if source.has_change_feed and hi > lo:
                             changes, start, end = with_progress(
                                 "Reading the key's changes",
-                                lambda: read_changes_cached(info.path, source, hi, only, start=lo + 1),
+                                lambda: opened(info.path).read_changes(source, hi, only, start=lo + 1),
                                 "key-changes",
                             )
                             st.caption(
                                 f"**Changes in batches {start}–{end}: {changes.num_rows}** (the change feed, filtered "
-                                + ("by the native reader" if engine.engine_of(changes) == engine.NATIVE else "in Spark")
+                                + ("by the native reader" if server.engine_of(changes) == server.NATIVE else "in Spark")
                                 + ")"
                             )
                             st.dataframe(

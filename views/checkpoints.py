@@ -9,7 +9,7 @@ import urllib.parse
 import pandas as pd
 import streamlit as st
 
-from analysis.checkpoint.health import human_bytes
+from statelens.text import human_bytes
 from views.common import checkpoints_under, guard, samples_folder
 
 st.header("Checkpoints")

@@ -6,12 +6,12 @@ a click away."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import streamlit as st
 
 from analysis.charts.export import display_rows
 from analysis.charts.flow import STEP_STYLE, flow_rows, near_rows, outputs_rows, visible, where_text
-from analysis.fate import KeyFate
 from views.common import grid_height
 
 __all__ = ["render_fate", "visible"]
@@ -26,7 +26,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_fate(fate: KeyFate, tz: str) -> None:
+def render_fate(fate: Any, tz: str) -> None:
     """The flow of one key: a table of its records through the operators, then its outputs and what waits."""
     if fate.input_note:
         st.caption(f"Input: {fate.input_note}")

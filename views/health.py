@@ -6,18 +6,14 @@ import streamlit as st
 
 from analysis.charts import charts
 from analysis.charts.report import checkup_report
-from analysis.checkpoint.health import counted_stores_text, key_json, rows_in_state
-from analysis.checkpoint.repartition import current_partitions
-from analysis.core.model import sources_of
-from spark_io.gather import crosscheck
-from spark_io.gather.checkup import default_store
+from statelens.text import counted_stores_text, key_json, rows_in_state
 from views.common import (
+    asked,
     audited,
     chart,
     chart_downloads,
     check_with_spark,
     checkpoint_info,
-    checkup_cached,
     controls,
     current_event_log,
     current_tz,
@@ -26,9 +22,8 @@ from views.common import (
     grid_height,
     guard,
     metric_row,
+    opened,
     operator_label,
-    repartition_cached,
-    skew_cached,
     with_progress,
 )
 
@@ -40,7 +35,7 @@ elif info is not None:
     with guard():
         c = with_progress(
             "Checking skew, growth (from the change feed), watermarks and configuration",
-            lambda: checkup_cached(info.path, current_event_log()),
+            lambda: asked(info.path, "checkup", current_event_log(), event_log=current_event_log()),
             "health",
         )
         warnings = [f for f in c.findings if f.severity == "warning"]
@@ -81,15 +76,15 @@ elif info is not None:
             )
             op = info.operator(op_id)
             assert op is not None
-            stores = [s.state_var or s.store_name for s in sources_of(op) if not s.join_side and not s.timers]
+            stores = [s.state_var or s.store_name for s in op.sources if not s.join_side and not s.timers]
             store = fitted_select(
-                row, "Store", stores, index=stores.index(default_store(op)) if default_store(op) in stores else 0, key="h_store"
+                row, "Store", stores, index=stores.index(op.default_store) if op.default_store in stores else 0, key="h_store"
             )
             batch = fitted_select(row, "Batch", [b.batch_id for b in info.committed_batches][::-1], key="h_batch")
             with guard():
-                r = skew_cached(info.path, op_id, str(store), batch)
+                r = asked(info.path, "skew", op_id, str(store), batch).report
                 engine_caption(r.engine, r.engine_note)
-                check_with_spark(r.engine, lambda: crosscheck.check_skew(info, r), "skew")
+                check_with_spark(r.engine, lambda: opened(info.path).check_skew(r), "skew")
                 little = r.headline if r.too_little_state else None
                 metric_row(
                     [
@@ -142,7 +137,7 @@ elif info is not None:
                 st.caption("Per batch and operator, from the query's progress (custom metrics as JSON):")
                 st.dataframe(table, hide_index=True, width="stretch", height=grid_height(table.num_rows, 300))
         with t_rep:
-            now = current_partitions(info) or 1
+            now = info.current_partitions or 1
             n = st.number_input(
                 "New partition count",
                 min_value=1,
@@ -154,7 +149,9 @@ elif info is not None:
                 "hash partitioning computes it. Nothing is written.",
             )
             with guard():
-                p = with_progress("Placing every stored key", lambda: repartition_cached(info.path, int(n)), "repartition")
+                p = with_progress(
+                    "Placing every stored key", lambda: asked(info.path, "repartition", int(n)).report, "repartition"
+                )
                 if p.spark_error_class:
                     st.error(f"Spark would refuse: `{p.spark_error_class}`. {p.spark_refusal}")
                 for w in p.warnings:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.checkpoint.layout import schema_files, store_files_summary, version_history
-from spark_io.gather import crosscheck
-from spark_io.logs.checkpoint import list_state_files
-from spark_io.readers import engine, state_reader
+from statelens import server
+from statelens.results import StateFiles
 from views.common import (
+    asked,
     check_with_spark,
     checkpoint_info,
     controls,
@@ -17,8 +16,8 @@ from views.common import (
     fitted_select,
     grid_height,
     guard,
+    opened,
     operator_label,
-    read_state_metadata_cached,
 )
 
 st.header("Operators and stores")
@@ -39,16 +38,16 @@ if info is not None:
             if op.properties:
                 with st.expander(f"Operator {op.operator_id}: operatorProperties (state metadata v2)"):
                     st.json(op.properties, expanded=2)
-        files = []
+        files = StateFiles(info, [])  # empty tables when they cannot be listed (the error says why)
         with guard():
-            files = list_state_files(info.path)
+            files = asked(info.path, "state_files")
         st.subheader("Files on disk")
         versions = [b.batch_id + 1 for b in info.committed_batches]
         st.caption(
             "Batch N writes state version N + 1"
             + (f": versions {versions[0]}–{versions[-1]} are batches {versions[0] - 1}–{versions[-1] - 1}." if versions else ".")
         )
-        st.dataframe(store_files_summary(files), hide_index=True, width="stretch")
+        st.dataframe(files.summary(), hide_index=True, width="stretch")
 
         st.subheader("Checkpoint history")
         row = controls()
@@ -58,7 +57,7 @@ if info is not None:
         op = info.operator(op_id)
         assert op is not None
         store = fitted_select(row, "Store", [s.store_name for s in op.folders], key="ops_store")  # as on disk
-        history = version_history(files, info.batches, op_id, str(store))
+        history = files.history(op_id, str(store))
         purged = (
             sum(1 for v in history.column("on_disk").to_pylist() if v == "purged") if "on_disk" in history.column_names else 0
         )
@@ -77,18 +76,18 @@ if info is not None:
             "`_metadata/schema` per store; transformWithState keeps `_stateSchema/<column family>/<schema version>_<id>`, "
             "a new file each time its state schema evolves."
         )
-        st.dataframe(schema_files(files, op_id), hide_index=True, width="stretch")
+        st.dataframe(files.schema_files(op_id), hide_index=True, width="stretch")
         st.subheader("state-metadata")
         with guard():
-            meta = read_state_metadata_cached(info.path)
+            meta = opened(info.path).state_metadata()
             st.caption(
                 "Spark's `state-metadata` table: a row per store in each operator's metadata, with the batches of "
                 "`commits/`" + (" (none before Spark 4.0: no operator metadata)." if not meta.num_rows else ".")
             )
             st.dataframe(meta, hide_index=True, width="stretch", height=grid_height(meta.num_rows))
-            engine_caption(engine.engine_of(meta), engine.fallback_of(meta))
+            engine_caption(server.engine_of(meta), server.fallback_of(meta))
             check_with_spark(
-                engine.engine_of(meta),
-                lambda: crosscheck.rows_agree(meta, state_reader.read_state_metadata(info.path)),
+                server.engine_of(meta),
+                lambda: opened(info.path).check_state_metadata(meta),
                 "state-metadata",
             )

@@ -9,11 +9,9 @@ import zoneinfo
 import streamlit as st
 
 from analysis.charts import charts
-from analysis.checkpoint.health import human_bytes
-from analysis.checkpoint.overview import batches_table, conf_table, operators_table, repartition_lines, summary
-from analysis.runs.progress import batch_rows, duplicate_drops, late_drops, operator_mismatch, snapshot_lags
-from spark_io.logs.checkpoint import explain_restart_error
+from statelens.text import human_bytes
 from views.common import (
+    asked,
     chart,
     chart_downloads,
     checkpoint_info,
@@ -22,16 +20,16 @@ from views.common import (
     doctor_cached,
     grid_height,
     guard,
-    key_schemas_cached,
     metric_row,
+    opened,
     progress_cached,
-    sources_cached,
 )
 
 st.header("Overview")
 info = checkpoint_info()
 if info is not None:
-    s = summary(info)
+    overview = asked(info.path, "overview")
+    s = overview.summary()
     st.caption(f"`{info.path}`")
     wm = s["watermark_ms"]
     tz = current_tz()
@@ -53,12 +51,12 @@ if info is not None:
         st.subheader("Operators at a glance")
         with guard():
             # a table that wraps its cells: a join's four stores and its provider stay on screen at any width
-            st.table(operators_table(info, *key_schemas_cached(info.path)), hide_index=True)
+            st.table(overview.operators_table(*asked(info.path, "key_schemas")), hide_index=True)
     if s["uncommitted"]:
         st.warning(
             f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."
         )
-    for line in repartition_lines(info):
+    for line in overview.repartition_lines():
         st.info(line + " Reads of earlier batches use their own partition count; change feeds skip that batch.")
 
     st.subheader("Watermark timeline")
@@ -70,7 +68,7 @@ if info is not None:
     else:
         st.info("The watermark is 0 in every batch: the query defines no watermark (or has not advanced it).")
     st.subheader("Batches")  # full width: every column, the timestamp included, stays on screen
-    table = batches_table(info, tz).to_pandas()
+    table = overview.batches_table(tz).to_pandas()
     newest = info.last_committed
     if newest is not None:
         st.caption(f"The newest committed batch, {newest}, is highlighted.")
@@ -81,17 +79,18 @@ if info is not None:
         height=grid_height(len(table), 340),
     )
     st.subheader("What each batch read and did")
-    log = None
+    progress = None
     with guard():
         event_log = current_event_log()
-        log = progress_cached(info.path, event_log) if event_log else None
+        progress = progress_cached(info.path, event_log) if event_log else None
+        log = progress.log if progress is not None else None
         if log is None:
             st.info(
                 "Rows, rates, durations and the rows dropped by the watermark are in the query's progress: give its "
                 "Spark event log (or progress JSON lines) in the sidebar. The sources below come from the checkpoint."
             )
         else:
-            drops = late_drops(log)
+            drops = progress.late_drops()
             durations = sorted(b.duration_ms for b in log.batches if b.duration_ms is not None)
             metric_row(
                 [
@@ -115,12 +114,12 @@ if info is not None:
                                 "numDroppedDuplicateRows summed over every deduplication and batch",
                             )
                         ]
-                        if (duplicates := duplicate_drops(log))
+                        if (duplicates := progress.duplicate_drops())
                         else []
                     ),
                 ]
             )
-            mismatch = operator_mismatch(log, info)
+            mismatch = progress.mismatch
             for note in log.notes + (
                 [f"The progress's operators do not match the checkpoint's: {mismatch}."] if mismatch else []
             ):
@@ -135,7 +134,7 @@ if info is not None:
                 with tab:
                     chart(fig, key=f"ov-{name}")
                     chart_downloads(name, fig, table, f"dl-ov-{name}")
-            lags = snapshot_lags(log)
+            lags = progress.lags
             if lags:
                 st.caption(
                     f"Snapshot lag at batch {lags[0].batch_id}, as Spark reported it (SnapshotLastUploaded: the store "
@@ -143,7 +142,7 @@ if info is not None:
                 )
                 st.dataframe([x.to_dict() for x in lags], hide_index=True, width="stretch", height=grid_height(len(lags), 240))
     with guard():
-        rows = batch_rows(info, sources_cached(info.path), log)
+        rows = (progress or progress_cached(info.path, None)).rows
         read = [
             {
                 "batch": r["batch_id"],
@@ -187,7 +186,7 @@ if info is not None:
                 height=120,
             )
             if pasted.strip():
-                e = explain_restart_error(info.path, pasted)
+                e = opened(info.path).explain_error(pasted)
                 st.markdown(f"**{e.title}**" + (f" `{e.error_class}`" if e.error_class else ""))
                 for line in e.changes:
                     st.markdown(f"- {line}")
@@ -216,4 +215,4 @@ if info is not None:
             st.dataframe(settings, hide_index=True, width="stretch", height=grid_height(len(settings), 400))
     st.subheader("Configuration captured in offsets/")
     st.caption(f"Provider **{s['provider']}**, shuffle partitions **{s['shuffle_partitions']}**.")
-    st.dataframe(conf_table(info), hide_index=True, width="stretch")
+    st.dataframe(overview.conf_table(), hide_index=True, width="stretch")

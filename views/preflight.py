@@ -10,9 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis.checkpoint.change import Preflight
-from analysis.core.errors import InvalidInput
-from views.common import checkpoint_info, current_event_log, guard, metric_row
+import statelens
+from views.common import checkpoint_info, current_event_log, guard, metric_row, opened
 
 st.header("Will my change restart?")
 st.caption(
@@ -32,19 +31,17 @@ if info is not None:
     if st.button("Check before deploying", type="primary", disabled=not script, key="pf_go"):
         with guard():
             if not script.endswith(".py") or not Path(script).is_file():
-                raise InvalidInput(f"{script} is not a Python script here: give the path of the job's .py file.")
-            from spark_io.preflight import preflight
-
+                raise statelens.InvalidInput(f"{script} is not a Python script here: give the path of the job's .py file.")
             with st.spinner("Running the changed job on a scratch copy of the checkpoint (its Spark starts first)…"):
                 st.session_state["pf_result"] = (
                     asked,
-                    preflight(
-                        info.path, [sys.executable, script, *shlex.split(arguments)], current_event_log(), cwd=folder or None
-                    ),
+                    opened(info.path)
+                    .preflight([sys.executable, script, *shlex.split(arguments)], current_event_log(), cwd=folder or None)
+                    .report,
                 )
     done = st.session_state.get("pf_result")
     if done is not None and done[0] == asked:
-        r: Preflight = done[1]
+        r = done[1]  # analysis.checkpoint.change.Preflight
         if r.verdict == "restarts":
             st.success(f"**Restarts.** {r.title}")
         else:

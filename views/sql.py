@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import streamlit as st
 
+import statelens
 from analysis.charts.export import display_table, to_csv_bytes, to_parquet_bytes
-from analysis.checkpoint.examples import example_queries
-from spark_io.gather.workspace import DEFAULT_ROW_BUDGET, LoadedTable
-from spark_io.readers.state_reader import RowFilter
-from views.common import audited, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
+from views.common import asked, audited, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor
@@ -32,7 +31,8 @@ MAX_ROWS = 100_000
 YOURS = "(your query)"
 
 
-def loaded_where(t: LoadedTable) -> str:
+def loaded_where(t: Any) -> str:
+    """Where a loaded table's rows are: memory (its keys alone, or whole), or Parquet on disk."""
     if t.spilled:
         return "Parquet on disk"
     return "memory, keys only" if t.keys_only else "memory"
@@ -63,7 +63,7 @@ if info is not None:
     if not info.operators or not committed:
         st.info("This checkpoint has no committed state to query.")
     else:
-        examples = example_queries(info)
+        examples = asked(info.path, "example_queries")
         c1, c2, c3 = st.columns([4, 1, 1])
         linked = st.query_params.get("batch", "")
         if "sql_batch" not in st.session_state and linked.isdigit() and int(linked) in committed:
@@ -120,7 +120,7 @@ if info is not None:
         with st.expander("Loading: row budget, filters, spill to Parquet"):
             l1, l2, l3 = st.columns([1, 2, 1])
             budget = l1.number_input(
-                "Row budget per table", min_value=1, value=DEFAULT_ROW_BUDGET, step=100_000, key="sql_budget"
+                "Row budget per table", min_value=1, value=int(statelens.limits()["row_budget"]), step=100_000, key="sql_budget"
             )
             parts_avail = list(range(max((s.num_partitions for o in info.operators for s in o.stores), default=0)))
             parts = l2.multiselect(
@@ -137,8 +137,7 @@ if info is not None:
             )
         ws = None
         with guard():
-            row_filter = RowFilter(partitions=tuple(parts)) if parts else None
-            ws = workspace(info.path, batch, int(budget), row_filter, spill)
+            ws = workspace(info.path, batch, int(budget), tuple(parts), spill)
         if ws is not None:
             tables_box = st.container()  # filled after the run, so its count includes what the run loaded
             run_key = (info.path, ws.batch)

@@ -5,20 +5,17 @@ a timeline against the watermark and the SQL that reproduces it. Linkable:
 from __future__ import annotations
 
 import urllib.parse
+from typing import Any
 
 import streamlit as st
 
+import statelens
 from analysis.charts.charts import key_timeline_figure
 from analysis.charts.export import display_rows
 from analysis.charts.flow import shown_key
-from analysis.core.operator_kinds import AGGREGATION, find_kind
-from analysis.core.question import KeyQuestion
-from analysis.fate.answer import WholeQueryReport
-from analysis.runs.progress import parse_event_time
-from analysis.verdicts.diagnose import WhyMissingReport, looks_for_near_misses
-from analysis.verdicts.key_verdicts import KeyDiagnosis
-from spark_io.gather import crosscheck
+from statelens.text import parse_event_time
 from views.common import (
+    asked,
     chart,
     chart_downloads,
     check_with_spark,
@@ -26,19 +23,15 @@ from views.common import (
     controls,
     current_event_log,
     current_tz,
-    diagnosis_progress,
     engine_caption,
-    fate_columns_cached,
     fitted_select,
     grid_height,
     guard,
-    key_fields_cached,
     metric_row,
+    opened,
     operator_label,
-    progress_cached,
     sample_input_root,
     sample_sink,
-    unmatched_cached,
     why_missing_cached,
     with_progress,
 )
@@ -104,7 +97,7 @@ def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, eve
         with guard():
             report = with_progress(
                 "Reading the state and its change feed",
-                lambda: unmatched_cached(path, op_id, batch, join_type, event_log),
+                lambda: asked(path, "unmatched", op_id, batch, None, join_type, event_log, event_log=event_log).report,
                 "unmatched",
             )
             counts = report.counts()
@@ -142,7 +135,7 @@ def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, eve
             engine_caption(report.engine, None)
 
 
-def verdict_heading(r: KeyDiagnosis) -> None:
+def verdict_heading(r: Any) -> None:
     """A key, what reached the output and the root cause (the whole query), or its operator's verdict;
     then the explanation, its first sentence the answer."""
     side = f" · {r.side_text}" if r.side else ""
@@ -178,12 +171,12 @@ def _escape(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_{}[]<>()#+-.!|~$" else c for c in text)
 
 
-def show_verdicts(results: list[KeyDiagnosis]) -> None:
+def show_verdicts(results: list[Any]) -> None:
     """The verdicts alone, while the look-alike keys are searched for (no widget: the whole answer replaces them)."""
     for r in results:
         with st.container(border=True):
             verdict_heading(r)
-            if looks_for_near_misses(r):
+            if r.looks_for_near_misses:
                 st.caption("Looking for look-alike keys in the other partitions…")
 
 
@@ -230,9 +223,12 @@ if info is not None and info.operators and info.committed_batches:
     fields: dict[str, str] = {}
     with guard():
         fields = (
-            {ANY_KEY_COLUMN: "Every key column", **{c: c for c in fate_columns_cached(info.path, event_log)}}
+            {
+                ANY_KEY_COLUMN: "Every key column",
+                **{c: c for c in asked(info.path, "key_columns", event_log, event_log=event_log)},
+            }
             if whole
-            else key_fields_cached(info.path, op_id)
+            else asked(info.path, "key_fields", op_id)
         )
     linked = params.get("key_field")  # a field, or the join's column it reads as
     linked_field = next((f for f, shown in fields.items() if linked in (f, shown) or shown == f"{f} ({linked})"), None)
@@ -265,7 +261,7 @@ if info is not None and info.operators and info.committed_batches:
             f"No operator metadata (written before Spark 4.0): operator {inferred.operator_id}'s kind was inferred from "
             f"{inferred.inferred_from}."
         )
-    if op_info is not None and (op_info.is_join or find_kind(op_info.operator_name) == AGGREGATION):
+    if op_info is not None and (op_info.is_join or op_info.kind == "aggregation"):
         _never_matched(info.path, op_id, batch, join_type, event_log)
     input_root = sink = None
     if whole:
@@ -320,7 +316,7 @@ if info is not None and info.operators and info.committed_batches:
             st.query_params.pop(k, None)
         with guard():
             event_time = parse_event_time(event_time_text) if event_time_text else None
-            question = KeyQuestion(
+            question = statelens.KeyQuestion(
                 tuple(keys),
                 key_field,
                 event_log,
@@ -332,21 +328,22 @@ if info is not None and info.operators and info.committed_batches:
                 event_time,
             )
 
-            def ask(near_misses: bool) -> WhyMissingReport:
+            def ask(near_misses: bool) -> statelens.Answers:
                 return why_missing_cached(info.path, question.but(near_misses=near_misses))
 
             # the verdicts first; the search for look-alike keys in the other partitions follows
-            report = with_progress(
+            answers = with_progress(
                 "Reading the input files, the state and its history" if whole else "Reading the state and its history",
                 lambda: ask(False),
                 "why-missing",
             )
-            if any(looks_for_near_misses(r) for r in report.results):
+            if any(r.looks_for_near_misses for r in answers.report.results):
                 first = st.empty()
                 with first.container():
-                    show_verdicts(report.results)
-                report = with_progress("Looking for look-alike keys in the other partitions", lambda: ask(True), "near-misses")
+                    show_verdicts(answers.report.results)
+                answers = with_progress("Looking for look-alike keys in the other partitions", lambda: ask(True), "near-misses")
                 first.empty()
+            report = answers.report
             searched = report.input_search
             st.caption(
                 (
@@ -365,7 +362,7 @@ if info is not None and info.operators and info.committed_batches:
                     )
                     + f" · verdicts of operator {report.operator_id} ({report.operator_name}) · "
                 )
-                if isinstance(report, WholeQueryReport)
+                if isinstance(answers, statelens.QueryAnswers)
                 else f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
                 f"`{report.key_label}` · "
                 + (
@@ -381,17 +378,7 @@ if info is not None and info.operators and info.committed_batches:
                 + " · this page's URL links to this diagnosis"
             )
             engine_caption(report.engine, "; ".join(report.engine_notes) or None)
-            check_with_spark(
-                report.engine,
-                lambda: (
-                    crosscheck.check_why_missing_whole(
-                        info, report, question, progress_cached(info.path, event_log) if event_log else None
-                    )
-                    if whole
-                    else crosscheck.check_why_missing(info, report, question, diagnosis_progress(info.path, event_log))
-                ),
-                "why-missing",
-            )
+            check_with_spark(report.engine, lambda: opened(info.path).check_answers(answers, question), "why-missing")
             if report.lateness is not None and report.lateness.late_from_batch is not None:
                 late = report.lateness
                 st.caption(

@@ -160,3 +160,18 @@ def display_rows(rows: list[dict[str, Any]], tz: str = "UTC") -> list[dict[str, 
         walk("", row)
         out.append(flat | ms_times(row, tz))
     return out
+
+
+def arrow_schema_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """A flat description of a (nested) Arrow schema: one row per field path."""
+    rows: list[dict[str, Any]] = []
+
+    def walk(prefix: str, t: pa.DataType, nullable: bool) -> None:
+        rows.append({"column": prefix, "type": str(t), "nullable": nullable})
+        if pa.types.is_struct(t):
+            for f in t:
+                walk(f"{prefix}.{f.name}", f.type, f.nullable)
+
+    for f in table.schema:
+        walk(f.name, f.type, f.nullable)
+    return rows

@@ -88,13 +88,6 @@ def skew(rows: list[int]) -> float:
     return max(rows) / (total / len(rows)) if rows and total else 1.0
 
 
-def current_partitions(info: CheckpointInfo) -> int | None:
-    """The partitions the state has at the last committed batch."""
-    if info.last_committed is not None and info.partitions_at(info.last_committed):
-        return info.partitions_at(info.last_committed)
-    return max((s.num_partitions for op in info.operators for s in op.stores), default=None)
-
-
 def refusal(info: CheckpointInfo, partitions: int) -> tuple[str | None, str | None]:
     """Whether Spark's offline repartition would refuse this checkpoint, in the order it checks."""
     if info.operators and all(op.metadata_version is None for op in info.operators):
@@ -110,7 +103,7 @@ def refusal(info: CheckpointInfo, partitions: int) -> tuple[str | None, str | No
             f"The state is on {provider.rsplit('.', 1)[-1] or 'the HDFS-backed provider'}: Spark repartitions RocksDB state "
             "only. The preview still shows where the keys would go.",
         )
-    if current_partitions(info) == partitions:
+    if info.current_partitions == partitions:
         return (
             "STATE_REPARTITION_INVALID_CHECKPOINT.SHUFFLE_PARTITIONS_ALREADY_MATCH",
             f"The state already has {partitions} partitions.",

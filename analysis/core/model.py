@@ -87,8 +87,26 @@ class OperatorInfo:
         return v4 if self.store(v4) else f"{side}-keyWithIndexToValue"
 
     @property
+    def kind(self) -> str | None:
+        """State Lens's kind of this operator (``analysis.core.operator_kinds``); None: not known."""
+        return find_kind(self.operator_name)
+
+    @property
     def is_join(self) -> bool:
-        return find_kind(self.operator_name) == JOIN or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
+        return self.kind == JOIN or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
+
+    @property
+    def sources(self) -> list[StateSource]:
+        """Every readable view of the operator, in the order the pages list them (``sources_of``)."""
+        return sources_of(self)
+
+    @property
+    def default_store(self) -> str:
+        """The store a skew check starts on: a join's left rows, else the operator's first view."""
+        if self.is_join:
+            return self.join_rows_store("left")
+        src = sources_of(self)[0]
+        return src.state_var or src.store_name or DEFAULT_STORE
 
     def store(self, name: str | None) -> StoreInfo | None:
         return next((s for s in self.stores if s.store_name == (name or DEFAULT_STORE)), None)
@@ -176,6 +194,13 @@ class CheckpointInfo:
         return next((o for o in self.operators if o.operator_id == operator_id), None)
 
     @property
+    def current_partitions(self) -> int | None:
+        """The partitions the state has at the last committed batch."""
+        if self.last_committed is not None and self.partitions_at(self.last_committed):
+            return self.partitions_at(self.last_committed)
+        return max((s.num_partitions for op in self.operators for s in op.stores), default=None)
+
+    @property
     def provider(self) -> str:
         cls = self.conf.get("spark.sql.streaming.stateStore.providerClass", "")
         return cls.rsplit(".", 1)[-1] or "HDFSBackedStateStoreProvider"
@@ -221,6 +246,11 @@ class StateSource:
         elif self.store_name and self.store_name != DEFAULT_STORE:
             opts["storeName"] = self.store_name
         return opts
+
+    @property
+    def table_name(self) -> str:
+        """The SQL page's table of this view (``op0``, ``op0_left`` ...)."""
+        return table_name(self)
 
     def describe(self) -> str:
         what = (

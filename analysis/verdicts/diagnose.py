@@ -216,7 +216,7 @@ def why_missing(
     # 3. near-miss keys, only for keys that are waiting, were never seen or left unmatched (a malformed
     # key is the usual cause), searched in the stores that do not hold the key (a waiting key: the other
     # side): in their state at the batch and in their change feed (a look-alike already evicted)
-    suspicious = [r.key for r in results if near_misses and looks_for_near_misses(r)]
+    suspicious = [r.key for r in results if near_misses and r.looks_for_near_misses]
     # the change-feed batches to search for look-alikes (None: no change feed was read)
     feed_span = ctx.history if ctx.history_method == "change feed" and not ctx.history_error else None
     for name, src in sources:
@@ -278,14 +278,6 @@ def why_missing(
         engine=str(getattr(access, "engine", "spark")),
         engine_notes=list(dict.fromkeys(getattr(access, "fallbacks", []))),
         key_columns=key_columns.key_column(key_field, by_side),
-    )
-
-
-def looks_for_near_misses(result: wm.KeyDiagnosis) -> bool:
-    """Whether look-alike keys are searched for this verdict: a key waiting, never seen or left
-    unmatched (a malformed key is the usual cause)."""
-    return result.verdict in (wm.WAITING_OTHER_SIDE, wm.NEVER_IN_STATE) or (
-        result.verdict in (wm.EVICTED, wm.EMITTED_UNMATCHED) and result.was_matched is False
     )
 
 

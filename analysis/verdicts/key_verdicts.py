@@ -94,6 +94,14 @@ class KeyDiagnosis:
     def side_text(self) -> str:
         return "" if not self.side else "both sides" if self.side == "both" else f"{self.side} side"
 
+    @property
+    def looks_for_near_misses(self) -> bool:
+        """Whether look-alike keys are searched for this verdict: a key waiting, never seen or left
+        unmatched (a malformed key is the usual cause)."""
+        return self.verdict in (WAITING_OTHER_SIDE, NEVER_IN_STATE) or (
+            self.verdict in (EVICTED, EMITTED_UNMATCHED) and self.was_matched is False
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,

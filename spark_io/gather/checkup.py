@@ -48,14 +48,6 @@ def stats_for(info: CheckpointInfo, which: str) -> StateStats:
     return SparkStats(info)
 
 
-def default_store(op: OperatorInfo) -> str:
-    """The store a skew check starts on: a join's left rows, else the operator's first view."""
-    if op.is_join:
-        return op.join_rows_store("left")
-    src = sources_of(op)[0]
-    return src.state_var or src.store_name or "default"
-
-
 def source_for(op: OperatorInfo, store: str) -> StateSource:
     """A store name, a join store or a transformWithState variable name, as a source."""
     for src in sources_of(op):
@@ -83,7 +75,7 @@ def skew(
     info = info or read_checkpoint(path)
     require_state(info)
     op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
-    store = store or default_store(op)
+    store = store or op.default_store
     src = source_for(op, store)
     validate_source(info, src)
     batch = resolve_batch(info, batch_id)

@@ -9,6 +9,8 @@ from analysis.core import key_columns
 from analysis.core.model import CheckpointInfo, operator_of, resolve_batch
 from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
+from analysis.inputs.records import InputSearch
+from analysis.runs.progress import ProgressLog
 from analysis.verdicts import diagnose
 from analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
 from spark_io.gather.arrivals import arrivals_for
@@ -35,21 +37,32 @@ def key_field_labels(
     return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
 
 
-def why_missing(path: str, q: KeyQuestion, info: CheckpointInfo | None = None) -> WhyMissingReport:
+def why_missing(
+    path: str,
+    q: KeyQuestion,
+    info: CheckpointInfo | None = None,
+    access: StateAccess | None = None,
+    progress: ProgressLog | None = None,
+    searched: InputSearch | None = None,
+) -> WhyMissingReport:
     """Why-missing on a checkpoint, read by the chosen engine. Without an operator (``q.whole_query``),
     each key is followed from the input files through every operator to the sink
     (``spark_io.gather.fate``); with one, that operator's verdict alone. ``q.event_log``: where the
     query's progress and plans are (an event log or progress JSON lines), read for the whole query,
-    for an event time, a join's plan or an aggregation's output mode."""
+    for an event time, a join's plan or an aggregation's output mode, unless its ``progress`` is
+    given. ``access``: the state to read (kept between questions), else the engine's;
+    ``searched``: the input files already searched for these keys."""
     info = info or read_checkpoint(path)
-    progress = None
-    if q.event_log:  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
+    if (
+        progress is None and q.event_log
+    ):  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
         from spark_io.logs.event_logs import read_progress
 
         progress = read_progress(q.event_log, info)
+    access = access or state_access(info)
     if q.whole_query:
         from spark_io.gather.fate import why_missing_whole
 
-        return why_missing_whole(info, q, state_access(info), progress)
+        return why_missing_whole(info, q, access, progress, searched=searched)
     arrivals = arrivals_for(info, list(q.keys), q.operator, q.event_time_ms, progress)
-    return diagnose.why_missing(state_access(info), info, q, progress, arrivals)
+    return diagnose.why_missing(access, info, q, progress, arrivals)

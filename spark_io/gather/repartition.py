@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.checkpoint.repartition import RepartitionPreview, StorePreview, command, current_partitions, hazards, refusal
+from analysis.checkpoint.repartition import RepartitionPreview, StorePreview, command, hazards, refusal
 from analysis.checkpoint.restart import load_cost
 from analysis.core.arrow_numpy import numpy_of
 from analysis.core.errors import InvalidInput, StateLensError, option
@@ -118,7 +118,7 @@ def repartition_preview(
     for f in files:
         if f.kind == "sst":
             ssts[(f.operator_id, f.store_name)] = ssts.get((f.operator_id, f.store_name), 0) + f.size
-    current = info.partitions_at(batch) or current_partitions(info)
+    current = info.partitions_at(batch) or info.current_partitions
     stores: list[StorePreview] = []
     unknown: list[str] = []
     for op in ops:

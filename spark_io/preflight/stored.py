@@ -12,7 +12,6 @@ import pyarrow as pa
 from analysis.core.arrow_numpy import numpy_of
 from analysis.core.errors import StateLensError
 from analysis.core.model import CheckpointInfo, StateSource
-from spark_io.gather.checkup import default_store
 from spark_io.readers.native.reader import NativeReader
 
 
@@ -91,5 +90,5 @@ def state_size(info: CheckpointInfo) -> dict[int, tuple[int, int]]:
             }
         except StateLensError:
             continue
-        out[op.operator_id] = (sum(counts.values()), counts.get(default_store(op), max(counts.values(), default=0)))
+        out[op.operator_id] = (sum(counts.values()), counts.get(op.default_store, max(counts.values(), default=0)))
     return out

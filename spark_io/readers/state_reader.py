@@ -385,18 +385,3 @@ def read_changes(
     what = f"the change feed of {source.describe()} for batches {start_b}–{end_b}"
     df = change_frame(info, source, start_b, end_b, what, row_filter)
     return to_arrow(df.limit(limit) if limit is not None else df, what), start_b, end_b
-
-
-def arrow_schema_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """A flat description of a (nested) Arrow schema: one row per field path."""
-    rows: list[dict[str, Any]] = []
-
-    def walk(prefix: str, t: pa.DataType, nullable: bool) -> None:
-        rows.append({"column": prefix, "type": str(t), "nullable": nullable})
-        if pa.types.is_struct(t):
-            for f in t:
-                walk(f"{prefix}.{f.name}", f.type, f.nullable)
-
-    for f in table.schema:
-        walk(f.name, f.type, f.nullable)
-    return rows
