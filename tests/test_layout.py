@@ -180,9 +180,10 @@ def test_the_pages_ask_through_statelens_only() -> None:
     for path in paths:
         mods = dotted_imports(path)
         assert not {m for m in mods if m.split(".")[0] == "spark_io"}, path.name
-        assert {m for m in mods if m.split(".")[0] == "analysis"} <= {
-            m for m in mods if m.startswith("analysis.charts")
-        }, (path.name, mods)
+        assert {m for m in mods if m.split(".")[0] == "analysis"} <= {m for m in mods if m.startswith("analysis.charts")}, (
+            path.name,
+            mods,
+        )
         asking |= {m for m in mods if m.split(".")[0] == "statelens"}
     assert "statelens" in asking and "statelens.server" in asking
     # the app's caches wrap the checkpoint's methods: no cached function of its own reads the engine
