@@ -19,7 +19,7 @@ from analysis.core.operator_kinds import UnsupportedOperator, find_kind
 from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
 from analysis.fate.model import NEVER_IN_INPUT, UNKNOWN, KeyFate
-from analysis.fate.outcome import from_state
+from analysis.fate.outcome import from_state, headline
 from analysis.fate.walk import FateWalk, defect
 from analysis.inputs.records import ArrivalSearch, InputSearch
 from analysis.runs.progress import ProgressLog
@@ -118,8 +118,12 @@ def answer(
     search: InputSearch,
     plan_from: str | None,
 ) -> WholeQueryReport:
-    """The whole query's answer: each key's fate and its operator's verdict, in the order asked."""
+    """The whole query's answer: each key's fate and its operator's verdict, in the order asked; a key
+    never in the input whose look-alikes were followed says first what became of them."""
     results = []
+    for fate in fates.values():
+        if fate.near_fates:
+            fate.headline = headline(fate, fate.written)
     for k in q.keys:
         report = reports[chosen[k]]
         verdict = next(r for r in report.results if r.key == k)

@@ -309,6 +309,7 @@ class KeyFate:
     headline: str = ""  # outcome and root cause in one sentence: the answer's first sentence
     near_fates: list[NearFate] = field(default_factory=list)
     summary: str = ""  # the records by what became of them
+    written: list[Output] = field(default_factory=list, repr=False)  # the sink's rows of the key it was judged with
 
     @property
     def verdict(self) -> str | None:

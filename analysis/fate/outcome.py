@@ -120,6 +120,7 @@ def judge(fate: KeyFate, written: list[Output], sink_searched: bool, function_op
         why = "what became of its records cannot be told"
         fate.cause = Cause(UNKNOWN, None, None, None, None, why, why=why)
     fate.summary = summary(fate)
+    fate.written = written
     fate.headline = headline(fate, written)
 
 

@@ -7,8 +7,8 @@ searched for the key and, on demand, for the records a stage needs besides (``sp
 each operator's state (``state_access``: native or Spark), and a file sink's files. ``analysis.fate``
 follows each record and derives the key's outcome and root cause (the answer's first sentence), and
 ``analysis.fate.answer`` composes the answer: each key's fate with the verdict of the last operator
-whose key holds the key column below it. One piece of the answer is still decided here: a key whose
-look-alike was followed gets its first sentence again, once the look-alikes' input was searched.
+whose key holds the key column below it (a key whose look-alikes were followed says first what became
+of them). Nothing here decides an answer.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from analysis.fate import (
     static_lookups,
 )
 from analysis.fate.key import SinkSearch
-from analysis.fate.outcome import headline
 from analysis.inputs.records import ANY, InputSearch
 from analysis.plan.query_plan import operator_watermarks
 from analysis.runs.progress import ProgressLog
@@ -162,9 +161,6 @@ def why_missing_whole(
     if near_misses and listing is not None:
         in_state = [next(r for r in reports[chosen[k]].results if r.key == k) for k in keys]
         _near_fates(info, in_state, fates, walk, listing, columns, progress, sink, format_of, tz)
-        for k, fate in fates.items():  # a look-alike that was written is part of the answer
-            if fate.near_fates:
-                fate.headline = headline(fate, written.get(k, []))
     plan_from = progress.location if plan is not None and progress is not None else None
     return answer.answer(q, fates, chosen, reports, search, plan_from)
 
