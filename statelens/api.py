@@ -147,11 +147,21 @@ class _Kept:
                 kept.move_to_end(key)
                 return cast(R, kept[key])
         value = make()  # outside the lock: two questions read at once
+        self.put(kind, key, value, size)
+        return value
+
+    def peek(self, kind: str, key: Any) -> Any:
+        """What was kept under ``key``, or None."""
         with self._lock:
+            return self._values.get(kind, {}).get(key)
+
+    def put(self, kind: str, key: Any, value: Any, size: int = 16) -> None:
+        with self._lock:
+            kept = self._values.setdefault(kind, collections.OrderedDict())
             kept[key] = value
+            kept.move_to_end(key)
             while len(kept) > size:
                 kept.popitem(last=False)
-        return value
 
 
 class Checkpoint:
@@ -315,15 +325,14 @@ class Checkpoint:
         key's verdicts are not searched again for its look-alikes."""
         from spark_io.gather.diagnosis import why_missing
 
-        info, access, searched = self.info(), self._access(q.operator, q.batch), None
-        if q.whole_query and q.near_misses:
-            searched = self._once("searched", q.but(near_misses=False), lambda: None, 64)
+        info, access = self.info(), self._access(q.operator, q.batch)
+        searched = self._kept.peek("searched", q.but(near_misses=False)) if q.whole_query and q.near_misses else None
         report = why_missing(self.path, q, info, access, self._progress_log(q.event_log), searched)
         if self.keep and access is not None:
             from spark_io.readers.access import between_questions
 
             if q.whole_query and not q.near_misses:
-                self._kept.get("searched", q, lambda: report.input_search, 64)
+                self._kept.put("searched", q, report.input_search, 64)
             between_questions(access)
         return results.QueryAnswers(report) if q.whole_query else results.Answers(report)
 
