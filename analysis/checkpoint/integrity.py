@@ -18,8 +18,6 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-import crc32c
-
 from analysis.checkpoint.doctor import Problem
 
 
@@ -43,6 +41,8 @@ def spark_sidecar_problem(data: bytes, sidecar: bytes) -> str | None:
         return f"its .crc sidecar uses {algorithm}, which State Lens does not verify"
     if size != len(data):
         return f"it has {len(data):,} bytes, its .crc sidecar says {size:,} (cut short or rewritten)"
+    import crc32c  # the native package, loaded when a Spark sidecar is checked
+
     got = crc32c.crc32c(data)
     want = value & 0xFFFFFFFF
     if got != want:

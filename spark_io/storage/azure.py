@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
-from typing import Any
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING, Any
 
 from spark_io.storage.cloud import Cloud
+
+if TYPE_CHECKING:  # pyarrow's filesystems load when a cloud is read (a local question needs none)
+    import pyarrow.fs as pafs
 
 _SET = (
     "set AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN, a service principal "
@@ -81,6 +82,8 @@ class Azure(Cloud):
         return f"azure://{account.lower()}/{container}{p.path}"
 
     def filesystem(self, key: tuple[str, ...]) -> pafs.FileSystem:
+        import pyarrow.fs as pafs
+
         _, account, suffix = key
         kw: dict[str, Any] = {
             "blob_storage_authority": f"blob.{suffix}",

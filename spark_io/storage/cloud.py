@@ -18,14 +18,15 @@ import re
 import threading
 import urllib.parse
 from abc import ABC, abstractmethod
-from typing import Any, BinaryIO, cast
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from analysis.core.errors import StorageError
 from spark_io.storage import downloads
 from spark_io.storage.base import IMMUTABLE, Entry, Storage, join, recalled, remembered
 from spark_io.storage.cache import shared
+
+if TYPE_CHECKING:  # pyarrow's filesystems load when a cloud is read (a local question needs none)
+    import pyarrow.fs as pafs
 
 
 class Cloud(ABC):
@@ -78,6 +79,8 @@ def forget_filesystems() -> None:
 
 
 def _entry(info: pafs.FileInfo, base: str) -> Entry:
+    import pyarrow.fs as pafs
+
     rel = info.path[len(base) :].lstrip("/") if info.path.startswith(base) else info.path
     mtime = info.mtime_ns if info.mtime_ns is not None else 0
     if info.type == pafs.FileType.Directory:
@@ -115,6 +118,8 @@ class CloudStorage(Storage):
         return CloudStorage(self.cloud, self.where(rel)) if rel else self
 
     def info(self, rel: str) -> Entry | None:
+        import pyarrow.fs as pafs
+
         try:
             info = self.fs.get_file_info(self._path(rel))
         except OSError as e:
@@ -124,6 +129,8 @@ class CloudStorage(Storage):
         return _entry(info, self.base)
 
     def _select(self, rel: str, recursive: bool) -> list[Entry]:
+        import pyarrow.fs as pafs
+
         selector = pafs.FileSelector(self._path(rel), recursive=recursive, allow_not_found=True)
         try:
             infos = self.fs.get_file_info(selector)

@@ -11,10 +11,12 @@ import datetime as dt
 import os
 import re
 import urllib.parse
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING
 
 from spark_io.storage.cloud import Cloud
+
+if TYPE_CHECKING:  # pyarrow's filesystems load when a cloud is read (a local question needs none)
+    import pyarrow.fs as pafs
 
 RETRY_LIMIT_S = 10
 _SET = "set GOOGLE_APPLICATION_CREDENTIALS to a key file or run gcloud auth application-default login with an account that may read it"
@@ -34,6 +36,8 @@ class Gcs(Cloud):
         return f"gs://{p.netloc}{p.path}"
 
     def filesystem(self, key: tuple[str, ...]) -> pafs.FileSystem:
+        import pyarrow.fs as pafs
+
         emulator = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
         limit = dt.timedelta(seconds=RETRY_LIMIT_S)
         project = os.environ.get("GOOGLE_CLOUD_PROJECT") or None

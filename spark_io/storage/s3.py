@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING
 
 from spark_io.storage.cloud import Cloud
+
+if TYPE_CHECKING:  # pyarrow's filesystems load when a cloud is read (a local question needs none)
+    import pyarrow.fs as pafs
 
 CONNECT_TIMEOUT_S = 5
 REQUEST_TIMEOUT_S = 30
@@ -40,6 +42,8 @@ class S3(Cloud):
         return f"s3://{p.netloc}{p.path}"
 
     def filesystem(self, key: tuple[str, ...]) -> pafs.FileSystem:
+        import pyarrow.fs as pafs
+
         bucket = key[1]
         override = endpoint()
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")

@@ -17,7 +17,6 @@ import io
 import itertools
 from typing import Any
 
-import fastavro
 import numpy as np
 import pyarrow as pa
 
@@ -77,6 +76,8 @@ def avro_record(fields: list[dict[str, Any]], names: itertools.count[int]) -> di
 
 
 def parsed(fields: list[dict[str, Any]]) -> Any:
+    import fastavro  # loaded for the Avro encoding only
+
     return fastavro.parse_schema(avro_record(fields, itertools.count()))
 
 
@@ -215,6 +216,8 @@ def _slow(
     only: frozenset[str] | None = None,
 ) -> pa.StructArray:
     """fastavro, a row at a time, each by the schema its id names (schema evolution)."""
+    from fastavro import schemaless_reader
+
     reader = parsed(fields)
     by_id: dict[int, Any] = {}
     values: list[dict[str, Any] | None] = []
@@ -236,7 +239,7 @@ def _slow(
                 by_id[sid] = parsed(writers[sid])
             writer = by_id[sid]
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(buf[start:end].tobytes()), writer, reader)
+            record = schemaless_reader(io.BytesIO(buf[start:end].tobytes()), writer, reader)
         except Exception as e:  # fastavro raises several kinds on bad bytes
             raise Damaged(f"an Avro row that does not decode ({type(e).__name__}: {e})", i) from e
         values.append(record if isinstance(record, dict) else None)

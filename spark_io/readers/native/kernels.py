@@ -174,6 +174,24 @@ def scan(
     return _python(py_scan, buf, start, end, fmt, fill, kind, koff, klen, voff, vlen)  # type: ignore[no-any-return]
 
 
+def scan_all(buf: np.ndarray, start: int, end: int, fmt: int) -> tuple[int, int, int, tuple[np.ndarray, ...]]:
+    """``scan`` of ``buf[start:end]`` that also gives the records it walked: (records, status, byte of the
+    fault, (kind, key offset, key length, value offset, value length)), the arrays filled when the
+    status is ``OK``. Compiled: a pass to count them, then one to fill them; in Python one pass, into
+    arrays as long as the most records the bytes can hold (8 bytes each at least), cut to length."""
+    if _compiled_for((end - start) * _SCAN_PER_BYTE):
+        z = np.zeros(0, np.int64)
+        count, status, where = scan(buf, start, end, fmt, False, np.zeros(0, np.int8), z, z, z, z)
+        arrays: tuple[np.ndarray, ...] = (np.empty(count, np.int8), *(np.empty(count, np.int64) for _ in range(4)))
+        if status == OK:
+            scan(buf, start, end, fmt, True, *arrays)
+        return count, status, where, arrays
+    most = (end - start) // 8 + 1
+    room: tuple[np.ndarray, ...] = (np.empty(most, np.int8), *(np.empty(most, np.int64) for _ in range(4)))
+    count, status, where = _python(py_scan, buf, start, end, fmt, True, *room)
+    return count, status, where, tuple(a[:count].copy() for a in room)  # copies: the room is let go
+
+
 def py_scan(
     buf: np.ndarray, start: int, end: int, fmt: int, fill: bool, kind: Any, koff: Any, klen: Any, voff: Any, vlen: Any
 ) -> tuple[int, int, int]:

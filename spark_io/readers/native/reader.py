@@ -133,7 +133,7 @@ class NativeReader:
         for lo, hi in self.info.feed_segments(start, end) or [(start, start - 1)]:
 
             def records(store: str, p: int, values: bool, lo: int = lo, hi: int = hi) -> Records:
-                rec = containing(self._change_records(op, store, p, lo + 1, hi + 1), texts)  # changelogs hold values
+                rec = containing(self._change_records(op, store, p, lo + 1, hi + 1, texts), texts)  # changelogs hold values
                 return of_deleted_keys(rec) if deleted_keys_only else rec
 
             parts = self._partitions_of(source, hi, partitions)
@@ -373,16 +373,20 @@ class NativeReader:
         if self.rocksdb:
             rec = self._rocks(op_id, store, partition).state(version, values)
         else:
-            rec = hdfs_records(self._files(op_id, store, partition), version)
+            rec = hdfs_records(self._files(op_id, store, partition), version, texts)
         return containing(self._verified(rec, op_id, store, partition) if values else rec, texts)
 
-    def _change_records(self, op_id: int, store: str, partition: int, start: int, end: int) -> Records:
+    def _change_records(
+        self, op_id: int, store: str, partition: int, start: int, end: int, texts: tuple[str, ...] = ()
+    ) -> Records:
+        """The changes of one store partition in versions ``start``..``end`` (``texts``: from the files
+        holding one of them; the RocksDB changelogs, kept for the questions after, are walked whole)."""
         if self.rocksdb:
             rp = self._rocks(op_id, store, partition)
             if not rp.part.files["changelog"]:
                 raise NativeUnsupported("a change feed of RocksDB without changelog checkpointing")
             return self._verified(rp.changes(start, end), op_id, store, partition)
-        return self._verified(hdfs_changes(self._files(op_id, store, partition), start, end), op_id, store, partition)
+        return self._verified(hdfs_changes(self._files(op_id, store, partition), start, end, texts), op_id, store, partition)
 
     def _verified(self, rec: Records, op_id: int, store: str, partition: int) -> Records:
         """The records with their row checksums verified and removed (a no-op without row checksums).

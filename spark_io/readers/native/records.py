@@ -102,16 +102,13 @@ def changelog_header(raw: bytes) -> tuple[int, int, list[tuple[int, str]]]:
 
 def _scan(buf: np.ndarray, base: int, start: int, end: int, fmt: int, version: int, rel: str) -> Records:
     """The records of the file at ``buf[base:end]``, from ``base + start``."""
-    z = np.zeros(0, np.int64)
-    count, status, where = kernels.scan(buf, base + start, end, fmt, False, np.zeros(0, np.int8), z, z, z, z)
+    count, status, where, arrays = kernels.scan_all(buf, base + start, end, fmt)
     if status != kernels.OK:
         raise StateReadError(
             f"The state file {rel} is damaged at byte {where - base} of {end - base:,} decompressed: {_STATUS[status]} "
             f"after {count:,} records."
         )
-    kind = np.empty(count, np.int8)
-    koff, klen, voff, vlen = (np.empty(count, np.int64) for _ in range(4))
-    kernels.scan(buf, base + start, end, fmt, True, kind, koff, klen, voff, vlen)
+    kind, koff, klen, voff, vlen = arrays
     return Records(buf, kind, koff, klen, voff, vlen, np.full(count, version, np.int64))
 
 
@@ -140,18 +137,23 @@ class Chain:
         self._items.append((len(self._data), rec))
         self._data += rec.buf.data  # the array's bytes, not copied first
 
-    def records(self) -> Records:
+    def records(self, texts: tuple[str, ...] = ()) -> Records:
+        """The records of every file, in order. ``texts``: only files whose bytes hold one of them
+        are walked (a key holding a text is in no other file: a lookup reads the few that have it)."""
         if len(self._items) == 1 and isinstance(self._items[0][1], Records):
             return self._items[0][1]  # one snapshot: its own buffer, no copy
         buf = np.frombuffer(self._data, np.uint8) if self._data else np.zeros(0, np.uint8)
         buf.flags.writeable = False  # as every buffer the kernels see: one compiled variant each
         ends = [base for base, _ in self._items[1:]] + [len(self._data)]
+        needles = [t.encode("utf-8") for t in texts]
         parts = []
         for (base, item), end in zip(self._items, ends, strict=True):
             if isinstance(item, Records):
                 parts.append(Records(buf, item.kind, item.koff + base, item.klen, item.voff + base, item.vlen, item.version))
             else:
                 start, fmt, version, rel = item
+                if needles and all(n and self._data.find(n, base + start, end) < 0 for n in needles):
+                    continue  # no record of this file holds a key with one of the texts
                 parts.append(_scan(buf, base, start, end, fmt, version, rel))
         return _over(buf, parts)
 

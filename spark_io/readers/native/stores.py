@@ -155,8 +155,9 @@ class PartitionFiles:
 # --------------------------------------------------------------------------- HDFS
 
 
-def hdfs_records(part: PartitionFiles, version: int) -> Records:
-    """The snapshot and deltas that make up ``version``, oldest first."""
+def hdfs_records(part: PartitionFiles, version: int, texts: tuple[str, ...] = ()) -> Records:
+    """The snapshot and deltas that make up ``version``, oldest first (``texts``: only the files
+    holding one, ``Chain.records``)."""
     chain = Chain()
     if version <= 0:
         return chain.records()
@@ -165,12 +166,12 @@ def hdfs_records(part: PartitionFiles, version: int) -> Records:
     if base:
         name = part.need("snapshot", base)
         chain.add_file(part.read(name), 0, kernels.FMT_PLAIN, base, f"{part.rel}/{name}")
-    return _add_deltas(chain, part, base + 1, version).records()
+    return _add_deltas(chain, part, base + 1, version).records(texts)
 
 
-def hdfs_changes(part: PartitionFiles, start: int, end: int) -> Records:
+def hdfs_changes(part: PartitionFiles, start: int, end: int, texts: tuple[str, ...] = ()) -> Records:
     part.prefetch(part.name("delta", v) for v in range(start, end + 1))
-    return _add_deltas(Chain(), part, start, end).records()
+    return _add_deltas(Chain(), part, start, end).records(texts)
 
 
 def _add_deltas(chain: Chain, part: PartitionFiles, start: int, end: int) -> Chain:
