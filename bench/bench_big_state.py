@@ -79,7 +79,7 @@ batch = read_checkpoint(cp).last_committed
 t0 = time.perf_counter()
 common.why_missing_cached(cp, KeyQuestion(tuple(key), operator=0, batch=batch, near_misses=False))
 t1 = time.perf_counter()
-assert common.why_missing_cached(cp, KeyQuestion(tuple(key), operator=0, batch=batch)).results[0].verdict == "never_in_state"
+assert common.why_missing_cached(cp, KeyQuestion(tuple(key), operator=0, batch=batch)).report.results[0].verdict == "never_in_state"
 print(t1 - t0, time.perf_counter() - t0)
 """
 

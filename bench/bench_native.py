@@ -3,11 +3,11 @@
 same run (this machine is noisy).
 
 1. ``cli.py why-missing`` cold on the 1M-key aggregation (a whole process, no ``serve``) against
-   a plain PySpark script that reads the key through the State Data Source. Target >= 10x, < 1.5 s.
+   a plain PySpark script that reads the key through the State Data Source. Target >= 20x, <= 0.6 s.
 2. ``cli.py sql "SELECT count(*) FROM op0"`` on that store against the notebook way (a PySpark
    script: statestore -> toPandas() -> DuckDB). Target >= 10x.
 3. ``cli.py growth`` of the 1M-key join's left store over its 40 batches against a PySpark script
-   counting that store's state at each batch. Target >= 20x.
+   counting that store's state at each batch. Target >= 20x, <= 1.2 s.
 4. A key lookup with its history (the state at the last batch and the change feed over every
    batch) reading only the key's partition against reading every partition, in process. >= 10x.
 5. Memory: the peak resident memory a fresh process adds while decoding the 1M-key store, against
@@ -87,8 +87,8 @@ def main() -> None:
         """
     assert pyspark(plain_script).strip() == "1"
     plain = median_seconds(lambda: pyspark(plain_script), args.runs)
-    row("why-missing cold, 1M-key aggregation (cli.py, whole process)", ours, plain, 10)
-    print(f"    target < 1.5 s: {'met' if ours < 1.5 else 'NOT met'} ({ours:.2f} s)")
+    row("why-missing cold, 1M-key aggregation (cli.py, whole process)", ours, plain, 20)
+    print(f"    target <= 0.6 s: {'met' if ours <= 0.6 else 'NOT met'} ({ours:.2f} s)")
 
     # 2. SQL count(*), whole process
     out = json.loads(cli("sql", agg, "SELECT count(*) AS n FROM op0", "--json"))
@@ -117,6 +117,7 @@ def main() -> None:
     assert ours_rows == plain_rows, (ours_rows[:5], plain_rows[:5])
     plain = median_seconds(lambda: pyspark(count_each), 1)
     row(f"growth over {len(plain_rows)} batches, 1M-key join store (cli.py vs count per batch)", ours, plain, 20)
+    print(f"    target <= 1.2 s: {'met' if ours <= 1.2 else 'NOT met'} ({ours:.2f} s)")
 
     # 4. a key lookup with its history: the key's partition against every partition
     from analysis.core.model import StateSource

@@ -81,7 +81,7 @@ engine.warm_native_in_background().join()  # as the app does at launch
 cp, key = sys.argv[1], sys.argv[2]
 
 def ask():  # one run of the page: its own question (folders listed anew), the answers' cache cleared
-    common._diagnose.clear()
+    common._asked.clear()  # the answer; the checkpoint's kept object keeps what it read
     t0 = time.perf_counter()
     with storage.question():
         common.why_missing_cached(cp, KeyQuestion((key,), operator=0, batch=read_checkpoint(cp).last_committed))
