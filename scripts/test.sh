@@ -10,7 +10,7 @@ if [ "${1:-}" = "--fast" ]; then
     # Java and Chromium out of reach: a test that needs one and is not marked (tests/conftest.py) fails
     export JAVA_HOME=/nonexistent/java BROWSER_PATH=/nonexistent/chromium
     exec .venv/bin/python -m pytest -m "not jvm and not browser and not emulator" \
-        -n "${STATELENS_TEST_WORKERS:-2}" --dist loadfile -p no:cacheprovider "$@"
+        -n "${STATELENS_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -p no:cacheprovider "$@"
 fi
 if [ ! -x /usr/bin/chromium ]; then
     echo "Installing Debian's chromium for the browser tests..."
@@ -23,8 +23,9 @@ if [ ! -x .tools/node_modules/.bin/azurite-blob ]; then
     npm install --silent --no-audit --no-fund --prefix .tools azurite@3.37.0 >/dev/null
 fi
 # The whole suite (no arguments): whole test files side by side in 4 processes (half the suite waits on
-# JVMs, servers and browsers starting), the slowest tests listed at the end. With arguments: as given.
+# JVMs, servers and browsers starting), the longest files first (tests/conftest.py), the slowest tests
+# listed at the end. With arguments: as given.
 if [ "$#" -eq 0 ]; then
-    set -- -n "${STATELENS_TEST_WORKERS:-4}" --dist loadfile --durations=30
+    set -- -n "${STATELENS_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder --durations=30
 fi
 exec .venv/bin/python -m pytest "$@"

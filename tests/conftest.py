@@ -9,6 +9,7 @@ controller after every worker has finished: a changed byte fails the run.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -37,6 +38,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     byte as it was before any worker began."""
     if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
         return
+    _record_durations(session)
     from support import changed_samples
 
     changes = changed_samples()
@@ -80,6 +82,34 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     for name, value in report.user_properties:  # the controller's copy of a worker's report too
         if name == "cpu_s":
             CPU_BY_FILE[report.nodeid.split("::")[0]] += float(value)
+    SECONDS_BY_FILE[report.nodeid.split("::")[0]] += report.duration
+
+
+# The order test files start in (``scripts/test.sh`` keeps it: ``--no-loadscope-reorder``): the longest
+# first (their seconds in a whole run, ``durations.json``), so that no long file starts last and keeps
+# the other workers waiting for it at the end; a file not timed yet before them (it may be long);
+# ``test_aa_*`` first of all (they want a fresh JVM), ``test_zz_*`` last (they check what the others
+# left). ``durations.json`` is written again by ``STATELENS_RECORD_DURATIONS=1 bash scripts/test.sh``
+# (seconds per file, setup to teardown, summed over its tests).
+DURATIONS = Path(__file__).with_name("durations.json")
+SECONDS_BY_FILE: Counter[str] = Counter()
+
+
+def _start_order(items: list[pytest.Item]) -> None:
+    known: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+
+    def rank(item: pytest.Item) -> tuple[int, float]:
+        path = item.nodeid.split("::")[0]
+        name = Path(path).name
+        return (0 if name.startswith("test_aa") else 2 if name.startswith("test_zz") else 1), -known.get(path, float("inf"))
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
+
+
+def _record_durations(session: pytest.Session) -> None:
+    if os.environ.get("STATELENS_RECORD_DURATIONS") and SECONDS_BY_FILE:
+        times = {path: round(seconds) for path, seconds in sorted(SECONDS_BY_FILE.items())}
+        DURATIONS.write_text(json.dumps(times, indent=1) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -99,6 +129,7 @@ HEAVY = ("jvm", "browser", "emulator")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _start_order(items)
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):  # directly or through another fixture
             item.add_marker(pytest.mark.jvm)

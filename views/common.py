@@ -245,11 +245,6 @@ def progress_cached(path: str, event_log: str | None) -> Any:
     return asked(path, "progress", event_log, event_log=event_log)
 
 
-def progress_log(path: str, event_log: str | None) -> Any:
-    """The query's progress from its event log (``ProgressLog``), or None without one."""
-    return progress_cached(path, event_log).log if event_log else None
-
-
 def escape_markdown(text: str) -> str:
     """Text shown as itself in st.markdown (a store name's ``_``, a key's ``*`` or ``$``)."""
     return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
