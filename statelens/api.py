@@ -513,8 +513,12 @@ class Checkpoint:
             spill_dir = os.path.join(scratch_dir(), "spill")
 
         def kept_loader(info: Any, spec: Any, at: int, row_filter: Any, limit: Any, keys_only: bool) -> tuple[Any, str]:
-            key = (spec, at, row_filter, limit, keys_only)
-            return self._once("tables", key, lambda: state_loader(info, spec, at, row_filter, limit, keys_only), 16)
+            """The reads the other questions keep (the state browser's), shared with them."""
+            if spec.changes:
+                table, start, end = self.read_changes(spec.source, at, row_filter, limit)
+                return table, f"{start}–{end}"
+            table, b = self.read_state(spec.source, at, row_filter, limit, keys_only)
+            return table, str(b)
 
         return Workspace(
             self.path,
@@ -577,16 +581,17 @@ class Checkpoint:
 
     @_question
     def read_state(
-        self, source: Any, batch: int | None = None, row_filter: Any = None, limit: int | None = None
+        self, source: Any, batch: int | None = None, row_filter: Any = None, limit: int | None = None, keys_only: bool = False
     ) -> tuple[Any, int]:
         """One view's rows (``analysis.core.model.StateSource``: a store, a join side, a state variable,
         timers) at ``batch`` as Arrow, and the batch read; ``row_filter`` (``statelens.RowFilter``):
-        only these partitions or keys."""
+        only these partitions or keys; ``keys_only``: a store's keys without decoding its values."""
         from spark_io.readers import engine
 
         info = self.info()
-        key = (source, batch, row_filter, limit)
-        return self._once("state", key, lambda: engine.read_state(self.path, source, batch, info, row_filter, limit))
+        key = (source, batch, row_filter, limit, keys_only)
+        read = lambda: engine.read_state(self.path, source, batch, info, row_filter, limit, keys_only)  # noqa: E731
+        return self._once("state", key, read)
 
     @_question
     def read_changes(
