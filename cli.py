@@ -122,8 +122,8 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
     """``process``: this process runs one command and exits (kept reads would serve no next question)."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    job: list[str] = []  # preflight's job command: everything after its --
-    if "--" in argv and "preflight" in argv[: argv.index("--")]:
+    job: list[str] = []  # preflight's and rebuild's job command: everything after its --
+    if "--" in argv and {"preflight", "rebuild"} & set(argv[: argv.index("--")]):
         cut = argv.index("--")
         argv, job = argv[:cut], argv[cut + 1 :]
     args, extra = parser.parse_known_args(argv)

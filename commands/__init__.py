@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "sql": "sql",
     "why-missing": "why_missing",
     "preflight": "preflight",
+    "rebuild": "rebuild",
     "repartition": "repartition",
     "unmatched": "unmatched",
     "progress": "progress",

@@ -465,6 +465,37 @@ class Checkpoint:
 
         return results.Preflight(preflight(self.path, list(command), event_log=event_log, timeout=timeout, cwd=cwd))
 
+    def rebuild(
+        self,
+        to: str,
+        command: list[str] | None = None,
+        build: Callable[[Any], Any] | None = None,
+        spark: Any = None,
+        event_log: str | None = None,
+        accept_watermark_change: bool = False,
+        progress: Callable[[int, int, int, int], None] | None = None,
+        cwd: str | None = None,
+        output_mode: str = "append",
+    ) -> results.Rebuild:
+        """Rebuild the state for the changed job in the new checkpoint ``to``: this checkpoint's batches
+        replayed with the changed query (the same input, offsets and watermarks; Spark writes the state
+        and commits; the job's sink is not written), so that the changed job, pointed at ``to``,
+        continues where the old one stopped. The changed job is ``command`` (``["python", "job.py",
+        ...]``, run as deployed, in ``cwd``), or ``build(spark)`` (its ``DataStreamWriter`` or streaming
+        DataFrame, replayed in this process's ``spark``). ``progress(n, of, batch, input_rows)`` is
+        called after each batch."""
+        from spark_io.preflight.rebuild import rebuild, rebuild_writer
+
+        if build is not None:
+            from spark_io.runtime.session import get_spark
+
+            return results.Rebuild(
+                rebuild_writer(
+                    self.path, to, build, spark or get_spark(), event_log, accept_watermark_change, progress, output_mode
+                )
+            )
+        return results.Rebuild(rebuild(self.path, to, list(command or []), event_log, accept_watermark_change, progress, cwd=cwd))
+
     @_question
     def example_queries(self) -> dict[str, str]:
         """SQL to start from over this checkpoint's tables: title -> query."""

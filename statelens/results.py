@@ -700,6 +700,39 @@ class Preflight(Result):
         return out
 
 
+class Rebuild(Result):
+    """The state rebuilt for a changed job in a new checkpoint (``rebuild --json``)."""
+
+    def __init__(self, report: Any) -> None:
+        self.report = report
+        self.title = f"Rebuilt {len(report.batches)} batches into {report.to}"
+
+    @property
+    def verdict(self) -> str:
+        """What the changed job does on the new checkpoint, by Spark's checks: ``restarts`` or ``fails``."""
+        return str(self.report.check.verdict)
+
+    def to_arrow(self) -> pa.Table:
+        ops = self.report.operators
+        return pa.table(
+            {
+                name: pa.array([getattr(o, name) for o in ops], pa.int64())
+                for name in ("operator_id", "old_rows", "old_keys", "new_rows", "new_keys")
+            }
+        )
+
+    def _summary(self) -> list[str]:
+        r = self.report
+        return [
+            f"{len(r.batches)} batches replayed in {r.seconds:.1f} s",
+            f"the changed job on it: {r.check.verdict}" + (f" ({r.check.error_class})" if r.check.error_class else ""),
+            *(f"next: {s}" for s in r.next_steps),
+        ]
+
+    def _body(self) -> list[str]:
+        return [render.arrow_table(self.to_arrow())]
+
+
 class Chart(Result):
     """One health chart and the data it draws (``export``): ``table`` (Arrow), ``figure`` (Plotly)."""
 

@@ -302,6 +302,8 @@ PLAN_CHANGES = [
     ("join", "time_bound", "join_condition_changed", "10 minutes"),
     ("windowed_agg", "watermark_delay", "watermark_delay_changed", "was 10 min"),
     ("session", "filter_added", "filter_added", "view"),
+    ("windowed_agg", "filter_added", "filter_added", "view"),  # a where before the aggregation
+    ("windowed_agg", "filter_first", "filter_added", "view"),  # ... and before its watermark
 ]
 
 
@@ -349,3 +351,47 @@ def test_the_app_page_runs_the_changed_script(spark: Any, bases: Any, tmp_path: 
     at.text_input(key="pf_script").set_value(str(tmp_path / "missing.py")).run()
     at.button(key="pf_go").click().run()
     assert any("is not a Python script here" in e.value for e in at.error)
+
+
+def test_a_renamed_output_column_is_warned_as_the_real_restart_writes_a_second_column_set(spark: Any, tmp_path: Path) -> None:
+    """Spark restarts a session window's aggregate renamed without a word, then writes the new column set
+    into the same Parquet folder: preflight says so, from the sink's files against the new output."""
+    import pyarrow.parquet as pq
+
+    inputs, checkpoint, output = tmp_path / "in", tmp_path / "cp", tmp_path / "out"
+    for b in range(FIRST_BATCHES):
+        cj.write_input(inputs, b)
+    with _confs(spark, cj.confs("session", "none")):
+        q = cj.start(spark, "session", "none", inputs, checkpoint, output, sink="files")
+        q.awaitTermination()
+    assert list(output.glob("*.parquet"))
+    before = tree_checksums(output)
+    cj.write_input(inputs, FIRST_BATCHES + 10)
+    out = _cli(checkpoint, "session", "aggregate_renamed", inputs, output, "files")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["verdict"] == "restarts" and tree_checksums(output) == before
+    (w,) = [w for w in r["warnings"] if w["kind"] == "sink_schema_changed"]
+    assert "event_count added" in w["detail"] and "events gone" in w["detail"] and str(output) in w["detail"]
+    # the truth: the real restart writes the second column set into the same folder
+    with _confs(spark, cj.confs("session", "aggregate_renamed")):
+        q = cj.start(spark, "session", "aggregate_renamed", inputs, checkpoint, output, sink="files")
+        q.awaitTermination()
+    assert q.exception() is None
+    names = {tuple(pq.read_schema(f).names) for f in output.glob("*.parquet")}
+    assert {n for n in names if "events" in n} and {n for n in names if "event_count" in n}
+
+
+def test_the_error_class_is_the_cause_not_the_stream_failed_around_it() -> None:
+    from spark_io.preflight.redirect import _error_class
+
+    class Failed(Exception):
+        def getCondition(self) -> str:
+            return "STREAM_FAILED"
+
+    message = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] "
+        "Provided key schema does not match existing state key schema. SQLSTATE: XXKST"
+    )
+    assert _error_class(Failed(message)) == "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE"
+    assert _error_class(Failed("[STREAM_FAILED] Query [id = 1] terminated")) == "STREAM_FAILED"

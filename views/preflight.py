@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 import statelens
+from statelens import server
 from views.common import checkpoint_info, current_event_log, guard, metric_row, opened
 
 st.header("Will my change restart?")
@@ -87,3 +88,55 @@ if info is not None:
         ):
             if items:
                 st.caption(f"{title}: " + "; ".join(items))
+        if r.verdict == "fails":
+            st.markdown(
+                "**Rebuild the state for the changed job**: the checkpoint's batches replayed with the changed job into a "
+                "new checkpoint (the same input, offsets and watermarks; Spark writes the state; the job's output is not "
+                "written), so that the changed job continues where the old one stopped."
+            )
+            target = st.text_input("The new checkpoint", placeholder=f"{info.path}-v2", key="rb_to").strip()
+            accept = st.checkbox("Rebuild although the watermark delay changed", key="rb_accept_wm")
+            if st.button("Rebuild the state", disabled=not target, key="rb_go"):
+                with guard():
+                    server.check_allowed(target, "folder")
+                    bar = st.progress(0.0, text="Starting the changed job (its Spark starts first)…")
+
+                    def step(n: int, of: int, batch: int, rows: int) -> None:
+                        bar.progress(n / of, text=f"Batch {n} of {of} replayed (batch {batch}, {rows:,} input rows)")
+
+                    st.session_state["rb_result"] = (
+                        asked,
+                        opened(info.path)
+                        .rebuild(
+                            target,
+                            [sys.executable, script, *shlex.split(arguments)],
+                            event_log=current_event_log(),
+                            accept_watermark_change=accept,
+                            progress=step,
+                            cwd=folder or None,
+                        )
+                        .report,
+                    )
+            rebuilt = st.session_state.get("rb_result")
+            if rebuilt is not None and rebuilt[0] == asked:
+                b = rebuilt[1]  # analysis.checkpoint.rebuild.Rebuild
+                (st.success if b.check.verdict == "restarts" else st.error)(
+                    f"**Rebuilt {len(b.batches)} batches into `{b.to}`** in {b.seconds:.1f} s. The changed job on it: "
+                    f"**{b.check.verdict}**. {b.check.title}"
+                )
+                st.dataframe(
+                    [
+                        {
+                            "operator": o.operator_id,
+                            "rows before": o.old_rows,
+                            "rows now": o.new_rows,
+                            "keys before": o.old_keys,
+                            "keys now": o.new_keys,
+                        }
+                        for o in b.operators
+                    ],
+                    hide_index=True,
+                )
+                for w in b.accepted:
+                    st.warning(f"**accepted, {w.kind}**: {w.detail}")
+                st.markdown("**Next**\n" + "\n".join(f"- {s}" for s in b.next_steps))

@@ -422,6 +422,40 @@ def delay_from_state(info: CheckpointInfo, new: QueryPlan, newest: dict[int, tup
     ]
 
 
+def spark_type_name(t: Any) -> str:
+    """A field's type in Spark's JSON schema, as its short name: ``long``, ``struct``, ``decimal(10,2)``."""
+    return str(t.get("type")) if isinstance(t, dict) else str(t)
+
+
+def sink_warnings(sink: dict[str, Any], stored: list[tuple[str, str]] | None, new: list[tuple[str, str]]) -> list[Warning]:
+    """The job's file sink against the changed query's output: ``stored`` (name, type) of the newest file
+    already in the sink's folder (partition columns left out), ``new`` the changed query's columns (the
+    same left out). Spark restarts either way and writes the new columns into the same folder."""
+    same_names = stored is not None and [n for n, _ in stored] == [n for n, _ in new]
+    if (
+        stored is None
+        or not new
+        or (same_names and all(a == b or "?" in (a, b) for (_, a), (_, b) in zip(stored, new, strict=True)))
+    ):
+        return []
+    names = {n for n, _ in stored}
+    added = [n for n, _ in new if n not in names]
+    gone = [n for n, _ in stored if n not in {m for m, _ in new}]
+    retyped = [f"{n} {a} -> {b}" for (n, a) in stored for (m, b) in new if n == m and a != b and "?" not in (a, b)]
+    parts = [f"{', '.join(added)} added"] if added else []
+    parts += [f"{', '.join(gone)} gone"] if gone else []
+    parts += [f"{', '.join(retyped)}"] if retyped else []
+    return [
+        Warning(
+            "sink_schema_changed",
+            f"The job's {sink.get('format') or 'file'} sink {sink.get('path')} holds files with the columns "
+            f"{', '.join(f'{n} {t}' for n, t in stored)}; the changed query writes {', '.join(f'{n} {t}' for n, t in new)} "
+            f"({'; '.join(parts) or 'a new order'}). Spark restarts and writes them into the same folder: its readers "
+            "meet two schemas. Write the changed job's output to a new folder, or migrate the old files.",
+        )
+    ]
+
+
 def _names(fields: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(str(f.get("name")), str(f.get("type"))) for f in fields]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.change import Preflight, judge
+from analysis.checkpoint.change import Preflight, judge, sink_warnings
 from analysis.core.errors import InvalidInput, from_cli
 from analysis.core.model import CheckpointInfo
 from analysis.plan.query_plan import QueryPlan, query_plan
@@ -28,6 +28,7 @@ from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_f
 from spark_io.logs.files import StorageFiles
 from spark_io.preflight import redirect
 from spark_io.preflight.scratch import Scratch, scratch_copy
+from spark_io.preflight.sink import sink_columns
 from spark_io.preflight.stored import StoredFacts, state_size, stored_facts
 from spark_io.storage import LocalStorage
 
@@ -63,6 +64,9 @@ def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_l
     if event_log is None and plan is None and not run.get("error"):
         result.not_checked.append("the new plan: Spark Connect does not hand it over")
     result.not_checked += [f"the stored windows and event times of {u}" for u in facts.unread]
+    columns = sink_columns(run.get("sink") or {}, run.get("output_schema"))
+    if columns is not None and result.verdict == "restarts":
+        result.warnings += sink_warnings(run["sink"], *columns)
     return result
 
 

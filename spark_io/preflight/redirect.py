@@ -1,5 +1,6 @@
 """Inside the user's job process: start the changed query on a scratch copy of its checkpoint, into
-Spark's ``noop`` sink, for one batch, and write down what Spark said.
+Spark's ``noop`` sink, for one batch, and write down what Spark said (``statelens preflight``); or
+replay the checkpoint's batches with it into a new checkpoint (``statelens rebuild``, ``run_replay``).
 
 Standard library and PySpark only (the job may run in an environment of its own). It is loaded
 before the job's code (``boot/sitecustomize.py``), or called in-process by ``judge_writer`` (the
@@ -29,6 +30,7 @@ ENV_SCRATCH = "STATELENS_PREFLIGHT_SCRATCH"  # the scratch copy the query runs o
 ENV_RESULT = "STATELENS_PREFLIGHT_RESULT"  # where the result (JSON) goes
 ENV_CONFS = "STATELENS_PREFLIGHT_CONFS"  # JSON list: the SQL confs the checkpoint pins
 ENV_PLANNED = "STATELENS_PREFLIGHT_PLANNED"  # JSON [relative path, text]: the next offsets without new data
+ENV_REPLAY = "STATELENS_REBUILD_PLAN"  # rebuild: a JSON file, the replay's plan (``run_replay``)
 
 _SKIPPED: list[str] = []  # writes of the job's that were not made
 _OTHERS: list[str] = []  # queries of the job's on other checkpoints, not started
@@ -50,7 +52,15 @@ def same_location(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
+_WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR")  # classes around the failure's own
+
+
 def _error_class(e: BaseException) -> str | None:
+    """Spark's error class of a failure: the cause's, which a failed query's ``STREAM_FAILED`` holds in
+    its message (``getCondition()`` names only the wrapper)."""
+    import re
+
+    found = None
     for name in ("getCondition", "getErrorClass"):
         fn = getattr(e, name, None)
         if callable(fn):
@@ -59,8 +69,12 @@ def _error_class(e: BaseException) -> str | None:
             except Exception:
                 value = None
             if value:
-                return str(value)
-    return None
+                found = str(value)
+                break
+    if found is None or found in _WRAPPERS:
+        inner = [c for c in re.findall(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", str(e)) if c not in _WRAPPERS]
+        return inner[0] if inner else found
+    return found
 
 
 def _explicit_confs(spark: Any, keys: list[str], unread: list[str]) -> dict[str, str]:
@@ -209,6 +223,88 @@ def run_redirected(writer: Any, spark: Any, scratch: str, connect: bool, planned
     }
 
 
+def _copy(old: str, new: str, rel: str) -> None:
+    """One file of the old checkpoint's logs into the new one, byte for byte (local folders)."""
+    import shutil
+
+    dest = os.path.join(new, rel)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.copyfile(os.path.join(old, rel), dest)
+
+
+def run_replay(writer: Any, spark: Any, connect: bool, plan: dict[str, Any], ask: Any) -> dict[str, Any]:
+    """Replay the old checkpoint's batches with the changed query into a new checkpoint, into ``noop``.
+
+    ``plan``: ``from`` and ``to`` (the two checkpoints), ``first`` (the files every batch needs: the
+    query's id, the file sources' logs), ``batches`` ([{"batch", "files"}]: each batch's offsets),
+    ``pending`` (an uncommitted last batch's offsets: copied, not run; the job re-runs it).
+    Each batch's offsets, as Spark wrote them in the old checkpoint, are put into the new one, and
+    the query started with a one-batch trigger: Spark re-runs a batch whose offsets are logged
+    without a commit, with those offsets (the same input) and their watermark, and writes its state
+    and its commit. ``ask(message)`` tells the caller each batch's end (the first with the plan
+    Spark made) and returns what to do: ``{"stop": why}`` ends the replay; at the end, ``{"kind":
+    "check"}`` returns a scratch copy of the new checkpoint to judge a restart on."""
+    old, new = plan["from"], plan["to"]
+    for rel in plan["first"]:
+        _copy(old, new, rel)
+    _redirect(writer, new, connect)
+    start = _ORIGINAL_START.get(type(writer), type(writer).start)
+    replayed: list[dict[str, Any]] = []
+    began = time.time()
+    for i, step in enumerate(plan["batches"]):
+        for rel in step["files"]:
+            _copy(old, new, rel)
+        writer.trigger(once=True)
+        t = time.time()
+        try:
+            query = start(writer)
+            query.awaitTermination()
+            failure = query.exception()
+        except Exception as e:
+            failure = e
+        if failure is not None:
+            return {"error": str(failure), "error_class": _error_class(failure), "batch": step["batch"], "replayed": replayed}
+        last = query.lastProgress or {}
+        done = {
+            "batch": step["batch"],
+            "ran": last.get("batchId"),
+            "input_rows": int(last.get("numInputRows") or 0),
+            "seconds": round(time.time() - t, 3),
+        }
+        replayed.append(done)
+        sources = [str(x.get("description", "")) for x in last.get("sources") or []]
+        first = {"plan": None if connect else _plan(query), "sources": sources} if i == 0 else {}
+        said = ask({"kind": "batch", "index": i, "of": len(plan["batches"]), **done, **first})
+        if said.get("stop"):
+            return {"stopped": said["stop"], "replayed": replayed}
+    for rel in plan.get("pending", []):
+        _copy(old, new, rel)
+    seconds = round(time.time() - began, 3)
+    said = ask({"kind": "check"})
+    check = run_redirected(writer, spark, said["scratch"], connect, tuple(said["planned"]) if said.get("planned") else None)
+    return {"replayed": replayed, "seconds": seconds, "check": check}
+
+
+def _asking(folder: str) -> Any:
+    """``ask`` across processes: a question is ``ask-<n>.json`` in ``folder``, its answer ``answer-<n>.json``."""
+    count = [0]
+
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        count[0] += 1
+        n = count[0]
+        tmp = os.path.join(folder, f".ask-{n}.json")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(message, f)
+        os.replace(tmp, os.path.join(folder, f"ask-{n}.json"))
+        answer = os.path.join(folder, f"answer-{n}.json")
+        while not os.path.exists(answer):
+            time.sleep(0.05)
+        with open(answer, encoding="utf-8") as f:
+            return json.load(f)  # type: ignore[no-any-return]
+
+    return ask
+
+
 class _NotStarted:
     """What a query on another checkpoint gets instead of starting: nothing waits on it."""
 
@@ -305,12 +401,24 @@ def _patched_start(cls: type) -> Any:
         if not checkpoint or not target or not same_location(checkpoint, target):
             _OTHERS.append(f"{queryName or opts.get('queryname') or 'a query'} on {checkpoint or 'no checkpoint'}")
             return _NotStarted(queryName)
-        planned = json.loads(os.environ.get(ENV_PLANNED) or "null")
-        result = run_redirected(
-            self, spark, os.environ[ENV_SCRATCH], hasattr(self, "_write_proto"), tuple(planned) if planned else None
-        )
+        # the job's sink as the job set it (before the query is pointed at noop), and what it would write
+        sink = {"path": path or opts.get("path"), "format": format or opts.get("format"), "table": opts.get("__table")}
+        output: dict[str, Any] = {"sink": sink}
+        with contextlib.suppress(Exception):  # classic PySpark: the rows the changed query writes
+            output["output_schema"] = json.loads(self._df.schema.json())
+        if os.environ.get(ENV_REPLAY):
+            with open(os.environ[ENV_REPLAY], encoding="utf-8") as f:
+                replay = json.load(f)
+            result = run_replay(self, spark, hasattr(self, "_write_proto"), replay, _asking(replay["exchange"]))
+            if "check" in result:
+                result["check"] |= output
+        else:
+            planned = json.loads(os.environ.get(ENV_PLANNED) or "null")
+            result = run_redirected(
+                self, spark, os.environ[ENV_SCRATCH], hasattr(self, "_write_proto"), tuple(planned) if planned else None
+            )
+            result |= output
         result["checkpoint"] = checkpoint
-        result["sink"] = {"path": path, "format": format or opts.get("format"), "table": opts.get("__table")}
         _finish(result, spark)
         return None  # not reached
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from analysis.core.arrow_numpy import numpy_of
 from analysis.core.errors import StateLensError
-from analysis.core.model import CheckpointInfo, StateSource
+from analysis.core.model import CheckpointInfo, StateSource, is_tws, sources_of
 from spark_io.readers.native.reader import NativeReader
 
 
@@ -74,9 +74,20 @@ def stored_facts(info: CheckpointInfo, column: str | None) -> StoredFacts:
     return facts
 
 
+def _distinct_keys(tables: list[pa.Table]) -> int:
+    """Distinct grouping keys over the ``key`` columns of several reads (a transformWithState's variables)."""
+    keys = [t.select(["key"]).flatten() for t in tables if t.num_rows]
+    if not keys:
+        return 0
+    union = pa.concat_tables(keys, promote_options="permissive")
+    return union.group_by(union.column_names).aggregate([]).num_rows
+
+
 def state_size(info: CheckpointInfo) -> dict[int, tuple[int, int]]:
     """Operator -> (rows in all its stores, keys of its main store) at the last committed batch:
-    what a new checkpoint loses (an operator whose stores are not read natively is left out)."""
+    what a new checkpoint loses (an operator whose stores are not read natively is left out). A
+    transformWithState's rows are its variables' (a list's elements, a map's entries), its keys the
+    grouping keys any variable holds."""
     last = info.last_committed
     if last is None:
         return {}
@@ -84,6 +95,10 @@ def state_size(info: CheckpointInfo) -> dict[int, tuple[int, int]]:
     reader = NativeReader(info)
     for op in info.operators:
         try:
+            if is_tws(op):
+                tables = [reader.state(src, last, keys_only=True) for src in sources_of(op) if src.state_var]
+                out[op.operator_id] = (sum(t.num_rows for t in tables), _distinct_keys(tables))
+                continue
             counts = {
                 s.store_name: reader.state(StateSource(op.operator_id, store_name=s.store_name), last, keys_only=True).num_rows
                 for s in op.stores

@@ -73,12 +73,16 @@ def _windowed_agg(s: dict[str, Any], change: str) -> Any:
     from pyspark.sql import functions as F
 
     events = s["events"]
+    if change == "filter_first":  # a where before the watermark, as the source is read
+        events = events.where(F.col("kind") != "view")
     if change == "dedup_in_front":
         events = events.withWatermark("event_time", "10 minutes").dropDuplicates(["event_id", "event_time"])
     delay = "2 minutes" if change == "watermark_delay" else "10 minutes"
     size = "10 minutes" if change == "window_size" else "5 minutes"
     if change != "dedup_in_front":
         events = events.withWatermark("event_time", delay)
+    if change == "filter_added":
+        events = events.where(F.col("kind") != "view")
     if change == "key_renamed":
         events = events.withColumnRenamed("user_id", "uid")
     user = F.col("uid") if change == "key_renamed" else F.col("user_id")
@@ -118,7 +122,8 @@ def _session(s: dict[str, Any], change: str) -> Any:
     events = s["events"].withWatermark("event_time", "30 minutes")
     if change == "filter_added":
         events = events.where(F.col("kind") != "view")
-    aggs = [F.count("*").alias("events")] + ([F.sum("value").alias("total")] if change == "aggregate_added" else [])
+    aggs = [F.count("*").alias("event_count" if change == "aggregate_renamed" else "events")]
+    aggs += [F.sum("value").alias("total")] if change == "aggregate_added" else []
     return events.groupBy(F.col("user_id"), F.session_window("event_time", "15 minutes")).agg(*aggs)
 
 

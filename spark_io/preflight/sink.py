@@ -1,0 +1,79 @@
+"""The job's file sink as it is: the columns of the files already in its folder (Parquet), to compare
+with what the changed query writes (``analysis.checkpoint.change.sink_warnings``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from analysis.checkpoint.change import spark_type_name
+from spark_io.storage.locations import is_local, local_path
+
+# Arrow's type names as Spark's JSON schema names them ("?": not compared)
+_SPARK_NAMES = {
+    "int64": "long",
+    "int32": "integer",
+    "int16": "short",
+    "int8": "byte",
+    "double": "double",
+    "float": "float",
+    "string": "string",
+    "large_string": "string",
+    "bool": "boolean",
+    "date32[day]": "date",
+    "binary": "binary",
+}
+
+
+def _spark_name(arrow_type: Any) -> str:
+    import pyarrow as pa
+
+    text = str(arrow_type)
+    if text in _SPARK_NAMES:
+        return _SPARK_NAMES[text]
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp" if arrow_type.tz else "timestamp_ntz"
+    if pa.types.is_decimal(arrow_type):
+        return f"decimal({arrow_type.precision},{arrow_type.scale})"
+    if pa.types.is_struct(arrow_type):
+        return "struct"
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return "array"
+    if pa.types.is_map(arrow_type):
+        return "map"
+    return "?"
+
+
+def _partition_columns(root: Path, file: Path) -> set[str]:
+    return {part.split("=", 1)[0] for part in file.relative_to(root).parts[:-1] if "=" in part}
+
+
+def sink_columns(
+    sink: dict[str, Any], output_schema: dict[str, Any] | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
+    """(stored, new) columns of a local Parquet sink that holds files, partition columns left out; None
+    when there is nothing to compare (another sink, no files yet, the new columns unknown)."""
+    import pyarrow.parquet as pq
+
+    path, fmt = sink.get("path"), str(sink.get("format") or "").lower()
+    if not path or fmt != "parquet" or not output_schema or not is_local(str(path)):
+        return None
+    root = Path(local_path(str(path)))
+    files = [
+        Path(d) / f
+        for d, dirs, names in os.walk(root)
+        for f in names
+        if f.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in Path(d).relative_to(root).parts)
+    ]
+    if not files:
+        return None
+    newest = max(files, key=lambda f: f.stat().st_mtime)
+    partitions = _partition_columns(root, newest)
+    try:
+        schema = pq.read_schema(newest)
+    except Exception:
+        return None
+    stored = [(f.name, _spark_name(f.type)) for f in schema if f.name not in partitions]
+    new = [(str(f["name"]), spark_type_name(f["type"])) for f in output_schema.get("fields", []) if f["name"] not in partitions]
+    return stored, new
