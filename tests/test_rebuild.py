@@ -65,6 +65,15 @@ def _rows(spark: Any, query: str, change: str, inputs: Path, checkpoint: Path) -
     return sorted(out)
 
 
+def _first_version(spark: Any, tmp_path: Path, query: str) -> tuple[Path, Path]:
+    """(inputs, checkpoint): the job's first version run over ``FIRST`` input files, a batch each."""
+    inputs, old = tmp_path / "in", tmp_path / "old"
+    for b in range(FIRST):
+        cj.write_input(inputs, b)
+    _rows(spark, query, "none", inputs, old)
+    return inputs, old
+
+
 def _input_rows(query: str) -> int:
     """The rows of the first ``FIRST`` input files of the query's sources."""
     return sum(len(cj.input_batch(b)[source]) for b in range(FIRST) for source in cj.QUERIES[query][1])
@@ -83,10 +92,7 @@ def _writer(spark: Any, query: str, change: str, inputs: Path, output: Path) -> 
 
 @pytest.mark.parametrize("query", sorted(FAILING))
 def test_the_changed_job_continues_on_the_rebuilt_state_as_if_it_had_always_run(spark: Any, tmp_path: Path, query: str) -> None:
-    inputs, old = tmp_path / "in", tmp_path / "old"
-    for b in range(FIRST):
-        cj.write_input(inputs, b)
-    _rows(spark, query, "none", inputs, old)
+    inputs, old = _first_version(spark, tmp_path, query)
     before = tree_checksums(old)
     rebuilt, reference = {}, {}
     for change in FAILING[query]:
@@ -124,10 +130,7 @@ def test_the_changed_job_continues_on_the_rebuilt_state_as_if_it_had_always_run(
 
 
 def test_a_watermark_change_is_refused_unless_accepted(spark: Any, tmp_path: Path) -> None:
-    inputs, old = tmp_path / "in", tmp_path / "old"
-    for b in range(FIRST):
-        cj.write_input(inputs, b)
-    _rows(spark, "windowed_agg", "none", inputs, old)
+    inputs, old = _first_version(spark, tmp_path, "windowed_agg")
     before = tree_checksums(old)
     new = tmp_path / "new"
     build = lambda s: _writer(s, "windowed_agg", "watermark_delay", inputs, tmp_path / "out")  # noqa: E731
@@ -177,10 +180,7 @@ def test_the_command_as_deployed_rebuilds_and_writes_nothing_else(spark: Any, tm
 
 
 def test_a_missing_input_file_is_refused_in_one_line_before_anything_runs(spark: Any, tmp_path: Path) -> None:
-    inputs, old = tmp_path / "in", tmp_path / "old"
-    for b in range(FIRST):
-        cj.write_input(inputs, b)
-    _rows(spark, "dedup", "none", inputs, old)
+    inputs, old = _first_version(spark, tmp_path, "dedup")
     gone = inputs / "events" / "part-00001.json"
     gone.unlink()
     before = tree_checksums(old)
@@ -235,10 +235,7 @@ def test_the_app_rebuilds_beside_the_verdict(spark: Any, tmp_path: Path) -> None
 def test_a_changed_job_that_fails_by_itself_is_said_in_one_line_and_nothing_is_kept(spark: Any, tmp_path: Path) -> None:
     """The changed transformWithState keeps its count as a double, which it then reads back as None: it
     fails at its second batch from the start too (the truth, below). The rebuild says so and keeps nothing."""
-    inputs, old = tmp_path / "in", tmp_path / "old"
-    for b in range(FIRST):
-        cj.write_input(inputs, b)
-    _rows(spark, "tws", "none", inputs, old)
+    inputs, old = _first_version(spark, tmp_path, "tws")
     before = tree_checksums(old)
     new = tmp_path / "new"
     build = lambda s: _writer(s, "tws", "variable_type_changed", inputs, tmp_path / "out")  # noqa: E731

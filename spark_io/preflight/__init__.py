@@ -83,63 +83,74 @@ def _planned(scratch: Scratch) -> tuple[str, str] | None:
     return (f"offsets/{scratch.batch}", scratch.planned_offsets) if scratch.planned_offsets else None
 
 
-def preflight(
-    checkpoint: str, command: list[str], event_log: str | None = None, timeout: float = TIMEOUT_S, cwd: str | None = None
-) -> Preflight:
-    """Run ``command`` (the changed job, as the user runs it) against a scratch copy of ``checkpoint``."""
-    if not command:
-        raise InvalidInput(
-            "Give the job's command after --, as you run it: statelens preflight CHECKPOINT -- python job.py ..."
-            if from_cli()
-            else 'Give the job\'s command as you run it: command=["python", "job.py", ...].'
-        )
-    info = read_checkpoint(checkpoint)
-    with tempfile.TemporaryDirectory(prefix="statelens-preflight-") as tmp:
-        scratch = scratch_copy(info, Path(tmp) / "checkpoint")
-        result_path = Path(tmp) / "result.json"
-        log_path = Path(tmp) / "job.log"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env[redirect.ENV_CHECKPOINT] = checkpoint
-        env[redirect.ENV_SCRATCH] = str(scratch.path)
-        env[redirect.ENV_RESULT] = str(result_path)
-        env[redirect.ENV_CONFS] = json.dumps(_confs(info))
-        env[redirect.ENV_PLANNED] = json.dumps(_planned(scratch))
+def no_command(verb: str, usage: str) -> InvalidInput:
+    return InvalidInput(
+        f"Give the {verb} command after --, as you run it: statelens {usage} -- python job.py ..."
+        if from_cli()
+        else f'Give the {verb} command as you run it: command=["python", "job.py", ...].'
+    )
+
+
+class JobProcess:
+    """The user's job run as they run it, with ``boot/`` first on its ``PYTHONPATH`` (its writers
+    patched, ``redirect``), ``env`` (``redirect``'s settings) added; it writes its result and its
+    output into ``folder``."""
+
+    def __init__(self, checkpoint: str, info: CheckpointInfo, folder: Path, env: dict[str, str]) -> None:
+        self.checkpoint, self.result_path, self.log_path = checkpoint, folder / "result.json", folder / "job.log"
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        self.env[redirect.ENV_CHECKPOINT] = checkpoint
+        self.env[redirect.ENV_RESULT] = str(self.result_path)
+        self.env[redirect.ENV_CONFS] = json.dumps(_confs(info))
+        self.env.update(env)
+
+    def start(self, command: list[str], cwd: str | None) -> subprocess.Popen[bytes]:
         exe = shutil.which(command[0]) or command[0]
         try:
-            with open(log_path, "wb") as log:
-                proc = subprocess.run(
-                    [exe, *command[1:]],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    timeout=timeout,
-                    cwd=cwd,
+            with open(self.log_path, "wb") as log:
+                return subprocess.Popen(
+                    [exe, *command[1:]], env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd
                 )
         except FileNotFoundError as e:
             raise InvalidInput(
                 f"Cannot run {command[0]}: {e.strerror}. Give the job's command as you run it{', after --' if from_cli() else ''}."
             ) from e
+
+    def result(self, code: int | None) -> dict[str, Any]:
+        """What the job process wrote; a job that started no query on the checkpoint is refused (why)."""
+        run: dict[str, Any] = json.loads(self.result_path.read_text("utf-8")) if self.result_path.exists() else {"no_query": True}
+        if run.get("no_query"):
+            log = self.log_path.read_text("utf-8", "replace")
+            raise InvalidInput(_no_query(self.checkpoint, code, log, [str(q) for q in run.get("other_queries") or []]))
+        return run
+
+
+def preflight(
+    checkpoint: str, command: list[str], event_log: str | None = None, timeout: float = TIMEOUT_S, cwd: str | None = None
+) -> Preflight:
+    """Run ``command`` (the changed job, as the user runs it) against a scratch copy of ``checkpoint``."""
+    if not command:
+        raise no_command("job's", "preflight CHECKPOINT")
+    info = read_checkpoint(checkpoint)
+    with tempfile.TemporaryDirectory(prefix="statelens-preflight-") as tmp:
+        scratch = scratch_copy(info, Path(tmp) / "checkpoint")
+        env = {redirect.ENV_SCRATCH: str(scratch.path), redirect.ENV_PLANNED: json.dumps(_planned(scratch))}
+        job = JobProcess(checkpoint, info, Path(tmp), env)
+        proc = job.start(command, cwd)
+        try:
+            code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired as e:
+            proc.kill()
+            proc.wait()
             raise InvalidInput(
                 f"The job ran {timeout:.0f} s without starting a streaming query on {checkpoint}: check that it is the "
                 "command that runs the query, with this checkpoint."
             ) from e
-        run: dict[str, Any] = json.loads(result_path.read_text("utf-8")) if result_path.exists() else {"no_query": True}
-        if run.get("no_query"):
-            raise InvalidInput(
-                _no_query(
-                    checkpoint,
-                    proc.returncode,
-                    log_path.read_text("utf-8", "replace"),
-                    [str(q) for q in run.get("other_queries") or []],
-                )
-            )
-        return _judged(info, scratch, run, event_log)
+        return _judged(info, scratch, job.result(code), event_log)
 
 
-def _no_query(checkpoint: str, code: int, log: str, others: list[str]) -> str:
+def _no_query(checkpoint: str, code: int | None, log: str, others: list[str]) -> str:
     """Why no verdict: the queries the job started elsewhere, or the job's last error."""
     if others:
         why = "it started " + "; ".join(others)

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,11 +26,11 @@ from typing import Any
 
 from analysis.checkpoint.change import Preflight, Warning, delay_from_state, plan_warnings
 from analysis.checkpoint.rebuild import OperatorCount, Rebuild, ReplayedBatch, replay_refusal, source_notes
-from analysis.core.errors import InvalidInput, from_cli
+from analysis.core.errors import InvalidInput
 from analysis.core.model import CheckpointInfo
 from analysis.plan.query_plan import query_plan
 from spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_source_offsets
-from spark_io.preflight import BOOT, _confs, _judged, _no_query, _old_plan, _planned, redirect
+from spark_io.preflight import JobProcess, _confs, _judged, _old_plan, _planned, no_command, redirect
 from spark_io.preflight.scratch import scratch_copy
 from spark_io.preflight.stored import state_size, stored_facts
 from spark_io.storage.locations import is_local, local_path
@@ -221,34 +220,15 @@ def rebuild(
 ) -> Rebuild:
     """Replay ``checkpoint``'s batches with the changed job (``command``, as deployed) into ``to``."""
     if not command:
-        raise InvalidInput(
-            "Give the changed job's command after --, as you run it: statelens rebuild CHECKPOINT --to NEW -- python job.py ..."
-            if from_cli()
-            else 'Give the changed job\'s command as you run it: command=["python", "job.py", ...].'
-        )
+        raise no_command("changed job's", "rebuild CHECKPOINT --to NEW_CHECKPOINT")
     with tempfile.TemporaryDirectory(prefix="statelens-rebuild-") as tmp:
         replay = _Replay(checkpoint, to, event_log, accept_watermark_change, progress, Path(tmp))
-        plan_path, result_path, log_path = Path(tmp) / "plan.json", Path(tmp) / "result.json", Path(tmp) / "job.log"
+        plan_path = Path(tmp) / "plan.json"
         plan_path.write_text(json.dumps(replay.plan), "utf-8")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env[redirect.ENV_CHECKPOINT] = checkpoint
-        env[redirect.ENV_SCRATCH] = str(Path(tmp) / "unused")
-        env[redirect.ENV_RESULT] = str(result_path)
-        env[redirect.ENV_CONFS] = json.dumps(_confs(replay.info))
-        env[redirect.ENV_REPLAY] = str(plan_path)
-        exe = shutil.which(command[0]) or command[0]
-        began = time.monotonic()
-        try:
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    [exe, *command[1:]], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd
-                )
-        except FileNotFoundError as e:
-            raise InvalidInput(
-                f"Cannot run {command[0]}: {e.strerror}. Give the job's command as you run it{', after --' if from_cli() else ''}."
-            ) from e
-        exchange, asked = Path(tmp) / "exchange", 0
+        env = {redirect.ENV_SCRATCH: str(Path(tmp) / "unused"), redirect.ENV_REPLAY: str(plan_path)}
+        job = JobProcess(checkpoint, replay.info, Path(tmp), env)
+        proc = job.start(command, cwd)
+        began, exchange, asked = time.monotonic(), Path(tmp) / "exchange", 0
         try:
             while True:
                 question = exchange / f"ask-{asked + 1}.json"
@@ -263,22 +243,12 @@ def rebuild(
                 if timeout is not None and time.monotonic() - began > timeout:
                     raise InvalidInput(f"The replay ran over {timeout:.0f} s and was stopped; {to} was removed.")
                 time.sleep(0.05)
+            run = job.result(proc.returncode)
         except BaseException:
             proc.kill()
             proc.wait()
             replay.undo()
             raise
-        run: dict[str, Any] = json.loads(result_path.read_text("utf-8")) if result_path.exists() else {"no_query": True}
-        if run.get("no_query"):
-            replay.undo()
-            raise InvalidInput(
-                _no_query(
-                    checkpoint,
-                    proc.returncode,
-                    log_path.read_text("utf-8", "replace"),
-                    [str(q) for q in run.get("other_queries") or []],
-                )
-            )
         return replay.outcome(run)
 
 
