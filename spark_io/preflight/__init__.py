@@ -11,12 +11,13 @@ this process for a writer or streaming DataFrame a function of the user's return
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,20 @@ def _no_query(checkpoint: str, code: int | None, log: str, others: list[str]) ->
     )
 
 
+@contextlib.contextmanager
+def pinned_confs(info: CheckpointInfo) -> Iterator[None]:
+    """In this process (the Python API): the confs the checkpoint pins, for ``redirect`` to read."""
+    old = os.environ.get(redirect.ENV_CONFS)
+    os.environ[redirect.ENV_CONFS] = json.dumps(_confs(info))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(redirect.ENV_CONFS, None)
+        else:
+            os.environ[redirect.ENV_CONFS] = old
+
+
 def judge_writer(checkpoint: str, build: Callable[[Any], Any], spark: Any, event_log: str | None = None) -> Preflight:
     """The Python API: ``build(spark)`` returns the changed query's streaming DataFrame or its
     ``DataStreamWriter``; it is started here, on a scratch copy, into ``noop``, for one batch."""
@@ -176,20 +191,13 @@ def judge_writer(checkpoint: str, build: Callable[[Any], Any], spark: Any, event
             writers = [built.writeStream.outputMode(mode) for mode in ("append", "update", "complete")]
         else:
             raise InvalidInput("The function returned no streaming DataFrame or DataStreamWriter.")
-        old = os.environ.get(redirect.ENV_CONFS)
-        os.environ[redirect.ENV_CONFS] = json.dumps(_confs(info))
-        try:
+        with pinned_confs(info):
             for writer in writers:
                 run = redirect.run_redirected(
                     writer, spark, str(scratch.path), hasattr(writer, "_write_proto"), _planned(scratch)
                 )
                 if run.get("started") or "output mode" not in str(run.get("error")).lower():
                     break
-        finally:
-            if old is None:
-                os.environ.pop(redirect.ENV_CONFS, None)
-            else:
-                os.environ[redirect.ENV_CONFS] = old
         return _judged(info, scratch, run, event_log)
 
 

@@ -30,7 +30,7 @@ from analysis.core.errors import InvalidInput
 from analysis.core.model import CheckpointInfo
 from analysis.plan.query_plan import query_plan
 from spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_source_offsets
-from spark_io.preflight import JobProcess, _confs, _judged, _old_plan, _planned, no_command, redirect
+from spark_io.preflight import JobProcess, _judged, _old_plan, _planned, no_command, pinned_confs, redirect
 from spark_io.preflight.scratch import scratch_copy
 from spark_io.preflight.stored import state_size, stored_facts
 from spark_io.storage.locations import is_local, local_path
@@ -273,16 +273,10 @@ def rebuild_writer(
             writer = built.writeStream.outputMode(output_mode)
         else:
             raise InvalidInput("The function returned no streaming DataFrame or DataStreamWriter.")
-        old = os.environ.get(redirect.ENV_CONFS)
-        os.environ[redirect.ENV_CONFS] = json.dumps(_confs(replay.info))
         try:
-            run = redirect.run_replay(writer, spark, hasattr(writer, "_write_proto"), replay.plan, replay.answer)
+            with pinned_confs(replay.info):
+                run = redirect.run_replay(writer, spark, hasattr(writer, "_write_proto"), replay.plan, replay.answer)
         except BaseException:
             replay.undo()
             raise
-        finally:
-            if old is None:
-                os.environ.pop(redirect.ENV_CONFS, None)
-            else:
-                os.environ[redirect.ENV_CONFS] = old
         return replay.outcome(run)
