@@ -175,7 +175,16 @@ def test_the_command_as_deployed_rebuilds_and_writes_nothing_else(spark: Any, tm
     reference = tmp_path / "ref"
     _rows(spark, "dedup", "columns_changed", inputs, reference)
     cj.write_input(inputs, NEXT)
-    restarted = _rows(spark, "dedup", "columns_changed", inputs, new)
+    # the changed job deployed on the new checkpoint, into its own sink: the file sink's log takes the next batch
+    with _confs(spark, cj.confs("dedup", "columns_changed")):
+        cj.start(spark, "dedup", "columns_changed", inputs, new, output, sink="files").awaitTermination()
+    last = logged_batches(old)[-1]
+    entries = [p for p in (output / "_spark_metadata").iterdir() if p.name.isdigit() and int(p.name) > last]
+    assert entries, "the file sink logged no batch after the rebuilt ones"
+    files = [json.loads(x)["path"] for p in entries for x in p.read_text().splitlines()[1:] if x.strip()]
+    restarted = sorted(
+        json.dumps(r.asDict(recursive=True), default=str, sort_keys=True) for r in spark.read.parquet(*files).collect()
+    )
     assert restarted and restarted == _rows(spark, "dedup", "columns_changed", inputs, reference)
 
 
