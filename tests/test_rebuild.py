@@ -254,3 +254,16 @@ def test_a_changed_job_that_fails_by_itself_is_said_in_one_line_and_nothing_is_k
     assert not new.exists() and tree_checksums(old) == before
     with pytest.raises(Exception, match="TypeError"):
         _rows(spark, "tws", "variable_type_changed", inputs, tmp_path / "from-start")
+
+
+def test_a_new_checkpoint_outside_the_allowed_roots_is_refused_before_it_is_made(tmp_path: Path) -> None:
+    import os
+
+    from support import SAMPLES, sample
+
+    new = tmp_path / "new"
+    env = {**os.environ, "STATELENS_ALLOWED_ROOTS": str(SAMPLES)}
+    out = run_cli("rebuild", str(sample("windowed_agg")), "--to", str(new), "--", sys.executable, "job.py", env=env)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("statelens: Checkpoint not allowed:") and str(new) in out.stderr
+    assert not new.exists()

@@ -33,7 +33,7 @@ from spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_sour
 from spark_io.preflight import JobProcess, _judged, _old_plan, _planned, no_command, pinned_confs, redirect
 from spark_io.preflight.scratch import scratch_copy
 from spark_io.preflight.stored import state_size, stored_facts
-from spark_io.storage.locations import is_local, local_path
+from spark_io.storage.locations import check_allowed, is_local, local_path
 
 # sources whose offsets look replayable but whose input is gone once read (their descriptions in progress)
 UNREPLAYABLE = ("TextSocket", "MemoryStream", "Memory")
@@ -48,6 +48,7 @@ def _local(path: str, what: str) -> Path:
 
 
 def _target(old: Path, to: str) -> Path:
+    check_allowed(to)  # the new checkpoint, before it is touched (STATELENS_ALLOWED_ROOTS, a signed-in user's roots)
     new = _local(to, "The new checkpoint")
     if new == old or old in new.parents or new in old.parents:
         raise InvalidInput(f"The new checkpoint {to} must be a folder apart from the old one, {old}.")
