@@ -222,12 +222,19 @@ def test_the_job_as_users_run_it_writes_nothing(
     before = tree_checksums(checkpoint)
     truth, more = _truth(spark, query, change, checkpoint, inputs, tmp_path)
     output = tmp_path / "job-output"
+    if sink == "foreach_batch":  # the folder holds what the first version's foreachBatch function wrote
+        shutil.copytree(checkpoint.parent / "out", output)
+    written = tree_checksums(output) if output.exists() else None
     out = _cli(checkpoint, query, change, more, output, sink)
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
     assert (r["verdict"], r["error_class"]) == (("fails", truth) if truth else ("restarts", None))
     assert r["how"] == "scratch copy"
-    assert not output.exists()  # no foreachBatch call, no file sink write, no setup table
+    # no foreachBatch call, no file sink write, no setup table: the folder absent, or every file byte for byte
+    if written is None:
+        assert not output.exists()
+    else:
+        assert written and tree_checksums(output) == written
     assert any("_job_setup" in w for w in r["skipped_writes"])
     assert tree_checksums(checkpoint) == before
     if change == "shuffle_partitions":
@@ -325,14 +332,11 @@ def test_with_the_event_log_the_old_plan_is_compared(
     assert same.verdict == "restarts" and same.warnings == []
 
 
-def test_the_app_page_runs_the_changed_script(spark: Any, bases: Any, tmp_path: Path) -> None:
-    """The page takes the changed job's script and arguments, and shows Spark's verdict, the schemas
-    side by side and the ways out; the job's sink saw nothing."""
+def preflight_page(checkpoint: Path, inputs: Path, output: Path) -> Any:
+    """*Will my change restart?* (an ``AppTest``) run on the windowed aggregation with a key added, as
+    deployed: its script, arguments and foreachBatch sink writing under ``output``."""
     from test_app import open_app
 
-    checkpoint, inputs = bases("windowed_agg")
-    before = tree_checksums(checkpoint)
-    output = tmp_path / "job-output"
     at = open_app(str(checkpoint), "views/preflight.py")
     at.text_input(key="pf_script").set_value(str(JOB))
     args = f"--query windowed_agg --change key_added --input {inputs} --checkpoint {checkpoint} --output {output} --sink foreach_batch"
@@ -340,6 +344,16 @@ def test_the_app_page_runs_the_changed_script(spark: Any, bases: Any, tmp_path: 
     at.run()
     at.button(key="pf_go").click()
     at.run(timeout=300)
+    return at
+
+
+def test_the_app_page_runs_the_changed_script(spark: Any, bases: Any, tmp_path: Path) -> None:
+    """The page takes the changed job's script and arguments, and shows Spark's verdict, the schemas
+    side by side and the ways out; the job's sink saw nothing."""
+    checkpoint, inputs = bases("windowed_agg")
+    before = tree_checksums(checkpoint)
+    output = tmp_path / "job-output"
+    at = preflight_page(checkpoint, inputs, output)
     assert not at.exception, [e.value for e in at.exception]
     assert any("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in e.value for e in at.error)
     (table,) = at.dataframe
@@ -395,3 +409,30 @@ def test_the_error_class_is_the_cause_not_the_stream_failed_around_it() -> None:
     )
     assert _error_class(Failed(message)) == "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE"
     assert _error_class(Failed("[STREAM_FAILED] Query [id = 1] terminated")) == "STREAM_FAILED"
+
+
+def test_a_sink_file_that_cannot_be_read_is_said_not_compared(tmp_path: Path) -> None:
+    """A Parquet file of the job's sink, cut short: its columns are not compared, and the reason is raised
+    (preflight lists it under not_checked) rather than the comparison passing for an empty one."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analysis.core.errors import StateReadError
+    from spark_io.preflight.sink import sink_columns
+
+    out = tmp_path / "out"
+    out.mkdir()
+    pq.write_table(pa.table({"user_id": ["u"], "events": [1]}), out / "part-0.parquet")
+    schema = {"type": "struct", "fields": [{"name": "user_id", "type": "string"}, {"name": "event_count", "type": "long"}]}
+    sink = {"path": str(out), "format": "parquet"}
+    assert sink_columns(sink, schema) == (
+        [("user_id", "string"), ("events", "long")],
+        [("user_id", "string"), ("event_count", "long")],
+    )
+    cut = out / "part-1.parquet"
+    cut.write_bytes((out / "part-0.parquet").read_bytes()[:20])
+    os.utime(cut, (2_000_000_000, 2_000_000_000))  # the newest file: the one compared
+    with pytest.raises(StateReadError, match=r"part-1\.parquet could not be read"):
+        sink_columns(sink, schema)

@@ -97,6 +97,9 @@ def test_the_changed_job_continues_on_the_rebuilt_state_as_if_it_had_always_run(
     rebuilt, reference = {}, {}
     for change in FAILING[query]:
         output = tmp_path / f"out-{change}"
+        output.mkdir()
+        (output / "batch-2").write_text("12")  # what the deployed job's foreachBatch wrote before
+        written = tree_checksums(output)
         new = tmp_path / f"new-{change}"
         seen: list[tuple[int, int]] = []
         with _confs(spark, cj.confs(query, change)):
@@ -111,7 +114,7 @@ def test_the_changed_job_continues_on_the_rebuilt_state_as_if_it_had_always_run(
         assert [b.batch for b in r.batches] == logged_batches(old) == logged_batches(new)
         assert seen == [(i + 1, len(r.batches)) for i in range(len(r.batches))]
         assert sum(b.input_rows for b in r.batches) == _input_rows(query)
-        assert not output.exists()  # the job's sink: never written
+        assert tree_checksums(output) == written  # the job's sink (its foreachBatch function): never called
         assert tree_checksums(old) == before
         assert all(o.new_rows is not None for o in r.operators)
         rebuilt[change] = new
@@ -213,20 +216,14 @@ def test_a_new_checkpoint_that_holds_files_is_refused(tmp_path: Path) -> None:
 
 def test_the_app_rebuilds_beside_the_verdict(spark: Any, tmp_path: Path) -> None:
     """*Will my change restart?* says fails; the rebuild under it replays into the new checkpoint."""
-    from test_app import open_app
+    from test_preflight import preflight_page
 
-    inputs, old, output = tmp_path / "in", tmp_path / "old", tmp_path / "job-output"
-    for b in range(FIRST):
-        cj.write_input(inputs, b)
-    _rows(spark, "windowed_agg", "none", inputs, old)
-    before = tree_checksums(old)
-    at = open_app(str(old), "views/preflight.py")
-    at.text_input(key="pf_script").set_value(str(JOB))
-    args = f"--query windowed_agg --change key_added --input {inputs} --checkpoint {old} --output {output} --sink foreach_batch"
-    at.text_input(key="pf_args").set_value(args)
-    at.run()
-    at.button(key="pf_go").click()
-    at.run(timeout=300)
+    inputs, old = _first_version(spark, tmp_path, "windowed_agg")
+    output = tmp_path / "job-output"
+    output.mkdir()
+    (output / "batch-2").write_text("12")  # what the deployed job's foreachBatch wrote before
+    before, written = tree_checksums(old), tree_checksums(output)
+    at = preflight_page(old, inputs, output)
     assert any("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in e.value for e in at.error)
     new = tmp_path / "new"
     at.text_input(key="rb_to").set_value(str(new))
@@ -238,7 +235,7 @@ def test_the_app_rebuilds_beside_the_verdict(spark: Any, tmp_path: Path) -> None
     assert f"Rebuilt {len(logged_batches(old))} batches into `{new}`" in done and "**restarts**" in done
     assert logged_batches(new) == logged_batches(old)
     assert any("checkpointLocation" in m.value for m in at.markdown)
-    assert not output.exists() and tree_checksums(old) == before
+    assert tree_checksums(output) == written and tree_checksums(old) == before
 
 
 def test_a_changed_job_that_fails_by_itself_is_said_in_one_line_and_nothing_is_kept(spark: Any, tmp_path: Path) -> None:

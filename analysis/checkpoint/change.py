@@ -422,11 +422,6 @@ def delay_from_state(info: CheckpointInfo, new: QueryPlan, newest: dict[int, tup
     ]
 
 
-def spark_type_name(t: Any) -> str:
-    """A field's type in Spark's JSON schema, as its short name: ``long``, ``struct``, ``decimal(10,2)``."""
-    return str(t.get("type")) if isinstance(t, dict) else str(t)
-
-
 def sink_warnings(sink: dict[str, Any], stored: list[tuple[str, str]] | None, new: list[tuple[str, str]]) -> list[Warning]:
     """The job's file sink against the changed query's output: ``stored`` (name, type) of the newest file
     already in the sink's folder (partition columns left out), ``new`` the changed query's columns (the

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.checkpoint.change import Preflight, judge, sink_warnings
-from analysis.core.errors import InvalidInput, from_cli
+from analysis.core.errors import InvalidInput, StateReadError, from_cli
 from analysis.core.model import CheckpointInfo
 from analysis.plan.query_plan import QueryPlan, query_plan
 from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_fields
@@ -65,9 +65,14 @@ def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_l
     if event_log is None and plan is None and not run.get("error"):
         result.not_checked.append("the new plan: Spark Connect does not hand it over")
     result.not_checked += [f"the stored windows and event times of {u}" for u in facts.unread]
-    columns = sink_columns(run.get("sink") or {}, run.get("output_schema"))
-    if columns is not None and result.verdict == "restarts":
-        result.warnings += sink_warnings(run["sink"], *columns)
+    if result.verdict == "restarts":
+        try:
+            columns = sink_columns(run.get("sink") or {}, run.get("output_schema"))
+        except StateReadError as e:
+            result.not_checked.append(f"the columns of the job's sink files against the new output: {e.message}")
+        else:
+            if columns is not None:
+                result.warnings += sink_warnings(run["sink"], *columns)
     return result
 
 

@@ -36,7 +36,7 @@ from spark_io.preflight.stored import state_size, stored_facts
 from spark_io.storage.locations import check_allowed, is_local, local_path
 
 # sources whose offsets look replayable but whose input is gone once read (their descriptions in progress)
-UNREPLAYABLE = ("TextSocket", "MemoryStream", "Memory")
+UNREPLAYABLE = ("TextSocket", "Memory")  # TextSocketV2[...], MemoryStream[...]
 # batch index (1-based), batches in all, the batch id, its input rows
 Progress = Callable[[int, int, int, int], None]
 

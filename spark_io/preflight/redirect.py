@@ -288,6 +288,7 @@ def run_replay(writer: Any, spark: Any, connect: bool, plan: dict[str, Any], ask
 def _asking(folder: str) -> Any:
     """``ask`` across processes: a question is ``ask-<n>.json`` in ``folder``, its answer ``answer-<n>.json``."""
     count = [0]
+    parent = os.getppid()  # State Lens, which answers
 
     def ask(message: dict[str, Any]) -> dict[str, Any]:
         count[0] += 1
@@ -298,6 +299,8 @@ def _asking(folder: str) -> Any:
         os.replace(tmp, os.path.join(folder, f"ask-{n}.json"))
         answer = os.path.join(folder, f"answer-{n}.json")
         while not os.path.exists(answer):
+            if os.getppid() != parent:  # State Lens is gone: nobody will answer
+                raise SystemExit("statelens rebuild ended: the replay stops")
             time.sleep(0.05)
         with open(answer, encoding="utf-8") as f:
             return json.load(f)  # type: ignore[no-any-return]

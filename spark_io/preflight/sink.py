@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.change import spark_type_name
+from analysis.core.errors import StateReadError
 from spark_io.storage.locations import is_local, local_path
 
 # Arrow's type names as Spark's JSON schema names them ("?": not compared)
@@ -45,6 +45,11 @@ def _spark_name(arrow_type: Any) -> str:
     return "?"
 
 
+def _json_name(t: Any) -> str:
+    """A field's type in Spark's JSON schema, as its short name: ``long``, ``struct``, ``decimal(10,2)``."""
+    return str(t.get("type")) if isinstance(t, dict) else str(t)
+
+
 def _partition_columns(root: Path, file: Path) -> set[str]:
     return {part.split("=", 1)[0] for part in file.relative_to(root).parts[:-1] if "=" in part}
 
@@ -53,7 +58,8 @@ def sink_columns(
     sink: dict[str, Any], output_schema: dict[str, Any] | None
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
     """(stored, new) columns of a local Parquet sink that holds files, partition columns left out; None
-    when there is nothing to compare (another sink, no files yet, the new columns unknown)."""
+    when there is nothing to compare (another sink, no files yet, the new columns unknown). A file that
+    cannot be read raises ``StateReadError`` (the comparison is then said to be not made, and why)."""
     import pyarrow.parquet as pq
 
     path, fmt = sink.get("path"), str(sink.get("format") or "").lower()
@@ -72,8 +78,8 @@ def sink_columns(
     partitions = _partition_columns(root, newest)
     try:
         schema = pq.read_schema(newest)
-    except Exception:
-        return None
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise StateReadError(f"{newest} could not be read ({str(e).splitlines()[0][:200]})") from e
     stored = [(f.name, _spark_name(f.type)) for f in schema if f.name not in partitions]
-    new = [(str(f["name"]), spark_type_name(f["type"])) for f in output_schema.get("fields", []) if f["name"] not in partitions]
+    new = [(str(f["name"]), _json_name(f["type"])) for f in output_schema.get("fields", []) if f["name"] not in partitions]
     return stored, new
