@@ -23,6 +23,7 @@ from views.common import (
     default_checkpoint,
     engine_settings,
     fingerprint,
+    requested_page,
     sample_checkpoints,
     sample_event_log,
     spark_settings,
@@ -109,32 +110,32 @@ if who is None:  # server-wide settings: on a shared server they are the operato
     engine_settings()
 warm_up_in_background()
 
-nav = st.navigation(
-    {
-        "Checkpoint": [
-            st.Page("views/overview.py", title="Overview", icon=":material/timeline:", default=True),
-            st.Page("views/checkpoints.py", title="Checkpoints", icon=":material/folder_open:"),
-            st.Page("views/operators.py", title="Operators and stores", icon=":material/account_tree:"),
-        ],
-        "State": [
-            st.Page("views/browser.py", title="State browser", icon=":material/table_view:"),
-            st.Page("views/sql.py", title="SQL", icon=":material/terminal:"),
-        ],
-        "Diagnose": [
-            st.Page("views/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
-            st.Page("views/health.py", title="State health", icon=":material/monitor_heart:"),
-        ],
-        # it runs the user's script on this server: on a shared server only for groups with run_jobs
-        "Change": [
-            st.Page("views/preflight.py", title="Will my change restart?", icon=":material/published_with_changes:"),
-        ]
-        if who is None or who.run_jobs
-        else [],
-    }
-)
+sections = {
+    "Checkpoint": [
+        st.Page("views/overview.py", title="Overview", icon=":material/timeline:", default=True),
+        st.Page("views/checkpoints.py", title="Checkpoints", icon=":material/folder_open:"),
+        st.Page("views/operators.py", title="Operators and stores", icon=":material/account_tree:"),
+    ],
+    "State": [
+        st.Page("views/browser.py", title="State browser", icon=":material/table_view:"),
+        st.Page("views/sql.py", title="SQL", icon=":material/terminal:"),
+    ],
+    "Diagnose": [
+        st.Page("views/why_missing.py", title="Why is my key missing?", icon=":material/search_insights:"),
+        st.Page("views/health.py", title="State health", icon=":material/monitor_heart:"),
+    ],
+    # it runs the user's script on this server: on a shared server only for groups with run_jobs
+    "Change": [
+        st.Page("views/preflight.py", title="Will my change restart?", icon=":material/published_with_changes:"),
+    ]
+    if who is None or who.run_jobs
+    else [],
+}
+nav = st.navigation(sections)
 st.session_state["_page"] = nav.url_path or "overview"
 try:
     with asking():
+        auth.page_offered(requested_page(), {p.url_path for pages in sections.values() for p in pages})
         nav.run()
 finally:  # a page that stops early (st.stop) is still a question asked
     auth.question(

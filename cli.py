@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
 
     try:
         with statelens.speaking_as("cli"):
+            statelens.audit_refusals("cli", args.command)
             statelens.configure(
                 args.engine,
                 args.master,

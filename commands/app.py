@@ -32,15 +32,15 @@ def add(p: argparse.ArgumentParser) -> None:
 
 
 def app_command(options: list[str]) -> list[str]:
-    """``streamlit run app.py`` with State Lens' defaults; the user's options come last and win
-    (Streamlit takes an option's last value)."""
+    """``streamlit run`` of the app (``views/web.py``: ``app.py`` behind the download guard) with State
+    Lens' defaults; the user's options come last and win (Streamlit takes an option's last value)."""
     for i, opt in enumerate(options):
         value_of_previous = i > 0 and options[i - 1].startswith("--") and "=" not in options[i - 1]
         if not (value_of_previous or (opt.startswith("--") and "." in opt.split("=")[0])):
             import statelens
 
             raise statelens.InvalidInput(f"{opt!r} is not a Streamlit option: app takes options like --server.port 8600.")
-    app = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app.py")
+    app = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "views", "web.py")  # app.py, guarded
     defaults = [f"--{name}={value}" for name, value in APP_DEFAULTS.items()]
     return [sys.executable, "-m", "streamlit", "run", app, *defaults, *options]
 

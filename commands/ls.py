@@ -35,8 +35,11 @@ def run(args: argparse.Namespace) -> None:
     if args.json:
         dump(rows)
         return
+    skipped = rows.skipped_line()
     if not rows:
         print(f"No checkpoint (a folder with offsets/ and commits/) under {args.prefix}.")
+        if skipped:
+            print(skipped)
         return
     out = []
     for r in rows:
@@ -58,3 +61,5 @@ def run(args: argparse.Namespace) -> None:
         table(["checkpoint", "last batch", "committed at (UTC)", "behind", "watermark lag", "operators", "state", "doctor"], out)
     )
     print(f"\n{len(rows)} checkpoint(s) under {args.prefix}")
+    if skipped:
+        print(skipped)

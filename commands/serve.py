@@ -21,9 +21,10 @@ def run(args: argparse.Namespace) -> None:
         return
     if args.status:
         url = statelens.serving()
-        print(f"serving at {url}" if url else "not serving")
+        print(f"serving at {statelens.shown_url(url)}" if url else "not serving")
         return
     url, started = statelens.serve()
     print(
-        f"{'started' if started else 'already serving'}: Spark Connect at {url}; commands that need Spark use it (stop: python cli.py serve --stop)"
+        f"{'started' if started else 'already serving'}: Spark Connect at {statelens.shown_url(url)} (it answers only with its "
+        "token, kept for your user in the serve folder); commands that need Spark use it (stop: statelens serve --stop)"
     )

@@ -17,7 +17,20 @@ from typing import Any
 
 from analysis.core.errors import InvalidInput, StateLensError, speaking_as
 from analysis.core.question import KeyQuestion
-from statelens.api import Checkpoint, configure, downloads, limits, ls, open, question, serve, serving, stop_serving
+from statelens.api import (
+    Checkpoint,
+    audit_refusals,
+    configure,
+    downloads,
+    limits,
+    ls,
+    open,
+    question,
+    serve,
+    serving,
+    shown_url,
+    stop_serving,
+)
 from statelens.results import Answers, KeyAnswer, Listing, QueryAnswers, Result, Rows
 
 
@@ -46,6 +59,7 @@ __all__ = [
     "RowFilter",
     "Rows",
     "StateLensError",
+    "audit_refusals",
     "config",
     "configure",
     "downloads",
@@ -55,6 +69,7 @@ __all__ = [
     "question",
     "serve",
     "serving",
+    "shown_url",
     "speaking_as",
     "stop_serving",
 ]

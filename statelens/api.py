@@ -75,6 +75,22 @@ def configure(
             session.configure(remote=url, served=True)
 
 
+def audit_refusals(door: str, command: str) -> None:
+    """Under a team's access policy with an audit log (``STATELENS_POLICY``), each refusal this process
+    makes (a path outside the allowed roots, a link leading out of them) is a line of that log, with
+    the operating system's user: the CLI's ``command`` is audited as the app's pages are."""
+    import getpass
+
+    from spark_io.runtime.policy import audit, load_policy
+    from spark_io.storage.gate import noting
+
+    policy = load_policy()
+    if policy is None or not policy.audit_log:
+        return
+    user = getpass.getuser()
+    noting(lambda line: audit(policy, {"event": "refused", "user": user, "door": door, "command": command, "reason": line}))
+
+
 def serve() -> tuple[str, bool]:
     """Start a local Spark Connect server once (``statelens serve``): later processes that need Spark
     use it instead of starting a JVM. Its URL, and whether this call started it."""
@@ -88,6 +104,13 @@ def serving() -> str | None:
     from spark_io.runtime import serve as served
 
     return served.running()
+
+
+def shown_url(url: str) -> str:
+    """A Spark Connect URL without its token, to print."""
+    from spark_io.runtime import serve as served
+
+    return served.shown(url)
 
 
 def stop_serving() -> bool:
@@ -119,8 +142,11 @@ def ls(prefix: str, sort: str = "problems") -> results.Listing:
     """Every checkpoint under a local folder or an object-storage prefix, one row each (no JVM)."""
     from analysis.runs.fleet import sort_rows
     from spark_io.gather.fleet import list_checkpoints
+    from spark_io.storage.gate import skipped_links
 
-    return results.Listing(prefix, sort_rows(list_checkpoints(prefix), sort))
+    with skipped_links() as skipped:
+        rows = list_checkpoints(prefix)
+    return results.Listing(prefix, sort_rows(rows, sort), skipped)
 
 
 def open(path: str, keep: bool = False) -> Checkpoint:
@@ -536,12 +562,9 @@ class Checkpoint:
         from spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
         from spark_io.gather.workspace import Workspace, state_loader
         from spark_io.readers.state_reader import RowFilter
+        from spark_io.runtime.scratch import session_dir
 
-        spill_dir = None
-        if spill:
-            from spark_io.runtime.session import scratch_dir
-
-            spill_dir = os.path.join(scratch_dir(), "spill")
+        spill_dir = session_dir("spill") if spill else None
 
         def kept_loader(info: Any, spec: Any, at: int, row_filter: Any, limit: Any, keys_only: bool) -> tuple[Any, str]:
             """The reads the other questions keep (the state browser's), shared with them."""

@@ -602,12 +602,23 @@ class StateFiles(list[Any]):
 class Listing(list[Any]):
     """Every checkpoint under a folder or prefix, one row each (``ls --json``: ``checkpoints``)."""
 
-    def __init__(self, prefix: str, rows: list[Any]) -> None:
+    def __init__(self, prefix: str, rows: list[Any], skipped: list[str] | None = None) -> None:
         super().__init__(rows)
         self.prefix = prefix
+        self.skipped = list(skipped or [])  # links under the prefix leading outside what may be read: not followed
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable({"prefix": self.prefix, "checkpoints": [r.to_dict() for r in self]})  # type: ignore[no-any-return]
+        out = {"prefix": self.prefix, "checkpoints": [r.to_dict() for r in self]}
+        if self.skipped:
+            out["skipped_links"] = self.skipped
+        return jsonable(out)  # type: ignore[no-any-return]
+
+    def skipped_line(self) -> str | None:
+        """The links the listing did not follow, in one line (None: none)."""
+        if not self.skipped:
+            return None
+        shown = ", ".join(self.skipped[:5]) + (f" and {len(self.skipped) - 5} more" if len(self.skipped) > 5 else "")
+        return f"Skipped {len(self.skipped)} link(s) leading outside the folders that may be opened: {shown}."
 
     def to_arrow(self) -> pa.Table:
         rows = [{k: v for k, v in r.to_dict().items() if k not in ("trend", "findings", "operators")} for r in self]
@@ -634,7 +645,8 @@ class Listing(list[Any]):
             for r in self
         ]
         body = [render.table(["checkpoint", "last batch", "behind", "operators", "state", "doctor"], rows)]
-        return render.card(f"{len(self)} checkpoint(s) under {self.prefix}", [], body)
+        skipped = self.skipped_line()
+        return render.card(f"{len(self)} checkpoint(s) under {self.prefix}", [skipped] if skipped else [], body)
 
 
 class Repartition(Result):

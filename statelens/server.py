@@ -14,9 +14,23 @@ from spark_io.readers.engine import NATIVE, SPARK, engine_of, fallback_of, spark
 from spark_io.readers.engine import configure as configure_engine
 from spark_io.readers.engine import current as current_engine
 from spark_io.runtime.jobs import Progress, run_cancellable
-from spark_io.runtime.policy import Identity, Policy, audit, groups_of, load_policy
+from spark_io.runtime.policy import (
+    Identity,
+    Policy,
+    audit,
+    bind_jobs,
+    check_job,
+    download_owners,
+    groups_of,
+    load_policy,
+    made_for,
+)
+from spark_io.runtime.scratch import bind as bind_scratch
+from spark_io.runtime.scratch import close_session as close_scratch
+from spark_io.runtime.scratch import open_session as open_scratch
 from spark_io.runtime.session import connect_problem, scratch_dir, target
-from spark_io.storage.locations import UserRoots, bind_user, check_allowed, is_local, require_user
+from spark_io.storage.gate import UserRoots, bind_user, bound_user, check_allowed, permitted, require_user, skipped_links
+from spark_io.storage.locations import is_local
 
 __all__ = [
     "NATIVE",
@@ -28,12 +42,18 @@ __all__ = [
     "SparkUnavailable",
     "UserRoots",
     "audit",
+    "bind_jobs",
+    "bind_scratch",
     "bind_user",
+    "bound_roots",
     "check_allowed",
+    "check_job",
+    "close_scratch",
     "configure_engine",
     "configure_spark",
     "connect_problem",
     "current_engine",
+    "download_owners",
     "engine_of",
     "fallback_of",
     "fingerprint",
@@ -41,13 +61,23 @@ __all__ = [
     "is_local",
     "load_policy",
     "log_fingerprint",
+    "made_for",
+    "open_scratch",
+    "permitted",
     "require_user",
     "run_cancellable",
     "scratch_dir",
+    "skipped_links",
     "spark_chosen_on_purpose",
     "target",
     "warm_up",
 ]
+
+
+def bound_roots() -> tuple[str, ...] | None:
+    """The roots of the user bound to this run (None: nobody is signed in, nothing bounds it)."""
+    user = bound_user()
+    return None if user is None else user.roots
 
 
 def configure_spark(master: str | None = None, remote: str | None = None) -> None:

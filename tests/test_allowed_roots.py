@@ -12,7 +12,7 @@ import pytest
 
 from analysis.core.errors import NotAllowed
 from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.storage.locations import check_allowed
+from spark_io.storage.gate import check_allowed
 from support import ROOT, SAMPLES
 
 

@@ -15,8 +15,8 @@ from analysis.core.errors import InvalidInput, NotAllowed
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.runtime import policy as runtime_policy
 from spark_io.runtime.policy import groups_of, parse_policy
-from spark_io.storage import locations
-from spark_io.storage.locations import UserRoots, as_user, check_allowed
+from spark_io.storage import gate
+from spark_io.storage.gate import UserRoots, as_user, check_allowed
 from support import sample
 
 POLICY = """
@@ -154,15 +154,15 @@ def test_the_bounds_reach_the_threads_a_page_starts_and_a_read_is_refused_before
 
 
 def test_a_shared_server_refuses_a_path_asked_on_nobodys_behalf(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(locations, "_require_user", False)
-    locations.require_user()
+    monkeypatch.setattr(gate, "_require_user", False)
+    gate.require_user()
     try:
         with pytest.raises(NotAllowed, match="outside a signed-in session"):
             check_allowed(sample("join_hdfs"))
         with as_user(roots(sample("join_hdfs"))):
             check_allowed(sample("join_hdfs"))
     finally:
-        monkeypatch.setattr(locations, "_require_user", False)
+        monkeypatch.setattr(gate, "_require_user", False)
 
 
 def test_a_refusal_names_what_was_refused_and_not_the_servers_policy_file(tmp_path: Path) -> None:

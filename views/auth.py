@@ -9,15 +9,32 @@ threads it starts); each run, download and refusal is one line of the audit log.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 
 from statelens import StateLensError
-from statelens.server import Identity, Policy, UserRoots, audit, bind_user, check_allowed, groups_of, load_policy, require_user
+from statelens.server import (
+    Identity,
+    Policy,
+    UserRoots,
+    audit,
+    bind_jobs,
+    bind_scratch,
+    bind_user,
+    close_scratch,
+    groups_of,
+    load_policy,
+    made_for,
+    open_scratch,
+    permitted,
+    require_user,
+)
 
 WHO_KEY = "_statelens_who"
+REFUSED_KEY = "_statelens_refused"
 
 
 def _policy() -> Policy | None:
@@ -45,9 +62,18 @@ def _sign_in_page(policy: Policy) -> None:
         audit(policy, {"event": "signed out", "user": None, "page": st.context.url})
 
 
+@st.cache_resource(scope="session", show_spinner=False, on_release=close_scratch)
+def session_scratch() -> str:
+    """This browser session's own scratch folder (its SQL spills, DuckDB's temporary files, copies of
+    files searched): made with the session, removed when it ends; no other session reads it."""
+    return open_scratch()
+
+
 def gate() -> Identity | None:
     """The signed-in user (None: no policy, everything as before); stops the run at the sign-in page
-    when nobody is signed in, or with one error when the proxy sent no identity."""
+    when nobody is signed in, or with one error when the proxy sent no identity. Each run is bound
+    to its session's scratch folder, and to the user's bounds (``bind``)."""
+    bind_scratch(session_scratch())
     policy = _policy()
     if policy is None:
         return None
@@ -63,6 +89,9 @@ def gate() -> Identity | None:
         user = (headers.get(policy.user_header) or "").strip()
         claimed = groups_of(headers.get(policy.groups_header))
     if not user:
+        if not st.session_state.get("_statelens_no_identity_seen"):  # once per browser session
+            st.session_state["_statelens_no_identity_seen"] = True
+            audit(policy, {"event": "no identity", "user": None, "page": st.context.url, "allowed": False})
         st.error(
             f"**Not signed in.** The request carries no identity ({policy.user_header} header or ID token claim): "
             "open State Lens through the proxy or provider your team signs in with."
@@ -77,20 +106,26 @@ def gate() -> Identity | None:
 
 def bind(who: Identity | None) -> None:
     """For the rest of this run (and the threads it starts), every path opened is checked against
-    ``who``'s roots. Each run of the app, and of a fragment, binds again."""
-    bind_user(UserRoots(who.user, who.roots) if who is not None else None)
+    ``who``'s roots, and each refusal and skipped link is noted in the run's audit line. Each run of
+    the app, and of a fragment, binds again."""
+    bind_jobs(who)
+    if who is None:
+        bind_user(None)
+        return
+    reasons: list[str] = st.session_state.setdefault(REFUSED_KEY, [])
+    lock = threading.Lock()
+
+    def noted(line: str) -> None:  # from the page's threads too: the list, not the session's state
+        with lock:
+            if line not in reasons:
+                reasons.append(line)
+
+    bind_user(UserRoots(who.user, who.roots, noted))
 
 
 def may(path: str) -> bool:
-    """Whether the signed-in user (if any) may open ``path``."""
-    try:
-        check_allowed(path)
-    except StateLensError:
-        return False
-    return True
-
-
-REFUSED_KEY = "_statelens_refused"
+    """Whether the signed-in user (if any) may open ``path`` (asked, not audited: what a user is offered)."""
+    return permitted(path)
 
 
 def refused(reason: str) -> None:
@@ -100,25 +135,65 @@ def refused(reason: str) -> None:
         seen.append(reason)
 
 
+PATHS_KEY = "_statelens_paths"
+
+
+def page_offered(requested: str, offered: set[str]) -> None:
+    """Stop the run at one error when a signed-in user's address asks for a page not offered to them
+    (a hidden page by URL), written in the audit line as refused. Without a policy nothing happens."""
+    who = current()
+    if who is None or not requested or requested in offered:
+        return
+    st.session_state["_page"] = requested
+    reason = f"There is no page '{requested}' for {who.user}."
+    refused(reason)
+    st.error(f"**Page not available.** {reason} Open one of the pages in the sidebar.")
+    st.stop()
+
+
+def typed(what: str, path: str) -> None:
+    """A path the user gave this run besides the checkpoint and event log (an input or sink folder, a
+    prefix to list): said in the run's audit line, allowed or not."""
+    st.session_state.setdefault(PATHS_KEY, {})[what] = path
+
+
 def question(**details: Any) -> None:
-    """The run's one line of the audit log: who asked what, and what was refused (nothing without a policy)."""
+    """The run's one line of the audit log: who asked what, every path they gave, and what was refused
+    (nothing without a policy)."""
     reasons = st.session_state.pop(REFUSED_KEY, [])
+    paths = st.session_state.pop(PATHS_KEY, {})
     who: Identity | None = st.session_state.get(WHO_KEY)
     if who is not None:
-        audit(load_policy(), {"event": "question", **who.to_dict(), **details, "allowed": not reasons, "refused": reasons})
+        line = {"event": "question", **who.to_dict(), **details, "paths": paths, "allowed": not reasons, "refused": reasons}
+        audit(load_policy(), line)
 
 
-def recorder(**context: Any) -> Callable[..., None]:
-    """``record`` for later, outside this run (a download's data is made when it is clicked): the
-    user and ``context`` are taken now."""
+def current() -> Identity | None:
+    """The signed-in user of this session (None: no policy)."""
+    return st.session_state.get(WHO_KEY)
+
+
+def record(event: str, **details: Any) -> None:
+    """One line of the audit log for the signed-in user (nothing without a policy)."""
+    who = current()
+    if who is not None:
+        audit(load_policy(), {"event": event, **who.to_dict(), **details})
+
+
+def download(make: Callable[[], bytes], file: str, **context: Any) -> Callable[[], bytes]:
+    """A download's data, made when it is clicked (outside this run: the user and ``context`` are
+    taken now): written in the audit log, and served only to the user it was made for."""
     who: Identity | None = st.session_state.get(WHO_KEY)
     policy = load_policy() if who is not None else None
 
-    def note(event: str, **details: Any) -> None:
+    def data() -> bytes:
+        out = make()
         if who is not None:
-            audit(policy, {"event": event, **who.to_dict(), **context, **details})
+            made_for(out, who.user)
+            audit(policy, {"event": "download", **who.to_dict(), **context, "file": file, "bytes": len(out)})
+        return out
 
-    return note
+    return data
 
 
 def sidebar(who: Identity | None) -> None:

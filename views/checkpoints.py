@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from statelens.text import human_bytes
+from views import auth
 from views.common import checkpoints_under, guard, samples_folder
 
 st.header("Checkpoints")
@@ -21,7 +22,12 @@ st.caption(
 prefix = st.text_input("Folder or prefix", value=st.query_params.get("prefix", samples_folder()), key="fleet_prefix").strip()
 if prefix:
     with guard():
-        rows = checkpoints_under(prefix)
+        listing = checkpoints_under(prefix)
+        skipped = listing.skipped_line()
+        if skipped:
+            auth.refused(skipped)  # in this run's audit line (a kept listing is not listed again)
+            st.warning(skipped)
+        rows = list(listing)
         if not rows:
             st.info(f"No checkpoint under {prefix}.")
         else:

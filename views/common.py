@@ -64,16 +64,27 @@ def samples_folder() -> str:
     return str(SAMPLES_DIR) if SAMPLES_DIR.is_dir() else ""
 
 
+Reader = tuple[str, tuple[str, ...] | None]
+
+
+def reader() -> Reader:
+    """Who reads: the engine, and the bounds every read is checked against (the signed-in user's
+    roots). A kept checkpoint and the answers cached here are shared only by sessions with the same
+    bounds: what was read within one user's roots (a link followed there) is never served to another."""
+    return server.current_engine(), server.bound_roots()
+
+
 @st.cache_data(show_spinner="Listing checkpoints…", ttl=30, max_entries=16)
-def _checkpoints_under(prefix: str) -> list[Any]:
-    return list(statelens.ls(prefix))
+def _checkpoints_under(prefix: str, who: Reader) -> Any:
+    return statelens.ls(prefix)
 
 
-def checkpoints_under(prefix: str) -> list[Any]:
-    """Every checkpoint under a folder or prefix (``statelens.ls``), kept 30 s (the user's bounds
-    checked first, every run)."""
+def checkpoints_under(prefix: str) -> Any:
+    """Every checkpoint under a folder or prefix (``statelens.ls``: its rows, and the links it skipped),
+    kept 30 s for sessions with the same bounds (the user's bounds checked first, every run)."""
+    auth.typed("prefix", prefix)
     server.check_allowed(prefix, "folder")
-    return _checkpoints_under(prefix)
+    return _checkpoints_under(prefix, reader())
 
 
 def _beside(checkpoint_path: str, shared: str, own: str) -> str:
@@ -129,7 +140,7 @@ def guard() -> Iterator[None]:
     try:
         yield
     except statelens.StateLensError as e:
-        if isinstance(e, server.NotAllowed):
+        if e.refusal:  # not allowed: in the run's audit line
             auth.refused(e.message)
         st.error(f"**{e.title}.** {e.message}")
     except Exception as e:  # a bug: say so plainly, keep the app alive, log the details
@@ -159,6 +170,13 @@ def asking() -> Iterator[None]:
         bar.empty()
 
 
+def requested_page() -> str:
+    """The page the browser's address asked for (its URL path; '' for the app's root), before
+    navigation fell back to the overview for a page it does not offer."""
+    ctx = get_script_run_ctx()
+    return (ctx.pages_manager.intended_page_name or "") if ctx is not None else ""
+
+
 def fingerprint(path: str) -> tuple[int, int]:
     """Changes when the checkpoint commits a new batch: the key for cached reads. Every cached read
     of a checkpoint asks it first, in the page's run: the signed-in user's bounds are checked here,
@@ -176,34 +194,32 @@ def log_fingerprint(event_log: str | None) -> tuple[int, int]:
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
-def _opened(path: str, fp: tuple[int, int], engine_name: str) -> statelens.Checkpoint:
-    """The checkpoint at one committed batch, read by one engine: what it reads is kept for every
-    session's questions until it commits again."""
+def _opened(path: str, fp: tuple[int, int], who: Reader) -> statelens.Checkpoint:
+    """The checkpoint at one committed batch, read by one engine within one set of bounds: what it reads
+    is kept for those sessions' questions until it commits again."""
     return statelens.Checkpoint(path, keep=True)
 
 
 def opened(path: str) -> statelens.Checkpoint:
-    """The checkpoint's kept object (its reads shared by every session; never copied)."""
-    return _opened(path, fingerprint(path), server.current_engine())
+    """The checkpoint's kept object (its reads shared by the sessions with the same bounds; never copied)."""
+    return _opened(path, fingerprint(path), reader())
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _asked(path: str, fp: tuple[int, int], engine_name: str, log_fp: tuple[int, int], method: str, args: tuple[Any, ...]) -> Any:
-    return getattr(_opened(path, fp, engine_name), method)(*args)
+def _asked(path: str, fp: tuple[int, int], who: Reader, log_fp: tuple[int, int], method: str, args: tuple[Any, ...]) -> Any:
+    return getattr(_opened(path, fp, who), method)(*args)
 
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=30)
-def _asked_fresh(
-    path: str, fp: tuple[int, int], engine_name: str, log_fp: tuple[int, int], method: str, args: tuple[Any, ...]
-) -> Any:
-    return getattr(_opened(path, fp, engine_name), method)(*args)
+def _asked_fresh(path: str, fp: tuple[int, int], who: Reader, log_fp: tuple[int, int], method: str, args: tuple[Any, ...]) -> Any:
+    return getattr(_opened(path, fp, who), method)(*args)
 
 
 def asked(path: str, method: str, *args: Any, event_log: str | None = None, fresh: bool = False) -> Any:
     """``statelens.open(path).<method>(*args)``, each session given its own copy, until the checkpoint
     commits again (or ``event_log`` grows); ``fresh``: and at most 30 s (a batch in flight runs on)."""
     fp, log_fp = fingerprint(path), log_fingerprint(event_log)
-    return (_asked_fresh if fresh else _asked)(path, fp, server.current_engine(), log_fp, method, args)
+    return (_asked_fresh if fresh else _asked)(path, fp, reader(), log_fp, method, args)
 
 
 def checkpoint_info() -> Any:
@@ -226,6 +242,7 @@ def why_missing_cached(path: str, q: statelens.KeyQuestion) -> statelens.Answers
     the look-alike search)."""
     for moved, what in ((q.input_root, "input"), (q.sink, "sink")):
         if moved:
+            auth.typed(what, moved)
             server.check_allowed(moved, what)
     return asked(path, "ask", q, event_log=q.event_log)  # type: ignore[no-any-return]
 
@@ -266,15 +283,9 @@ def chart(fig: Any, key: str) -> None:
 
 
 def audited(make: Callable[[], bytes], file: str) -> Callable[[], bytes]:
-    """A download's data, made when clicked, and written in the audit log (on a shared server)."""
-    note = auth.recorder(page=st.session_state.get("_page"), checkpoint=current_path())
-
-    def data() -> bytes:
-        out = make()
-        note("download", file=file, bytes=len(out))
-        return out
-
-    return data
+    """A download's data, made when clicked: on a shared server written in the audit log and served
+    only to the user who asked for it."""
+    return auth.download(make, file, page=st.session_state.get("_page"), checkpoint=current_path())
 
 
 def chart_downloads(name: str, fig: Any, table: pa.Table | None, key: str) -> None:
@@ -318,8 +329,8 @@ def workspace(
     path: str, batch: int | None, row_budget: int | None = None, partitions: tuple[int, ...] = (), spill: bool = False
 ) -> Any:
     """This browser session's DuckDB workspace for (checkpoint, batch, loading options); its tables
-    are read once by the checkpoint's kept object for every session."""
-    key = (path, batch, row_budget, partitions, spill, fingerprint(path))
+    are read once by the checkpoint's kept object for every session with the same bounds."""
+    key = (path, batch, row_budget, partitions, spill, fingerprint(path), auth.session_scratch())
     ws = st.session_state.get("_workspace")
     if ws is None or st.session_state.get("_workspace_key") != key:
         if ws is not None:

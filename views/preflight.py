@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 import statelens
+from views import auth
 from views.common import checkpoint_info, current_event_log, guard, metric_row, opened
 
 st.header("Will my change restart?")
@@ -21,14 +22,30 @@ st.caption(
     "checks decide. The checkpoint is only read."
 )
 info = checkpoint_info()
+who = auth.current()
 if info is not None:
-    script = st.text_input("The changed job's script", placeholder="/path/to/job.py", key="pf_script").strip()
+    if who is None:
+        script = st.text_input("The changed job's script", placeholder="/path/to/job.py", key="pf_script").strip()
+    else:  # a shared server: the jobs the access policy names for the user's groups, nothing else
+        scripts = [s for j in who.jobs for s in j.scripts()]
+        script = st.selectbox("The changed job's script", scripts, key="pf_script", placeholder="none allowed") or ""
+        rules = {j.describe(): ", ".join(j.args) or "none" for j in who.jobs}
+        st.caption(
+            "The jobs your groups may run, as the access policy names them; the arguments each may be given: "
+            + ("; ".join(f"{k}: {v}" for k, v in rules.items()) or "none")
+            + ". It runs in its script's folder, and an argument naming a path must name one you may open."
+        )
     arguments = st.text_input(
         "Its arguments", placeholder="--checkpoint s3://lake/cp/orders --input s3://lake/in", key="pf_args"
     ).strip()
-    folder = st.text_input("Run it in the folder", value=str(Path.cwd()), key="pf_cwd").strip()
+    folder = (
+        st.text_input("Run it in the folder", value=str(Path.cwd()), key="pf_cwd").strip()
+        if who is None
+        else str(Path(script).parent)
+    )
     asked = (info.path, script, arguments, folder, current_event_log())
     if st.button("Check before deploying", type="primary", disabled=not script, key="pf_go"):
+        auth.record("job", job="preflight", script=script, args=arguments, checkpoint=info.path, target=None)
         with guard():
             if not script.endswith(".py") or not Path(script).is_file():
                 raise statelens.InvalidInput(f"{script} is not a Python script here: give the path of the job's .py file.")
@@ -96,6 +113,7 @@ if info is not None:
             target = st.text_input("The new checkpoint", placeholder=f"{info.path}-v2", key="rb_to").strip()
             accept = st.checkbox("Rebuild although the watermark delay changed", key="rb_accept_wm")
             if st.button("Rebuild the state", disabled=not target, key="rb_go"):
+                auth.record("job", job="rebuild", script=script, args=arguments, checkpoint=info.path, target=target)
                 with guard():
                     bar = st.progress(0.0, text="Starting the changed job (its Spark starts first)…")
 

@@ -49,6 +49,7 @@ def option(flag: str, value: str = "", python: str | None = None, page: str = ""
 
 class StateLensError(Exception):
     title = "Error"
+    refusal = False  # something the asker may not do (written as refused in a shared server's audit log)
 
     def __init__(self, message: str, *, title: str | None = None) -> None:
         super().__init__(message)
@@ -127,6 +128,13 @@ class SqlError(StateLensError):
     title = "SQL error"
 
 
+class SqlRefused(SqlError):
+    """A statement the locked-down SQL gateway does not run (file access, ATTACH, settings ...)."""
+
+    title = "SQL not allowed"
+    refusal = True
+
+
 class InvalidInput(StateLensError):
     title = "Invalid input"
 
@@ -141,6 +149,7 @@ class RowBudgetExceeded(StateLensError):
 
 class NotAllowed(StateLensError):
     title = "Checkpoint not allowed"
+    refusal = True
 
 
 class ProgressNotFound(StateLensError):

@@ -36,9 +36,11 @@ from analysis.core.model import CheckpointInfo
 from analysis.core.near_miss import digits, near_miss_reason, normalize
 from analysis.inputs.records import ANY, InputRecord, InputSearch
 from spark_io.logs.checkpoint import read_source_offsets
+from spark_io.runtime import scratch
 from spark_io.runtime.engine_choice import reads_natively
 from spark_io.storage import Entry, open_storage
-from spark_io.storage.locations import check_allowed, is_local, local_path
+from spark_io.storage.gate import check_allowed
+from spark_io.storage.locations import is_local, local_path
 
 MAX_FILE_BYTES = 512 * 1024**2  # a larger input file is named, not read
 FORMATS = {
@@ -157,38 +159,44 @@ def listed_files(
             if path is None:
                 why = "on storage only Spark reads"
             else:
-                path, size = _moved(path, folder, input_root, listings)
-                if path is None:
-                    why = "no longer there" + ("" if input_root else " (if the input moved, give where it is now: --input-root)")
+                path, size, why = _moved(path, folder, input_root, listings)
+                if path is not None and size > MAX_FILE_BYTES:
+                    why = f"larger than {MAX_FILE_BYTES // 1024**2} MB"
             fmt = _format(uri, format_of(names.get(i, "")) if format_of else None)
             if why is None and fmt is None:
                 why = "a format searched only in JSON, CSV, Parquet and text files"
-            if why is None and path is not None:
-                try:
-                    check_allowed(path, "input")
-                    if size > MAX_FILE_BYTES:
-                        why = f"larger than {MAX_FILE_BYTES // 1024**2} MB"
-                except StateLensError:
-                    why = "outside the allowed roots"
             out.append(ListedFile(i, names.get(i, ""), batch, uri, None if why else path, fmt or "", why))
     return out, notes, names
 
 
-def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, int]:
-    """(where the file is now, its size): where it was logged, else under ``root`` (see ``listed_files``)."""
-    found = listings.entry(path)
+def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, int, str | None]:
+    """(where the file is now, its size, why it is not read): where it was logged, else under ``root``
+    (see ``listed_files``). A place outside the bounds is not looked at: whether a file is there is
+    never told."""
+    refused = not _may(path)
+    found = None if refused else listings.entry(path)
     if found is not None:
-        return path, found.size
-    if not root:
-        return None, 0
-    rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
-    base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
-    root = local_path(root) if is_local(root) else root
-    for candidate in (_join(root, base, rel), _join(root, rel)):
-        found = listings.entry(candidate)
-        if found is not None:
-            return candidate, found.size
-    return None, 0
+        return path, found.size, None
+    if root:
+        rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
+        base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
+        root = local_path(root) if is_local(root) else root
+        for candidate in (_join(root, base, rel), _join(root, rel)):
+            found = listings.entry(candidate) if _may(candidate) else None
+            if found is not None:
+                return candidate, found.size, None
+    if refused:
+        return None, 0, "outside the folders that may be opened"
+    return None, 0, "no longer there" + ("" if root else " (if the input moved, give where it is now: --input-root)")
+
+
+def _may(path: str) -> bool:
+    """Whether ``path`` lies inside the bounds (a refusal is noted for the audit)."""
+    try:
+        check_allowed(path, "input")
+    except StateLensError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- the search
@@ -404,7 +412,7 @@ def _local_copies(locs: list[str]) -> Iterator[dict[str, str]]:
     if not remote:
         yield {loc: loc for loc in locs}
         return
-    with tempfile.TemporaryDirectory(prefix="statelens-inputs-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="inputs-", dir=scratch.session_dir()) as tmp:
         out = {loc: loc for loc in locs if is_local(loc)}
         for i, loc in enumerate(remote):
             dest = os.path.join(tmp, f"{i}-{loc.rsplit('/', 1)[-1]}")

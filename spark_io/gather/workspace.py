@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -29,12 +30,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analysis.core.errors import RowBudgetExceeded, SqlError, option
+from analysis.core.errors import RowBudgetExceeded, SqlError, SqlRefused, option
 from analysis.core.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
 from spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers import engine
 from spark_io.readers.state_reader import RowFilter
+from spark_io.runtime.scratch import session_dir
 
 LOCKED = (
     "State Lens SQL reads only this checkpoint's state tables: file functions (read_csv, read_parquet "
@@ -159,13 +161,13 @@ _COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
 _STRING = re.compile(r"'(?:[^']|'')*'")
 
 
-def _locked_connection(spill_dir: str | None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB that can read nothing but what State Lens loads into it: no file
-    access (except State Lens's own spill folder), no extensions, no configuration changes."""
+def _locked_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that can read nothing but what State Lens hands it (Arrow tables, and
+    spilled tables as Arrow datasets, scanned by Arrow): no file access at all, no extensions, no
+    configuration changes. Its own temporary files (a large sort) go to the session's scratch folder."""
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    if spill_dir:
-        folder = os.path.join(os.path.abspath(spill_dir), "").replace("'", "''")
-        con.execute(f"SET allowed_directories = ['{folder}']")
+    temp = session_dir("duckdb").replace("'", "''")
+    con.execute(f"SET temp_directory = '{temp}'")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
@@ -185,7 +187,7 @@ class Workspace:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         """``row_budget``: most rows a table may load into memory; past it the load stops with
-        advice, unless ``spill_dir`` is set (the rows go to Parquet there and DuckDB reads them
+        advice, unless ``spill_dir`` is set (the rows go to Parquet there and Arrow reads them
         from disk). ``row_filter`` is applied inside Spark to every table before loading."""
         self.row_budget = row_budget
         self.row_filter = row_filter or None
@@ -196,8 +198,10 @@ class Workspace:
         self.specs = table_specs(self.info)
         self.loaded: dict[str, LoadedTable] = {}
         self._loader = loader
-        self._con = _locked_connection(spill_dir)
-        self._arrow: dict[str, pa.Table] = {}  # loaded tables, registered on each query's cursor
+        self._con = _locked_connection()
+        self._arrow: dict[
+            str, Any
+        ] = {}  # loaded tables (Arrow tables, spilled ones as datasets), registered on each query's cursor
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- tables
@@ -263,11 +267,13 @@ class Workspace:
         assert self.spill_dir is not None and self.batch is not None
         dest = os.path.join(self.spill_dir, f"{spec.name}-b{self.batch}-{uuid.uuid4().hex[:8]}")
         _, by, why = engine.spill_state(self.info.path, spec.source, self.batch, dest, info=self.info, row_filter=self.row_filter)
-        glob = os.path.join(dest, "*.parquet").replace("'", "''")
-        self._arrow.pop(spec.name, None)
-        self._con.execute(f"CREATE OR REPLACE VIEW \"{spec.name}\" AS SELECT * FROM read_parquet('{glob}')")
-        rows = self._con.execute(f'SELECT count(*) FROM "{spec.name}"').fetchone()[0]  # type: ignore[index]
-        return LoadedTable(spec, int(rows), str(self.batch), time.perf_counter() - t0, spilled=dest, engine=by, fallback=why)
+        import pyarrow.dataset as ds
+
+        spilled = ds.dataset(dest, format="parquet")
+        self._arrow[spec.name] = spilled  # scanned by Arrow: DuckDB itself opens no file
+        return LoadedTable(
+            spec, spilled.count_rows(), str(self.batch), time.perf_counter() - t0, spilled=dest, engine=by, fallback=why
+        )
 
     def _columns_read(self, sql: str, named: list[TableSpec]) -> dict[str, set[str]]:
         """What the query reads of each table it names, when every one of them can be read natively
@@ -336,10 +342,10 @@ class Workspace:
                     f"a LIMIT) or raise the limit ({option('--timeout')}, STATELENS_SQL_TIMEOUT)."
                 ) from e
             except duckdb.PermissionException as e:
-                raise SqlError(LOCKED) from e
+                raise SqlRefused(LOCKED) from e
             except duckdb.Error as e:
                 if "configuration has been locked" in str(e) or "Cannot change configuration" in str(e):
-                    raise SqlError(LOCKED) from e
+                    raise SqlRefused(LOCKED) from e
                 raise SqlError(self._explain(e)) from e
             finally:
                 timer.cancel()
@@ -354,4 +360,8 @@ class Workspace:
         return msg
 
     def close(self) -> None:
+        """The connection closed and the spilled tables' files removed."""
         self._con.close()
+        for t in self.loaded.values():
+            if t.spilled:
+                shutil.rmtree(t.spilled, ignore_errors=True)

@@ -31,7 +31,7 @@ from analysis.runs.progress import ProgressLog, collect, progress_of
 from spark_io.logs.codecs import Cut, codec_of, decompress
 from spark_io.runtime.engine_choice import reads_natively
 from spark_io.storage import Entry, Storage, open_storage
-from spark_io.storage.locations import check_allowed
+from spark_io.storage.gate import check_allowed
 
 _ROLLING_EVENTS = re.compile(r"^events_(\d+)_")
 MAX_BYTES = 2 * 1024**3  # a decoded event log larger than this is refused (say so) rather than read

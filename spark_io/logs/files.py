@@ -6,7 +6,6 @@ picks one and checks the folder is a checkpoint; nothing here writes.
 
 from __future__ import annotations
 
-import os
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -16,7 +15,8 @@ from typing import TypeVar
 from analysis.core.errors import CheckpointNotFound, CheckpointUnreadable, CorruptCheckpoint, NotACheckpoint
 from spark_io.runtime.engine_choice import reads_natively
 from spark_io.storage import Entry, LocalStorage, Storage, open_storage
-from spark_io.storage.locations import check_allowed, is_local, local_path
+from spark_io.storage.gate import check_allowed
+from spark_io.storage.locations import is_local, local_path
 
 DIGITS = re.compile(r"^\d+$")
 VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")  # a state file of a version
@@ -240,12 +240,14 @@ def resolve_checkpoint(path: str) -> Path:
         raise CheckpointNotFound("No checkpoint path given: enter the folder passed to the query as checkpointLocation.")
     check_allowed(raw)
     p = Path(local_path(raw)).absolute()  # Spark (a served engine too) may run in another folder
-    if not p.exists():
+    folder = LocalStorage(p)
+    top = folder.info("")
+    if top is None:
         raise CheckpointNotFound(f"{path} does not exist: check the path (it should be the query's checkpointLocation).")
-    if not p.is_dir():
+    if not top.is_dir:
         raise NotACheckpoint(f"{path} is a file, not a folder: give the checkpoint folder that contains offsets/ and commits/.")
     try:
-        names = set(os.listdir(p))
+        names = {e.name for e in folder.listdir("")}
     except OSError as e:
         raise CheckpointNotFound(f"{path} cannot be read ({e.strerror}).") from e
     if not names:

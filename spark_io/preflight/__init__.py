@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.checkpoint.change import Preflight, judge, sink_warnings
-from analysis.core.errors import InvalidInput, StateReadError, from_cli
+from analysis.core.errors import InvalidInput, StateLensError, from_cli
 from analysis.core.model import CheckpointInfo
 from analysis.plan.query_plan import QueryPlan, query_plan
 from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_fields
@@ -31,6 +31,7 @@ from spark_io.preflight import redirect
 from spark_io.preflight.scratch import Scratch, scratch_copy
 from spark_io.preflight.sink import sink_columns
 from spark_io.preflight.stored import StoredFacts, state_size, stored_facts
+from spark_io.runtime.policy import check_job
 from spark_io.storage import LocalStorage
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -68,7 +69,7 @@ def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_l
     if result.verdict == "restarts":
         try:
             columns = sink_columns(run.get("sink") or {}, run.get("output_schema"))
-        except StateReadError as e:
+        except StateLensError as e:  # unreadable, or outside what may be read
             result.not_checked.append(f"the columns of the job's sink files against the new output: {e.message}")
         else:
             if columns is not None:
@@ -78,7 +79,7 @@ def _judged(info: CheckpointInfo, scratch: Scratch, run: dict[str, Any], event_l
 
 def _scratch_files(scratch: Scratch) -> StorageFiles:
     """The scratch copy's files (ours, outside the user's allowed roots)."""
-    return StorageFiles(LocalStorage(str(scratch.path)))
+    return StorageFiles(LocalStorage(str(scratch.path), own=True))
 
 
 def _confs(info: CheckpointInfo) -> list[str]:
@@ -112,6 +113,8 @@ class JobProcess:
         self.env.update(env)
 
     def start(self, command: list[str], cwd: str | None) -> subprocess.Popen[bytes]:
+        """The job started, once the signed-in user (on a shared server) may run it (``check_job``)."""
+        cwd = check_job(command, cwd)
         exe = shutil.which(command[0]) or command[0]
         try:
             with open(self.log_path, "wb") as log:

@@ -33,7 +33,9 @@ from spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_sour
 from spark_io.preflight import JobProcess, _judged, _old_plan, _planned, no_command, pinned_confs, redirect
 from spark_io.preflight.scratch import scratch_copy
 from spark_io.preflight.stored import state_size, stored_facts
-from spark_io.storage.locations import check_allowed, is_local, local_path
+from spark_io.storage import gate
+from spark_io.storage.gate import check_allowed, vet_tree
+from spark_io.storage.locations import is_local, local_path
 
 # sources whose offsets look replayable but whose input is gone once read (their descriptions in progress)
 UNREPLAYABLE = ("TextSocket", "Memory")  # TextSocketV2[...], MemoryStream[...]
@@ -58,11 +60,19 @@ def _target(old: Path, to: str) -> Path:
 
 
 def _missing_inputs(sources: dict[int, Any]) -> list[str]:
-    """The local input files the file sources' logs name that are gone."""
+    """The local input files the file sources' logs name that are gone. Each must lie inside the
+    bounds first (the replay reads them): one that does not is refused, whether it exists or not."""
     missing = []
     for batch in sorted(sources):
         for s in sources[batch]:
-            missing += [f for f in s.files if is_local(f) and not os.path.exists(local_path(f))]
+            for f in s.files:
+                if not is_local(f):
+                    continue
+                check_allowed(f, "input")
+                try:
+                    gate.stat(local_path(f))
+                except FileNotFoundError:
+                    missing.append(f)
     return missing
 
 
@@ -115,6 +125,7 @@ class _Replay:
         self.old = _local(checkpoint, "The checkpoint")
         self.info = read_checkpoint(str(self.old))
         self.new = _target(self.old, to)
+        vet_tree(str(self.old))  # the job process copies its files itself: no link may lead outside the bounds
         self.sources = read_source_offsets(str(self.old))
         refusal = replay_refusal(self.info, self.sources)
         if refusal:

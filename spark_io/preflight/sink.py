@@ -3,12 +3,11 @@ with what the changed query writes (``analysis.checkpoint.change.sink_warnings``
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from analysis.core.errors import StateReadError
-from spark_io.storage.locations import is_local, local_path
+from spark_io.storage import open_storage
+from spark_io.storage.locations import is_local
 
 # Arrow's type names as Spark's JSON schema names them ("?": not compared)
 _SPARK_NAMES = {
@@ -50,8 +49,8 @@ def _json_name(t: Any) -> str:
     return str(t.get("type")) if isinstance(t, dict) else str(t)
 
 
-def _partition_columns(root: Path, file: Path) -> set[str]:
-    return {part.split("=", 1)[0] for part in file.relative_to(root).parts[:-1] if "=" in part}
+def _partition_columns(rel: str) -> set[str]:
+    return {part.split("=", 1)[0] for part in rel.split("/")[:-1] if "=" in part}
 
 
 def sink_columns(
@@ -59,27 +58,27 @@ def sink_columns(
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
     """(stored, new) columns of a local Parquet sink that holds files, partition columns left out; None
     when there is nothing to compare (another sink, no files yet, the new columns unknown). A file that
-    cannot be read raises ``StateReadError`` (the comparison is then said to be not made, and why)."""
+    cannot be read raises ``StateReadError``, a sink outside what may be read ``NotAllowed`` (the
+    comparison is then said to be not made, and why)."""
     import pyarrow.parquet as pq
 
     path, fmt = sink.get("path"), str(sink.get("format") or "").lower()
     if not path or fmt != "parquet" or not output_schema or not is_local(str(path)):
         return None
-    root = Path(local_path(str(path)))
+    storage = open_storage(str(path), what="sink")
     files = [
-        Path(d) / f
-        for d, dirs, names in os.walk(root)
-        for f in names
-        if f.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in Path(d).relative_to(root).parts)
+        e
+        for e in storage.walk("")
+        if e.name.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in e.path.split("/")[:-1])
     ]
     if not files:
         return None
-    newest = max(files, key=lambda f: f.stat().st_mtime)
-    partitions = _partition_columns(root, newest)
+    newest = max(files, key=lambda e: e.mtime_ns)
+    partitions = _partition_columns(newest.path)
     try:
-        schema = pq.read_schema(newest)
+        schema = pq.read_schema(storage.local_file(newest.path))
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
-        raise StateReadError(f"{newest} could not be read ({str(e).splitlines()[0][:200]})") from e
+        raise StateReadError(f"{storage.where(newest.path)} could not be read ({str(e).splitlines()[0][:200]})") from e
     stored = [(f.name, _spark_name(f.type)) for f in schema if f.name not in partitions]
     new = [(str(f["name"]), _json_name(f["type"])) for f in output_schema.get("fields", []) if f["name"] not in partitions]
     return stored, new

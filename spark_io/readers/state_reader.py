@@ -28,8 +28,9 @@ from analysis.core.model import (
 )
 from spark_io.logs.checkpoint import read_checkpoint, reader_conf
 from spark_io.logs.overlay import read_location
-from spark_io.runtime import session
+from spark_io.runtime import scratch, session
 from spark_io.runtime.session import spark_message
+from spark_io.storage.gate import vet_tree
 
 _FEEDS: dict[tuple[str, int], bool] = {}
 
@@ -84,7 +85,9 @@ class RowFilter:
 
 def _frame(options: dict[str, str], fmt: str, path: str, what: str, row_filter: RowFilter | None) -> Any:
     """Every read of the State Data Source goes through here: with the confs the checkpoint needs
-    (format version 2), from an overlay when the checkpoint was moved, as nullable Arrow-safe columns."""
+    (format version 2), from an overlay when the checkpoint was moved, as nullable Arrow-safe columns.
+    Spark follows links itself: every link in a local checkpoint must stay inside the bounds first."""
+    vet_tree(path)
     try:
         spark = session.spark_for(reader_conf(path))
         reader = spark.read.format(fmt)
@@ -281,7 +284,7 @@ def _through_parquet(info: CheckpointInfo, source: StateSource, batch: int) -> p
 
     import pyarrow.parquet as pq
 
-    dest = tempfile.mkdtemp(prefix="statelens-spill-", dir=session.scratch_dir())
+    dest = tempfile.mkdtemp(prefix="spill-", dir=scratch.session_dir())
     try:
         spill_state(info.path, source, batch, dest, info=info)
         return pq.read_table(dest)

@@ -13,28 +13,77 @@ allowed or refused). The policy is a small TOML file (``STATELENS_POLICY``), gro
     [groups.payments]
     members = ["alice@example.com"]     # besides those the provider or proxy puts in the group
     roots = ["/data/checkpoints/payments", "s3://lake/payments/"]
-    run_jobs = false                    # the "Will my change restart?" page runs a user's script: off by default
+    run_jobs = false                    # the "Will my change restart?" page runs a job on the server: off by default
+
+    [[groups.payments.jobs]]            # with run_jobs: the jobs it may run, and nothing else
+    script = "/srv/jobs/payments/orders.py"   # one script (links resolved), or
+    # folder = "/srv/jobs/payments"           # any .py directly in this folder
+    args = ["--date=*", "--dry-run"]    # each argument must match one of these (fnmatch); none: no arguments
 
     [users."carol@example.com"]
     roots = ["/data/checkpoints/carol"]
 
+    [serve]
+    enabled = false                     # `statelens serve` (a warm Spark Connect engine) may start on this host
+
 A user may open a path under any root of any group they are in, or of their own entry; a user in
-no group with roots may open nothing.
+no group with roots may open nothing. A job runs only when a grant of theirs names its script, with
+arguments its rules match, and every argument naming a path or URI names one they may open.
 """
 
 from __future__ import annotations
 
+import collections
+import contextvars
 import datetime as dt
+import fnmatch
+import hashlib
 import json
 import os
+import sys
 import threading
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.errors import InvalidInput
+from analysis.core.errors import InvalidInput, NotAllowed
+from spark_io.storage import gate
 
 MODES = ("oidc", "proxy")
+
+
+@dataclass(frozen=True)
+class JobGrant:
+    """A job a group may run: one ``script``, or any ``.py`` directly in ``folder``, with the arguments
+    ``args`` match (fnmatch patterns, one per argument)."""
+
+    script: str | None = None
+    folder: str | None = None
+    args: tuple[str, ...] = ()
+
+    def admits(self, script: str) -> bool:
+        """Whether ``script`` (its real path) is this grant's."""
+        if self.script is not None:
+            return script == os.path.realpath(self.script)
+        assert self.folder is not None
+        return script.endswith(".py") and os.path.dirname(script) == os.path.realpath(self.folder)
+
+    def refused_arg(self, args: list[str]) -> str | None:
+        """The first argument no pattern matches (None: all match)."""
+        return next((a for a in args if not any(fnmatch.fnmatchcase(a, p) for p in self.args)), None)
+
+    def describe(self) -> str:
+        return self.script or f"{self.folder}/*.py"
+
+    def scripts(self) -> list[str]:
+        """The scripts this grant names (a folder's, listed now)."""
+        if self.script is not None:
+            return [self.script]
+        assert self.folder is not None
+        try:
+            return sorted(os.path.join(self.folder, n) for n in os.listdir(self.folder) if n.endswith(".py"))
+        except OSError:
+            return []
 
 
 @dataclass(frozen=True)
@@ -42,6 +91,7 @@ class Grant:
     roots: tuple[str, ...] = ()
     members: tuple[str, ...] = ()
     run_jobs: bool = False
+    jobs: tuple[JobGrant, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +102,7 @@ class Identity:
     groups: tuple[str, ...]  # every group they are in (from the provider or proxy, and the policy's members)
     roots: tuple[str, ...]  # the folders and URI prefixes they may open
     run_jobs: bool = False
+    jobs: tuple[JobGrant, ...] = ()  # what they may run (with run_jobs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"user": self.user, "groups": list(self.groups)}
@@ -67,6 +118,7 @@ class Policy:
     audit_log: str | None = None
     groups: dict[str, Grant] = field(default_factory=dict)
     users: dict[str, Grant] = field(default_factory=dict)
+    serve: bool = False  # [serve] enabled: `statelens serve` may start a warm engine on this host
 
     def identity(self, user: str, claimed: list[str] | tuple[str, ...] = ()) -> Identity:
         """``user`` (an e-mail or subject) with the groups the provider or proxy claims for them."""
@@ -75,7 +127,9 @@ class Policy:
         if user in self.users:
             grants.append(self.users[user])
         roots = tuple(dict.fromkeys(r for g in grants for r in g.roots))
-        return Identity(user, tuple(sorted(groups)), roots, any(g.run_jobs for g in grants))
+        run_jobs = any(g.run_jobs for g in grants)
+        jobs = tuple(dict.fromkeys(j for g in grants if g.run_jobs for j in g.jobs))
+        return Identity(user, tuple(sorted(groups)), roots, run_jobs, jobs)
 
 
 def groups_of(value: Any) -> list[str]:
@@ -87,22 +141,38 @@ def groups_of(value: Any) -> list[str]:
     return [g for g in str(value).replace(",", " ").split() if g]
 
 
+def _job(where: str, raw: Any) -> JobGrant:
+    if not isinstance(raw, dict) or set(raw) - {"script", "folder", "args"} or ("script" in raw) == ("folder" in raw):
+        raise InvalidInput(f'{where} must name one script or one folder: script = "/srv/jobs/job.py", args = [...].')
+    for name in ("script", "folder"):
+        if name in raw and (not isinstance(raw[name], str) or not os.path.isabs(raw[name])):
+            raise InvalidInput(f"{where}.{name} must be an absolute path.")
+    args = raw.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise InvalidInput(f'{where}.args must be a list of patterns ("--date=*").')
+    return JobGrant(raw.get("script"), raw.get("folder"), tuple(args))
+
+
 def _grant(where: str, raw: Any) -> Grant:
     if not isinstance(raw, dict):
         raise InvalidInput(f"{where} must be a table (roots = [...], members = [...]).")
-    unknown = set(raw) - {"roots", "members", "run_jobs"}
+    unknown = set(raw) - {"roots", "members", "run_jobs", "jobs"}
     if unknown:
-        raise InvalidInput(f"{where} has unknown settings: {', '.join(sorted(unknown))} (use roots, members, run_jobs).")
+        raise InvalidInput(f"{where} has unknown settings: {', '.join(sorted(unknown))} (use roots, members, run_jobs, jobs).")
     for name in ("roots", "members"):
         value = raw.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise InvalidInput(f"{where}.{name} must be a list of strings.")
     if not isinstance(raw.get("run_jobs", False), bool):
         raise InvalidInput(f"{where}.run_jobs must be true or false.")
+    jobs = raw.get("jobs", [])
+    if not isinstance(jobs, list):
+        raise InvalidInput(f"{where}.jobs must be a list of tables: [[...jobs]] script = ..., args = [...].")
     return Grant(
         tuple(r.strip() for r in raw.get("roots", [])),
         tuple(m.strip() for m in raw.get("members", [])),
         raw.get("run_jobs", False),
+        tuple(_job(f"{where}.jobs[{i}]", j) for i, j in enumerate(jobs)),
     )
 
 
@@ -112,11 +182,14 @@ def parse_policy(text: str, source: str) -> Policy:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InvalidInput(f"The access policy {source} is not valid TOML: {e}.") from e
-    unknown = set(raw) - {"auth", "groups", "users"}
+    unknown = set(raw) - {"auth", "groups", "users", "serve"}
     if unknown:
         raise InvalidInput(
-            f"The access policy {source} has unknown sections: {', '.join(sorted(unknown))} (use auth, groups, users)."
+            f"The access policy {source} has unknown sections: {', '.join(sorted(unknown))} (use auth, groups, users, serve)."
         )
+    serve = raw.get("serve", {})
+    if not isinstance(serve, dict) or set(serve) - {"enabled"} or not isinstance(serve.get("enabled", False), bool):
+        raise InvalidInput(f"The access policy {source}: [serve] takes one setting, enabled = true or false.")
     auth = raw.get("auth", {})
     mode = auth.get("mode", "oidc")
     if mode not in MODES:
@@ -138,11 +211,14 @@ def parse_policy(text: str, source: str) -> Policy:
         str(auth["audit_log"]) if auth.get("audit_log") else None,
         groups,
         users,
+        serve.get("enabled", False),
     )
 
 
 _lock = threading.Lock()
 _loaded: tuple[tuple[str, float], Policy] | None = None
+_MADE_FOR: collections.OrderedDict[str, set[str]] = collections.OrderedDict()  # a download's sha256 -> its users
+MAX_DOWNLOADS = 10_000
 
 
 def policy_path() -> str | None:
@@ -168,6 +244,68 @@ def load_policy() -> Policy | None:
     with _lock:
         _loaded = (stamp, policy)
     return policy
+
+
+_JOBS: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("statelens_jobs", default=None)
+
+
+def bind_jobs(who: Identity | None) -> None:
+    """What the signed-in user of this context (a run of a page) may run (``check_job``)."""
+    _JOBS.set(who)
+
+
+def check_job(command: list[str], cwd: str | None) -> str | None:
+    """The folder a job runs in, once it may run. With a signed-in user bound (a shared server) only a
+    Python script one of their grants names runs, with arguments its rules match, each argument
+    naming a path or URI naming one they may open, in the script's own folder; anything else is
+    refused (``NotAllowed``, one line). Without one (the CLI, a notebook: the user's own process)
+    the command runs as given."""
+    who = _JOBS.get()
+    if who is None:
+        if gate.bound_user() is not None or gate.requires_user():
+            raise NotAllowed("Jobs run only for a signed-in user of a group allowed to run them.", title="Job not allowed")
+        return cwd
+    if len(command) < 2 or command[0] not in (sys.executable, "python", "python3"):
+        raise NotAllowed(
+            f"{who.user} may run Python scripts the access policy names, not {' '.join(command[:1])}.", title="Job not allowed"
+        )
+    script, args = os.path.realpath(command[1]), command[2:]
+    grants = [j for j in who.jobs if j.admits(script)]
+    if not grants:
+        named = ", ".join(j.describe() for j in who.jobs) or "none"
+        raise NotAllowed(
+            f"{command[1]} is not among the jobs {who.user} may run (the access policy names: {named}). "
+            "Ask whoever runs this State Lens to add it to your group's jobs.",
+            title="Job not allowed",
+        )
+    if all(j.refused_arg(args) is not None for j in grants):
+        bad = grants[0].refused_arg(args)
+        allowed = ", ".join(grants[0].args) or "none"
+        raise NotAllowed(
+            f"The argument {bad!r} is not one {command[1]} may be given here (the access policy allows: {allowed}).",
+            title="Job not allowed",
+        )
+    for a in args:
+        value = a.split("=", 1)[1] if a.startswith("-") and "=" in a else a
+        if value.startswith(("/", "~")) or "://" in value:
+            gate.check_allowed(value, "job")
+    return os.path.dirname(script)
+
+
+def made_for(content: bytes, user: str) -> None:
+    """A download was made for ``user``: it is served to them (``download_owners``), to nobody else."""
+    digest = hashlib.sha256(content).hexdigest()
+    with _lock:
+        _MADE_FOR.setdefault(digest, set()).add(user)
+        _MADE_FOR.move_to_end(digest)
+        while len(_MADE_FOR) > MAX_DOWNLOADS:
+            _MADE_FOR.popitem(last=False)
+
+
+def download_owners(digest: str) -> frozenset[str]:
+    """The users a download (by its sha256) was made for."""
+    with _lock:
+        return frozenset(_MADE_FOR.get(digest, ()))
 
 
 def audit(policy: Policy | None, entry: dict[str, Any]) -> None:

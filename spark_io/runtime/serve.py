@@ -1,22 +1,28 @@
 """A warm engine for the CLI: a local Spark Connect server started once, used by later commands.
 
 ``cli.py serve`` starts the pinned PySpark's Connect server (``sbin/start-connect-server.sh``) on
-a free loopback port and records its URL in ``STATELENS_SERVE_DIR`` (default
-``~/.cache/statelens/serve``); every later CLI command that needs Spark finds it there and
-connects instead of starting a JVM (unless ``--master``, ``--remote`` or ``SPARK_REMOTE`` say
-otherwise). ``cli.py serve --stop`` ends it.
+a free loopback port, with a random token it asks of every client (Spark Connect's own pre-shared
+key: ``SPARK_CONNECT_AUTHENTICATE_TOKEN``), and records its URL and token in ``STATELENS_SERVE_DIR``
+(default ``~/.cache/statelens/serve``, a folder only its user may read); every later CLI command
+of that user that needs Spark finds it there and connects instead of starting a JVM (unless
+``--master``, ``--remote`` or ``SPARK_REMOTE`` say otherwise), checking its paths against the
+allowed roots first as without it. Nobody else who can reach the port gets an answer. Under a
+team's access policy it starts only where the policy says ``[serve] enabled = true``.
+``cli.py serve --stop`` ends it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from analysis.core.errors import SparkUnavailable
+from analysis.core.errors import InvalidInput, SparkUnavailable
+from spark_io.runtime.policy import load_policy
 from spark_io.runtime.session import connect_problem, java_problem
 
 START_TIMEOUT_S = 120
@@ -30,26 +36,46 @@ def _state_file() -> Path:
     return serve_dir() / "server.json"
 
 
-def _env() -> dict[str, str]:
+def _env(token: str | None = None) -> dict[str, str]:
     import pyspark
 
     d = serve_dir()
-    return {
+    env = {
         **os.environ,
         "SPARK_HOME": str(Path(pyspark.__file__).parent),
         "SPARK_LOG_DIR": str(d),
         "SPARK_PID_DIR": str(d),
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
+    env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+    if token:
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token  # the server asks every client for it
+    return env
 
 
 def running() -> str | None:
-    """The URL of the served engine when it answers, else None."""
+    """The URL (with its token) of the served engine when it answers, else None."""
     try:
         url = json.loads(_state_file().read_text())["url"]
     except (OSError, ValueError, KeyError):
         return None
     return url if connect_problem(url, timeout=1.0) is None else None
+
+
+def shown(url: str) -> str:
+    """The URL without its token, to print."""
+    return url.split("/;", 1)[0]
+
+
+def _refusal() -> str | None:
+    """Why ``serve`` may not start here (a team's access policy that does not enable it), or None."""
+    policy = load_policy()
+    if policy is not None and not policy.serve:
+        return (
+            "A shared server's access policy is in effect (STATELENS_POLICY) and does not enable the warm engine: "
+            "add [serve] enabled = true to it to let `serve` start a token-protected Spark Connect server on this host."
+        )
+    return None
 
 
 def _free_port() -> int:
@@ -60,6 +86,9 @@ def _free_port() -> int:
 
 def start() -> tuple[str, bool]:
     """(URL, started now): the running engine, or a new one."""
+    refusal = _refusal()
+    if refusal:
+        raise InvalidInput(refusal)
     url = running()
     if url:
         return url, False
@@ -69,8 +98,10 @@ def start() -> tuple[str, bool]:
     import pyspark
 
     d = serve_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(d, 0o700)  # the token is read from here: its user's alone
     port = _free_port()
+    token = secrets.token_urlsafe(32)
     script = Path(pyspark.__file__).parent / "sbin" / "start-connect-server.sh"
     confs = {
         "spark.connect.grpc.binding.port": str(port),
@@ -80,16 +111,19 @@ def start() -> tuple[str, bool]:
         "spark.local.dir": str(d / "scratch"),
     }
     args = ["bash", str(script)] + [x for k, v in confs.items() for x in ("--conf", f"{k}={v}")]
-    r = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=START_TIMEOUT_S)
+    r = subprocess.run(args, env=_env(token), capture_output=True, text=True, timeout=START_TIMEOUT_S)
     if r.returncode != 0:
         raise SparkUnavailable(f"The Spark Connect server did not start: {(r.stdout + r.stderr).strip()[-300:]}")
-    url = f"sc://127.0.0.1:{port}"
+    # "localhost": PySpark sends a token over loopback without TLS only to that name
+    url = f"sc://localhost:{port}/;token={token}"
     deadline = time.time() + START_TIMEOUT_S
     while connect_problem(url, timeout=1.0) is not None:
         if time.time() > deadline:
             raise SparkUnavailable(f"The Spark Connect server did not answer within {START_TIMEOUT_S} s: see the logs in {d}.")
         time.sleep(0.5)
-    _state_file().write_text(json.dumps({"url": url, "port": port}))
+    fd = os.open(_state_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"url": url, "port": port}, f)
     return url, True
 
 

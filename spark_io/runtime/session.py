@@ -9,7 +9,6 @@ folder State Lens owns and removes at exit, never next to a checkpoint.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import re
@@ -17,13 +16,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
 from analysis.core.errors import SparkUnavailable, option
+from spark_io.runtime import scratch
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,6 @@ LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.propert
 _lock = threading.RLock()
 _session: Any = None
 _target = SparkTarget(master=os.environ.get("STATELENS_MASTER"), remote=os.environ.get("SPARK_REMOTE"))
-_scratch: str | None = None
 
 
 def configure(master: str | None = None, remote: str | None = None, served: bool = False) -> None:
@@ -97,12 +95,10 @@ def java_problem() -> str | None:
 
 
 def scratch_dir() -> str:
-    """A temporary folder State Lens owns (removed at exit): Spark scratch space, Parquet spills."""
-    global _scratch
-    if _scratch is None:
-        _scratch = tempfile.mkdtemp(prefix="statelens-spark-")
-        atexit.register(shutil.rmtree, _scratch, True)
-    return _scratch
+    """Spark's scratch space: a folder of the process's own (``scratch.process_dir``, removed at exit)."""
+    folder = os.path.join(scratch.process_dir(), "spark")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
 
 
 def connect_problem(remote: str, timeout: float = 5.0) -> str | None:

@@ -1,6 +1,7 @@
 """The one way to checkpoint files, input files and event logs: a local folder, or S3, ADLS/Blob
 and GCS read natively (``cloud.py``), with a local cache of immutable state files (``cache.py``).
-Nothing outside this package opens a path of the user's."""
+Nothing outside this package opens a path of the user's, and nothing here opens one without the
+gate (``gate.py``): each file checked where it really is, as it is opened."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from analysis.core.errors import StorageError
 from spark_io.storage import downloads
 from spark_io.storage.base import Entry, Storage, question
 from spark_io.storage.cloud import CloudStorage
+from spark_io.storage.gate import check_allowed, check_uri
 from spark_io.storage.local import LocalStorage
-from spark_io.storage.locations import check_allowed, cloud_of, is_local, local_path
+from spark_io.storage.locations import cloud_of, is_local, local_path
 
 __all__ = ["CloudStorage", "Entry", "LocalStorage", "Storage", "downloads", "is_native", "open_storage", "question"]
 
@@ -31,4 +33,4 @@ def open_storage(path: str, check: bool = True, what: str = "checkpoint") -> Sto
         raise StorageError(
             f"{path}: State Lens reads local folders, s3://, abfss://, wasbs:// and gs:// itself; this one goes through Spark."
         )
-    return CloudStorage(cloud, path)
+    return CloudStorage(cloud, path, check_uri)

@@ -18,6 +18,7 @@ import re
 import threading
 import urllib.parse
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from analysis.core.errors import StorageError
@@ -91,11 +92,21 @@ def _entry(info: pafs.FileInfo, base: str) -> Entry:
 class CloudStorage(Storage):
     remote = True
 
-    def __init__(self, cloud: Cloud, uri: str) -> None:
+    def __init__(self, cloud: Cloud, uri: str, admit: Callable[[str], None] | None = None) -> None:
+        """``admit``: refuses an object's URI that lies outside what may be read (``gate.check_uri``),
+        asked before every listing and read."""
         self.cloud = cloud
         self.uri = uri.strip().rstrip("/")
         self.key, self.base, self.prefix = cloud.split(self.uri)
         self.base = self.base.rstrip("/")
+        self._admit = admit
+
+    def _checked(self, rel: str) -> str:
+        """``rel``'s URI, once it may be read."""
+        uri = self.where(rel)
+        if self._admit is not None:
+            self._admit(uri)
+        return uri
 
     @property
     def fs(self) -> pafs.FileSystem:
@@ -115,11 +126,12 @@ class CloudStorage(Storage):
         return StorageError(message)
 
     def child(self, rel: str) -> CloudStorage:
-        return CloudStorage(self.cloud, self.where(rel)) if rel else self
+        return CloudStorage(self.cloud, self.where(rel), self._admit) if rel else self
 
     def info(self, rel: str) -> Entry | None:
         import pyarrow.fs as pafs
 
+        self._checked(rel)
         try:
             info = self.fs.get_file_info(self._path(rel))
         except OSError as e:
@@ -139,12 +151,14 @@ class CloudStorage(Storage):
         return sorted((_entry(i, self.base) for i in infos), key=lambda x: x.path)
 
     def listdir(self, rel: str) -> list[Entry]:
+        self._checked(rel)
         known = self._known_below(rel)
         if known is None and self.cloud.lists_folders:
             return remembered(f"list {self.where(rel)}", lambda: self._select(rel, False))
         return _children(self._below(rel) if known is None else known, rel)
 
     def walk(self, rel: str, unreadable: list[str] | None = None) -> list[Entry]:
+        self._checked(rel)
         return [e for e in self._below(rel) if not e.is_dir]
 
     def _known_below(self, rel: str) -> list[Entry] | None:
@@ -196,6 +210,7 @@ class CloudStorage(Storage):
         return data
 
     def read(self, rel: str, entry: Entry | None = None) -> bytes:
+        self._checked(rel)
         entry = entry or self._listed(rel)
         if not IMMUTABLE.search(rel) or (entry is None and not _STATE.search(rel)):
             return self._download(rel, entry.size if entry else None)
@@ -230,6 +245,7 @@ class CloudStorage(Storage):
         )
 
     def open(self, rel: str, entry: Entry | None = None) -> BinaryIO:
+        self._checked(rel)
         if IMMUTABLE.search(rel):
             e = self._entry_of(rel, entry)
             hit = shared().get(self.where(rel), e.size, e.mtime_ns)
@@ -241,6 +257,7 @@ class CloudStorage(Storage):
             raise self._failed(rel, e) from e
 
     def local_file(self, rel: str, entry: Entry | None = None) -> str:
+        self._checked(rel)
         if not IMMUTABLE.search(rel):
             raise StorageError(f"{self.where(rel)} may change while it is read: it is not copied to the local cache.")
         return self._cached(rel, entry)

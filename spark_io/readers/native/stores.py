@@ -15,7 +15,6 @@ Missing files are errors that name them, as Spark's are; nothing is skipped.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import re
@@ -32,6 +31,7 @@ from typing import Any, cast
 from analysis.core.errors import NativeUnsupported, StateReadError
 from spark_io.readers.native import kernels
 from spark_io.readers.native.records import Chain, Records, changelog_header, decompressed, from_pairs, scan_file
+from spark_io.runtime import scratch
 from spark_io.storage import Entry, Storage
 
 ZIP_WHOLE_BYTES = 4 << 20  # a RocksDB snapshot zip up to this size is fetched whole and cached
@@ -193,8 +193,7 @@ def _scratch() -> str:
     """A folder State Lens owns for unpacked RocksDB snapshots (removed at exit; never the checkpoint)."""
     with _SCRATCH_LOCK:
         if not _SCRATCH:
-            _SCRATCH.append(tempfile.mkdtemp(prefix="statelens-rocksdb-"))
-            atexit.register(shutil.rmtree, _SCRATCH[0], True)
+            _SCRATCH.append(tempfile.mkdtemp(prefix="rocksdb-", dir=scratch.process_dir()))
         return _SCRATCH[0]
 
 
