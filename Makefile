@@ -29,4 +29,5 @@ bench:      ## benchmarks (the first run builds the 1M- and 5M-key checkpoints, 
 	.venv/bin/python bench/bench_load.py
 	.venv/bin/python bench/bench_formats.py
 	.venv/bin/python bench/bench_remote.py
+	.venv/bin/python bench/bench_gate.py
 	.venv/bin/python bench/bench_big_state.py

@@ -135,8 +135,8 @@ nav = st.navigation(sections)
 st.session_state["_page"] = nav.url_path or "overview"
 try:
     with asking():
-        auth.page_offered(requested_page(), {p.url_path for pages in sections.values() for p in pages})
-        nav.run()
+        if auth.page_offered(requested_page(), {p.url_path for pages in sections.values() for p in pages}):
+            nav.run()
 finally:  # a page that stops early (st.stop) is still a question asked
     auth.question(
         page=st.session_state["_page"],

@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
             with _download_progress(args), statelens.question():
                 args.func(args)
     except statelens.StateLensError as e:
+        statelens.refused(e)  # in the policy's audit log, when there is one
         print(f"statelens: {e.title}: {e.message}".replace("\n", " "), file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. piped into head

@@ -124,6 +124,16 @@ def agg_1m(batches: int = 4, per_batch: int = 250_000) -> Path:
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
+def agg_files(batches: int = 64, per_batch: int = 2_000) -> Path:
+    """``agg_files``: count and sum per key over ever-new keys on the HDFS store, 16 partitions, 64
+    batches: over a thousand state files (a delta and its checksum per partition and batch, and
+    the snapshots), 128,000 keys."""
+    dest = DATA / f"agg_files_{batches}"
+    if (dest / "commits" / str(batches - 1)).exists():
+        return dest
+    return _aggregation(dest, batches, per_batch, {"spark.sql.shuffle.partitions": "16"})
+
+
 def agg_5m(provider: str = "rocksdb", batches: int = 20, per_batch: int = 250_000) -> Path:
     """``agg_5m_rocksdb`` / ``agg_5m_hdfs``: count and sum per key with no watermark over ever-new
     keys, 8 partitions, 20 batches of 250,000 new keys: 5,000,000 state keys. RocksDB with

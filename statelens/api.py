@@ -87,8 +87,23 @@ def audit_refusals(door: str, command: str) -> None:
     policy = load_policy()
     if policy is None or not policy.audit_log:
         return
-    user = getpass.getuser()
-    noting(lambda line: audit(policy, {"event": "refused", "user": user, "door": door, "command": command, "reason": line}))
+    user, seen = getpass.getuser(), set()
+
+    def noted(line: str) -> None:
+        if line not in seen:
+            seen.add(line)
+            audit(policy, {"event": "refused", "user": user, "door": door, "command": command, "reason": line})
+
+    noting(noted)
+
+
+def refused(error: StateLensError) -> None:
+    """A refusal this process answers with (a statement the SQL gateway does not run ...), noted where
+    refusals are audited (``audit_refusals``; the gate notes its own)."""
+    from spark_io.storage.gate import note
+
+    if error.refusal:
+        note(error.message)
 
 
 def serve() -> tuple[str, bool]:

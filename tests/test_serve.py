@@ -37,6 +37,16 @@ def test_serve_two_commands_and_stop(tmp_path: Path) -> None:
         ), first.stderr
         again = cli("serve", env=env)
         assert again.returncode == 0 and again.stdout.startswith("already serving"), again.stderr
+        # the engine answers only with its token, kept where only its user reads it
+        state = tmp_path / "serve" / "server.json"
+        assert state.stat().st_mode & 0o777 == 0o600 and (tmp_path / "serve").stat().st_mode & 0o777 == 0o700
+        port = json.loads(state.read_text())["port"]
+        for url in (f"sc://localhost:{port}", f"sc://127.0.0.1:{port}", f"sc://localhost:{port}/;token=guess"):
+            probe = subprocess.run(
+                [sys.executable, "-c", f"from pyspark.sql import SparkSession as S; S.builder.remote({url!r}).getOrCreate().range(1).collect()"],
+                capture_output=True, text=True, env=env, timeout=300,
+            )  # fmt: skip
+            assert probe.returncode != 0 and "UNAUTHENTICATED" in probe.stderr, (url, probe.stderr[-1500:])
         for key, verdict in (("ord-154", "condition_not_met"), ("ord-0", "evicted")):
             # Spark reads: the served engine answers, no JVM of the command's own (no Java here)
             r = cli("why-missing", sample("join_hdfs"), key, "--json", "--engine", "spark", env=no_java)

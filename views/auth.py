@@ -138,17 +138,18 @@ def refused(reason: str) -> None:
 PATHS_KEY = "_statelens_paths"
 
 
-def page_offered(requested: str, offered: set[str]) -> None:
-    """Stop the run at one error when a signed-in user's address asks for a page not offered to them
-    (a hidden page by URL), written in the audit line as refused. Without a policy nothing happens."""
+def page_offered(requested: str, offered: set[str]) -> bool:
+    """Whether the page runs: not when a signed-in user's address asks for a page not offered to them
+    (a hidden page by URL), which is one error instead, written in the run's audit line as refused.
+    Without a policy every page runs."""
     who = current()
     if who is None or not requested or requested in offered:
-        return
+        return True
     st.session_state["_page"] = requested
     reason = f"There is no page '{requested}' for {who.user}."
     refused(reason)
     st.error(f"**Page not available.** {reason} Open one of the pages in the sidebar.")
-    st.stop()
+    return False
 
 
 def typed(what: str, path: str) -> None:

@@ -32,7 +32,7 @@ if info is not None:
         rules = {j.describe(): ", ".join(j.args) or "none" for j in who.jobs}
         st.caption(
             "The jobs your groups may run, as the access policy names them; the arguments each may be given: "
-            + ("; ".join(f"{k}: {v}" for k, v in rules.items()) or "none")
+            + ("; ".join(f"`{k}`: `{v}`" for k, v in rules.items()) or "none")
             + ". It runs in its script's folder, and an argument naming a path must name one you may open."
         )
     arguments = st.text_input(

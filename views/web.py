@@ -70,6 +70,14 @@ def _media_file(name: str) -> Any:
     return runtime.get_instance().media_file_mgr.read_file(name)
 
 
+def _route(path: str) -> str:
+    """A request's path within the app (Streamlit's ``server.baseUrlPath`` taken off)."""
+    from streamlit import config
+
+    base = "/" + str(config.get_option("server.baseUrlPath") or "").strip("/")
+    return path[len(base) :] if base != "/" and (path == base or path.startswith(base + "/")) else path
+
+
 class Guard:
     """ASGI middleware: a download only to the user who made it (on a server with a policy)."""
 
@@ -77,7 +85,7 @@ class Guard:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and MEDIA in scope.get("path", ""):
+        if scope["type"] == "http" and _route(scope.get("path", "")).startswith(MEDIA):
             refusal = self.refusal(Request(scope))
             if refusal is not None:
                 await refusal(scope, receive, send)
@@ -88,7 +96,7 @@ class Guard:
         policy = load_policy()
         if policy is None:
             return None
-        name = request.url.path.rsplit(MEDIA, 1)[-1]
+        name = _route(request.url.path)[len(MEDIA) :]
         user = requester(policy, request)
         if user is None:
             audit(policy, {"event": "download refused", "user": None, "file": name, "reason": "no identity"})

@@ -16,6 +16,7 @@ from analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.access import state_access
+from spark_io.storage.gate import check_allowed
 
 
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
@@ -51,7 +52,11 @@ def why_missing(
     query's progress and plans are (an event log or progress JSON lines), read for the whole query,
     for an event time, a join's plan or an aggregation's output mode, unless its ``progress`` is
     given. ``access``: the state to read (kept between questions), else the engine's;
-    ``searched``: the input files already searched for these keys."""
+    ``searched``: the input files already searched for these keys. The input and sink folders given
+    are refused up front when outside what may be read."""
+    for folder, what in ((q.input_root, "input"), (q.sink, "sink")):
+        if folder:
+            check_allowed(folder, what)
     info = info or read_checkpoint(path)
     if (
         progress is None and q.event_log

@@ -268,20 +268,23 @@ def _real_of(fd: int, path: str) -> str:
     return os.path.realpath(path)  # pragma: no cover - Linux has /proc
 
 
-def _link_out(path: str, b: Bounds) -> str:
-    """The first component of ``path`` that is a link leading outside ``b`` (``path`` itself when none
-    is found: a component swapped while it was opened)."""
+def _link_out(path: str, b: Bounds) -> str | None:
+    """The first component of ``path`` that is a link leading outside ``b`` (None: none, now)."""
     parts = os.path.abspath(path).split(os.sep)
     for i in range(2, len(parts) + 1):
         head = os.sep.join(parts[:i])
         if os.path.islink(head) and not b.admits(os.path.realpath(head)):
             return head
-    return path
+    return None
 
 
 def outside(path: str, b: Bounds) -> NotAllowed:
-    """The refusal of a local path that leads outside the bounds: one line naming the link."""
-    return refused_link(_link_out(path, b), b)
+    """The refusal of a local path that leads outside the bounds: one line naming the link (or the path,
+    where no link is to blame: State Lens's own folders, a link swapped back since)."""
+    link = _link_out(path, b)
+    if link is None:
+        return _refused(f"{path} is outside the folders {b.who} may open: it was not read.", "Not allowed")
+    return refused_link(link, b)
 
 
 def refused_link(link: str, b: Bounds) -> NotAllowed:

@@ -6,14 +6,8 @@ each question. Then the same policy behind a reverse proxy's identity headers.""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +15,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from conftest import free_port
-from support import ARTIFACTS, ROOT, SAMPLES, sample
+import signin
+from signin import audit_lines, link
+from support import ARTIFACTS, SAMPLES, sample
 
 A = sample("join_hdfs")  # group payments
 B = sample("outer_join_clicks")  # group ads
@@ -33,20 +28,6 @@ USERS = {
 REFUSED = "Checkpoint not allowed"
 
 
-def wait_for(url: str, proc: subprocess.Popen[Any], log: Path, what: str) -> None:
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"{what} exited: {log.read_text()[-2000:]}")
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    pytest.fail(f"{what} did not start: {log.read_text()[-2000:]}")
-
-
 def policy_text(mode: str, audit: Path) -> str:
     return (
         f'[auth]\nmode = "{mode}"\naudit_log = "{audit}"\n'
@@ -55,77 +36,27 @@ def policy_text(mode: str, audit: Path) -> str:
     )
 
 
-def serve(tmp: Path, mode: str, secrets: str | None) -> Iterator[tuple[str, Path]]:
-    """The app as the README deploys it for a team (``statelens app``), with the policy; its working
-    folder holds .streamlit/secrets.toml (Streamlit reads it there)."""
-    port = free_port()
-    audit = tmp / "audit.jsonl"
-    (tmp / "policy.toml").write_text(policy_text(mode, audit))
-    if secrets is not None:
-        (tmp / ".streamlit").mkdir()
-        (tmp / ".streamlit" / "secrets.toml").write_text(secrets.replace("APP_PORT", str(port)))
-    log_path = ARTIFACTS / f"streamlit-sign-in-{mode}.log"
-    ARTIFACTS.mkdir(exist_ok=True)
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "cli.py"), "app", "--server.headless", "true", "--server.port", str(port)],
-            cwd=tmp,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "STATELENS_POLICY": str(tmp / "policy.toml")},
-        )
-        url = f"http://127.0.0.1:{port}"
-        wait_for(url + "/_stcore/health", proc, log_path, "the State Lens server")
-        yield url, audit
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("oidc") / "oidc.log"
-    claims = [a for u in USERS.values() for a in ("--user-claims", json.dumps(u))]
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "oidc_provider_mock", "--port", str(port), *claims], stdout=log, stderr=subprocess.STDOUT
-        )
-        url = f"http://127.0.0.1:{port}"
-        wait_for(url + "/.well-known/openid-configuration", proc, log_path, "the OpenID Connect provider")
-        yield url
-        proc.terminate()
-        proc.wait(timeout=30)
+    yield from signin.provider(tmp_path_factory.mktemp("oidc"), USERS)
 
 
 @pytest.fixture(scope="module")
 def oidc_app(provider: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    secrets = (
-        '[auth]\nredirect_uri = "http://127.0.0.1:APP_PORT/oauth2callback"\n'
-        'cookie_secret = "state-lens-test-cookie-secret-0123456789"\n'
-        'client_id = "state-lens"\nclient_secret = "state-lens-secret"\n'
-        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n'
-    )
-    yield from serve(tmp_path_factory.mktemp("oidc-app"), "oidc", secrets)
+    folder = tmp_path_factory.mktemp("oidc-app")
+    for url in signin.serve(folder, policy_text("oidc", folder / "audit.jsonl"), signin.oidc_secrets(provider), "sign-in-oidc"):
+        yield url, folder / "audit.jsonl"
 
 
 @pytest.fixture(scope="module")
 def proxy_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    yield from serve(tmp_path_factory.mktemp("proxy-app"), "proxy", None)
+    folder = tmp_path_factory.mktemp("proxy-app")
+    for url in signin.serve(folder, policy_text("proxy", folder / "audit.jsonl"), None, "sign-in-proxy"):
+        yield url, folder / "audit.jsonl"
 
 
 def sign_in(page: Any, url: str, user: str) -> None:
-    page.goto(url)
-    page.get_by_role("button", name="Sign in").click()
-    page.get_by_role("button", name=user).click()  # the provider's page: a predefined user
-    expect(page.get_by_text(USERS[user]["email"])).to_be_visible(timeout=60_000)
-
-
-def audit_lines(audit: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
-
-
-def link(url: str, page_path: str, **params: str) -> str:
-    return f"{url}/{page_path}?{urllib.parse.urlencode(params)}"
+    signin.sign_in(page, url, user, USERS[user]["email"])
 
 
 def test_signed_out_sees_only_the_sign_in_page(oidc_app: tuple[str, Path], page: Any) -> None:
