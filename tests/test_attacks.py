@@ -164,6 +164,10 @@ SQL_ESCAPES = [
 
 
 def test_sql_escapes_are_refused_and_audited(teams: Teams, door: tuple[dict[str, str], Path]) -> None:
+    """Every escape through the SQL gateway, in one process; three of them through the CLI's door too
+    (one line, exit 2, audited)."""
+    import statelens
+
     env, audit = door
     paths = {
         "inp": teams.pay / "inputs" / "orders" / "part-00000.csv",
@@ -172,12 +176,18 @@ def test_sql_escapes_are_refused_and_audited(teams: Teams, door: tuple[dict[str,
         "pay": teams.pay,
         "ads": teams.ads,
     }
-    before = len(audited(audit))
+    cp = statelens.open(str(teams.clicks))
     for sql in SQL_ESCAPES:
-        refused(teams, cli(env, "sql", str(teams.clicks), sql.format(**paths)), "SQL not allowed")
+        with pytest.raises(statelens.StateLensError) as e:
+            cp.sql(sql.format(**paths))
+        assert e.value.title == "SQL not allowed" and e.value.refusal and not teams.leaked(str(e.value)), sql
     assert not (teams.ads / "out.csv").exists() and not (teams.ads / "dump").exists()
+    before = len(audited(audit))
+    door_sql = [SQL_ESCAPES[2], SQL_ESCAPES[7], SQL_ESCAPES[17]]  # read payments' sink, list their files, write a file
+    for sql in door_sql:
+        refused(teams, cli(env, "sql", str(teams.clicks), sql.format(**paths)), "SQL not allowed")
     new = audited(audit)[before:]
-    assert len(new) == len(SQL_ESCAPES) and all("State Lens SQL reads only" in str(x["reason"]) for x in new)
+    assert len(new) == len(door_sql) and all("State Lens SQL reads only" in str(x["reason"]) for x in new)
 
 
 def test_one_sessions_spilled_state_is_out_of_anothers_sql(teams: Teams, spark: object) -> None:

@@ -63,11 +63,15 @@ def requester(policy: Policy, request: Request) -> str | None:
 
 
 def _media_file(name: str) -> Any:
+    """The stored file (None: none such: Streamlit answers 404); raises where the storage cannot say."""
     from streamlit import runtime
 
     if not runtime.exists():
         return None
-    return runtime.get_instance().media_file_mgr.read_file(name)
+    manager = runtime.get_instance().media_file_mgr
+    if not manager.can_read_files:
+        raise LookupError("this media storage cannot be checked")
+    return manager.read_file(name)
 
 
 def _route(path: str) -> str:
@@ -101,7 +105,11 @@ class Guard:
         if user is None:
             audit(policy, {"event": "download refused", "user": None, "file": name, "reason": "no identity"})
             return PlainTextResponse("Sign in to State Lens to download.", status_code=401)
-        media = _media_file(name)
+        try:
+            media = _media_file(name)
+        except LookupError as e:  # what cannot be checked is not served
+            audit(policy, {"event": "download refused", "user": user, "file": name, "reason": str(e)})
+            return PlainTextResponse("This download cannot be checked: it is not served.", status_code=403)
         if media is None:
             return None  # Streamlit answers 404
         from streamlit.runtime.media_file_storage import MediaFileKind

@@ -241,8 +241,12 @@ class Truth:
     # ---- what every operator's state holds at the last batch (Spark's reader)
 
     def _held(self, spark: Any) -> dict[str, int]:
-        """rid -> the operator nearest the output whose state holds it at the last batch."""
-        p, cp = self.p, str(self.folder / "checkpoint")
+        """rid -> the operator nearest the output whose state holds it at the last batch. A pipeline
+        moved from where it ran (the committed ones) is read where its transformWithState metadata
+        finds its schema files (``read_location``: the same files, the recorded paths moved)."""
+        from spark_io.logs.overlay import read_location
+
+        p, cp = self.p, read_location(str(self.folder / "checkpoint"))
         reads: list[tuple[int, dict[str, str]]] = []
         for op, kind in {x for path in self.ops.values() for x in path}:
             if kind == "join":
