@@ -192,7 +192,8 @@ def test_sql_escapes_are_refused_and_audited(teams: Teams, door: tuple[dict[str,
 
 def test_one_sessions_spilled_state_is_out_of_anothers_sql(teams: Teams, spark: object) -> None:
     """Two users' sessions, each spilling a table past its row budget: neither's SQL reads or overwrites
-    the other's spill (DuckDB opens no file at all; each session's scratch is its own)."""
+    the other's spill or DuckDB folder (each session's scratch is its own; DuckDB opens no file outside
+    its own session's DuckDB folder)."""
     import statelens
     from spark_io.runtime import scratch
     from spark_io.storage.gate import UserRoots, as_user
@@ -207,7 +208,14 @@ def test_one_sessions_spilled_state_is_out_of_anothers_sql(teams: Teams, spark: 
     (a, counted), (b, _) = answers
     spilled = a.loaded["op0_left"].spilled
     assert spilled and spilled.startswith(folders[0]) and counted[0]["n"] > 10
-    for sql in (f"SELECT * FROM read_parquet('{spilled}/*.parquet')", f"COPY (SELECT 1 AS key) TO '{spilled}/forged.parquet'"):
+    temp = a.execute("SELECT current_setting('temp_directory') AS t").table.to_pylist()[0]["t"]
+    assert temp.startswith(folders[0])
+    for sql in (
+        f"SELECT * FROM read_parquet('{spilled}/*.parquet')",
+        f"COPY (SELECT 1 AS key) TO '{spilled}/forged.parquet'",
+        f"COPY (SELECT 1 AS key) TO '{temp}/forged.csv'",
+        f"SELECT * FROM glob('{folders[0]}/*')",
+    ):
         with pytest.raises(statelens.StateLensError, match="State Lens SQL reads only"):
             b.execute(sql)
     assert a.execute("SELECT count(*) AS n FROM op0_left").table.to_pylist() == counted  # unchanged

@@ -162,12 +162,14 @@ _STRING = re.compile(r"'(?:[^']|'')*'")
 
 
 def _locked_connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB that can read nothing but what State Lens hands it (Arrow tables, and
-    spilled tables as Arrow datasets, scanned by Arrow): no file access at all, no extensions, no
-    configuration changes. Its own temporary files (a large sort) go to the session's scratch folder."""
+    """An in-memory DuckDB that reads what State Lens hands it (Arrow tables, and spilled tables as
+    Arrow datasets, scanned by Arrow): no extensions, no configuration changes, no file outside its
+    session's own DuckDB folder (where it spills a large sort: DuckDB allows its temporary folder,
+    which holds nothing else). Its settings name that folder, not the server's home."""
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    temp = session_dir("duckdb").replace("'", "''")
-    con.execute(f"SET temp_directory = '{temp}'")
+    own = session_dir("duckdb").replace("'", "''")
+    for setting in ("temp_directory", "secret_directory", "extension_directory", "home_directory"):
+        con.execute(f"SET {setting} = '{own}'")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

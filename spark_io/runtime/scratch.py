@@ -9,7 +9,8 @@
   notebook process is one user, with one folder.
 
 The gate never opens any of it for a user (``gate.private``), and the SQL gateway's DuckDB opens no
-file at all: one session's scratch cannot be read or written from another's.
+file outside its own session's DuckDB folder: one session's scratch cannot be read or written from
+another's.
 """
 
 from __future__ import annotations
