@@ -32,6 +32,7 @@ from spark_io.preflight.scratch import Scratch, scratch_copy
 from spark_io.preflight.sink import sink_columns
 from spark_io.preflight.stored import StoredFacts, state_size, stored_facts
 from spark_io.runtime.policy import check_job
+from spark_io.runtime.scratch import session_dir
 from spark_io.storage import LocalStorage
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -142,7 +143,7 @@ def preflight(
     if not command:
         raise no_command("job's", "preflight CHECKPOINT")
     info = read_checkpoint(checkpoint)
-    with tempfile.TemporaryDirectory(prefix="statelens-preflight-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="preflight-", dir=session_dir()) as tmp:
         scratch = scratch_copy(info, Path(tmp) / "checkpoint")
         env = {redirect.ENV_SCRATCH: str(scratch.path), redirect.ENV_PLANNED: json.dumps(_planned(scratch))}
         job = JobProcess(checkpoint, info, Path(tmp), env)
@@ -190,7 +191,7 @@ def judge_writer(checkpoint: str, build: Callable[[Any], Any], spark: Any, event
     """The Python API: ``build(spark)`` returns the changed query's streaming DataFrame or its
     ``DataStreamWriter``; it is started here, on a scratch copy, into ``noop``, for one batch."""
     info = read_checkpoint(checkpoint)
-    with tempfile.TemporaryDirectory(prefix="statelens-preflight-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="preflight-", dir=session_dir()) as tmp:
         scratch = scratch_copy(info, Path(tmp) / "checkpoint")
         built = build(spark)
         if hasattr(built, "trigger"):  # a DataStreamWriter

@@ -33,6 +33,7 @@ from spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_sour
 from spark_io.preflight import JobProcess, _judged, _old_plan, _planned, no_command, pinned_confs, redirect
 from spark_io.preflight.scratch import scratch_copy
 from spark_io.preflight.stored import state_size, stored_facts
+from spark_io.runtime.scratch import session_dir
 from spark_io.storage import gate
 from spark_io.storage.gate import check_allowed, vet_tree
 from spark_io.storage.locations import is_local, local_path
@@ -233,7 +234,7 @@ def rebuild(
     """Replay ``checkpoint``'s batches with the changed job (``command``, as deployed) into ``to``."""
     if not command:
         raise no_command("changed job's", "rebuild CHECKPOINT --to NEW_CHECKPOINT")
-    with tempfile.TemporaryDirectory(prefix="statelens-rebuild-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rebuild-", dir=session_dir()) as tmp:
         replay = _Replay(checkpoint, to, event_log, accept_watermark_change, progress, Path(tmp))
         plan_path = Path(tmp) / "plan.json"
         plan_path.write_text(json.dumps(replay.plan), "utf-8")
@@ -276,7 +277,7 @@ def rebuild_writer(
 ) -> Rebuild:
     """The Python API: ``build(spark)`` returns the changed query's ``DataStreamWriter``, or its
     streaming DataFrame (written in ``output_mode``); its replay runs in this process, in ``spark``."""
-    with tempfile.TemporaryDirectory(prefix="statelens-rebuild-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rebuild-", dir=session_dir()) as tmp:
         replay = _Replay(checkpoint, to, event_log, accept_watermark_change, progress, Path(tmp))
         built = build(spark)
         if hasattr(built, "trigger"):

@@ -4,7 +4,7 @@
   and logs, overlays of moved checkpoints, RocksDB snapshots unpacked for one read.
 * Inside it, one folder per user session (``session_dir``, 0700): what a question writes for one
   user: SQL spills, DuckDB's temporary files, input files copied to be searched, state written
-  through Parquet. A served app opens one per browser session (``open_session``, bound to each of
+  through Parquet, a preflight's or a rebuild's scratch copy of the checkpoint. A served app opens one per browser session (``open_session``, bound to each of
   its runs with ``bind``) and removes it when the session ends (``close_session``); a CLI or a
   notebook process is one user, with one folder.
 
