@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from support import ROOT, SAMPLES
@@ -29,25 +28,24 @@ MARK = "PAYMARK7Q"  # in every value of payments' query: searched for in whateve
 JOB = ROOT / "tests" / "jobs" / "tenant_job.py"
 
 
-@dataclass(frozen=True)
 class Teams:
-    base: Path
+    """The two teams' folders, under ``base``."""
 
-    @property
-    def pay(self) -> Path:
-        return self.base / "payments"
-
-    @property
-    def ads(self) -> Path:
-        return self.base / "ads"
-
-    @property
-    def orders(self) -> Path:
-        return self.pay / "orders"
-
-    @property
-    def clicks(self) -> Path:
-        return self.ads / "clicks"
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.pay, self.ads = base / "payments", base / "ads"
+        self.orders, self.clicks = self.pay / "orders", self.ads / "clicks"
+        # what ads plants, in their own root
+        self.mirror = self.ads / "mirror"  # a folder whose entries are links into payments' checkpoint
+        self.halfcopy = self.ads / "halfcopy"  # a checkpoint of logs of its own whose state partitions are links
+        self.escape = self.ads / "escape"  # a link given as the checkpoint
+        self.dangling = self.ads / "dangling"  # a link to a place that does not exist
+        self.logs = self.ads / "logs-linked"  # an event-log folder holding links
+        self.sink = self.ads / "sink-linked"  # a sink folder of linked files (its log a copy)
+        self.inputs = self.ads / "inputs-linked"  # a folder of links to payments' input files
+        self.team = self.ads / "team"  # a linked folder, for listings
+        self.crafted = self.ads / "crafted"  # ads's own checkpoint whose sources log names payments' input files
+        self.lookalike = self.base / "ads-evil" / "orders"  # beside ads's root, a folder whose name starts with it
 
     @property
     def query_id(self) -> str:
@@ -71,47 +69,6 @@ class Teams:
         if jobs is not None:
             text += f'run_jobs = true\n[[groups.ads.jobs]]\nfolder = "{jobs}"\nargs = ["--date=*"]\n'
         return text
-
-    # what ads plants, in their own root
-    @property
-    def mirror(self) -> Path:  # a folder whose entries are links into payments' checkpoint
-        return self.ads / "mirror"
-
-    @property
-    def halfcopy(self) -> Path:  # a checkpoint of logs of its own whose state partitions are links
-        return self.ads / "halfcopy"
-
-    @property
-    def escape(self) -> Path:  # a link given as the checkpoint
-        return self.ads / "escape"
-
-    @property
-    def dangling(self) -> Path:  # a link to a place that does not exist
-        return self.ads / "dangling"
-
-    @property
-    def logs(self) -> Path:  # an event-log folder holding links
-        return self.ads / "logs-linked"
-
-    @property
-    def sink(self) -> Path:  # a sink folder of linked files (its log a copy)
-        return self.ads / "sink-linked"
-
-    @property
-    def inputs(self) -> Path:  # a folder of links to payments' input files
-        return self.ads / "inputs-linked"
-
-    @property
-    def team(self) -> Path:  # a linked folder, for listings
-        return self.ads / "team"
-
-    @property
-    def crafted(self) -> Path:  # ads's own checkpoint whose sources log names payments' input files
-        return self.ads / "crafted"
-
-    @property
-    def lookalike(self) -> Path:  # beside ads's root, a folder whose name starts with it
-        return self.base / "ads-evil" / "orders"
 
 
 def _plant(t: Teams) -> None:

@@ -167,9 +167,16 @@ def _locked_connection() -> duckdb.DuckDBPyConnection:
     session's own DuckDB folder (where it spills a large sort: DuckDB allows its temporary folder,
     which holds nothing else). Its settings name that folder, not the server's home."""
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    own = session_dir("duckdb").replace("'", "''")
-    for setting in ("temp_directory", "secret_directory", "extension_directory", "home_directory"):
-        con.execute(f"SET {setting} = '{own}'")
+    # DuckDB allows its temporary folder; the others are names in the session's folder, never made
+    # and not allowed (no extension is installed there, no secret kept)
+    own = session_dir()
+    for setting, folder in (
+        ("temp_directory", session_dir("duckdb")),
+        ("secret_directory", os.path.join(own, "duckdb-secrets")),
+        ("extension_directory", os.path.join(own, "duckdb-extensions")),
+    ):
+        quoted = folder.replace("'", "''")
+        con.execute(f"SET {setting} = '{quoted}'")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
