@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
                 served=command(args.command).SPARK,  # a warm engine `serve` started, for commands that may need Spark
             )
             with _download_progress(args), statelens.question():
-                args.func(args)
+                code = args.func(args)  # a command may answer with an exit code (preflight: 1 when the change fails)
     except statelens.StateLensError as e:
         statelens.refused(e)  # in the policy's audit log, when there is one
         print(f"statelens: {e.title}: {e.message}".replace("\n", " "), file=sys.stderr)
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         print(f"statelens: unexpected error: {type(e).__name__}: {first} (set STATELENS_DEBUG=1 for details)", file=sys.stderr)
         return 2
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def run() -> int:

@@ -20,13 +20,15 @@ def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help='print {"verdict", "error_class", "differences", "warnings", ...}')
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> int:
+    """Exit 0 when the changed job restarts, 1 when it fails (a deploy a CI can gate); bad input is 2."""
     import statelens
 
     result = statelens.open(args.checkpoint).preflight(args.job, event_log=args.event_log, timeout=args.timeout)
+    code = 0 if result.report.verdict == "restarts" else 1
     if args.json:
         dump(result)
-        return
+        return code
     r = result.report
     print(f"{'RESTARTS' if r.verdict == 'restarts' else 'FAILS'}: {r.title}")
     if r.error_class:
@@ -61,3 +63,4 @@ def run(args: argparse.Namespace) -> None:
         f"\nhow: batch {r.batch} run on a scratch copy of the checkpoint into Spark's noop sink (Spark {r.spark_version}); "
         "the checkpoint and the job's sink were not written."
     )
+    return code

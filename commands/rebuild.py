@@ -30,7 +30,8 @@ def _progress(n: int, of: int, batch: int, rows: int) -> None:
     print(f"batch {n} of {of} replayed (batch {batch}, {rows:,} input rows)", file=sys.stderr, flush=True)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> int:
+    """Exit 0 when the changed job restarts on the rebuilt checkpoint, 1 when it does not; bad input is 2."""
     import statelens
 
     result = statelens.open(args.checkpoint).rebuild(
@@ -40,9 +41,10 @@ def run(args: argparse.Namespace) -> None:
         accept_watermark_change=args.accept_watermark_change,
         progress=_progress,
     )
+    code = 0 if result.report.check.verdict == "restarts" else 1
     if args.json:
         dump(result)
-        return
+        return code
     r = result.report
     print(f"REBUILT: {len(r.batches)} batches of {r.checkpoint} replayed with the changed job into {r.to} in {r.seconds:.1f} s")
     for s in r.sources:
@@ -64,3 +66,4 @@ def run(args: argparse.Namespace) -> None:
     print("\nnext:")
     for s in r.next_steps:
         print(f"  - {s}")
+    return code

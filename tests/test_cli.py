@@ -225,3 +225,25 @@ def test_a_load_bigger_than_a_small_driver_answers_through_parquet_in_time() -> 
     assert time.monotonic() - start < 240
     native = run_cli("sql", sample("windowed_agg"), "SELECT count(*) AS n FROM op0", "--json")
     assert json.loads(r.stdout)["rows"] == json.loads(native.stdout)["rows"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "where", "says"),
+    [
+        ("--sink", "missing", "--sink {p} does not exist: give the file sink's folder as it is now"),
+        ("--input-root", "missing", "--input-root {p} does not exist: give the folder the input files are in now"),
+        ("--sink", "file", "--sink {p} is a file, not a folder"),
+    ],
+)
+def test_a_sink_or_input_folder_that_is_not_there_is_one_line_never_silently_unused(
+    tmp_path: Path, flag: str, where: str, says: str
+) -> None:
+    given = tmp_path / "sink"
+    if where == "file":
+        given.write_text("not a folder")
+    r = run_cli("why-missing", sample("file_sink_agg"), "user-1", flag, str(given))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"statelens: Invalid input: {says.format(p=given)}"), lines[0]
+        f"statelens: Invalid input: {says.format(p=given)}" + r.stderr.strip().split(says.format(p=given))[1]
+    ]

@@ -6,6 +6,7 @@ the late arrivals in the input files, the event log's plan and progress, handed 
 from __future__ import annotations
 
 from analysis.core import key_columns
+from analysis.core.errors import InvalidInput, StateLensError, option
 from analysis.core.model import CheckpointInfo, operator_of, resolve_batch
 from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
@@ -16,6 +17,8 @@ from analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.logs.checkpoint import read_checkpoint
 from spark_io.readers.access import state_access
+from spark_io.runtime.engine_choice import reads_natively
+from spark_io.storage import open_storage
 from spark_io.storage.gate import check_allowed
 
 
@@ -38,6 +41,30 @@ def key_field_labels(
     return {f: key_columns.field_label(f, key_columns.key_column(f, by_side)) for f in fields}
 
 
+def _given_folder(folder: str, what: str, flag: str) -> None:
+    """A folder the user gave (``what``: input or sink; ``flag``: how they gave it): refused in one line
+    when outside what may be read, missing, not a folder, or unreadable (never silently unused)."""
+    check_allowed(folder, what)
+    if not reads_natively(folder):
+        return  # storage only Spark reads: the search says so
+    given = option(flag, folder, python=repr(folder))
+    holds = (
+        "the file sink's folder as it is now (the one holding _spark_metadata)"
+        if what == "sink"
+        else "the folder the input files are in now"
+    )
+    try:
+        found = open_storage(folder, check=False).info("")
+    except (OSError, StateLensError) as e:
+        raise InvalidInput(
+            f"{given} cannot be read ({getattr(e, 'message', None) or getattr(e, 'strerror', None) or e}): give {holds}."
+        ) from e
+    if found is None:
+        raise InvalidInput(f"{given} does not exist: give {holds}.")
+    if not found.is_dir:
+        raise InvalidInput(f"{given} is a file, not a folder: give {holds}.")
+
+
 def why_missing(
     path: str,
     q: KeyQuestion,
@@ -53,10 +80,10 @@ def why_missing(
     for an event time, a join's plan or an aggregation's output mode, unless its ``progress`` is
     given. ``access``: the state to read (kept between questions), else the engine's;
     ``searched``: the input files already searched for these keys. The input and sink folders given
-    are refused up front when outside what may be read."""
-    for folder, what in ((q.input_root, "input"), (q.sink, "sink")):
+    are refused up front when outside what may be read, missing or unreadable."""
+    for folder, what, flag in ((q.input_root, "input", "--input-root"), (q.sink, "sink", "--sink")):
         if folder:
-            check_allowed(folder, what)
+            _given_folder(folder, what, flag)
     info = info or read_checkpoint(path)
     if (
         progress is None and q.event_log
