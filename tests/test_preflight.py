@@ -396,6 +396,29 @@ def test_a_renamed_output_column_is_warned_as_the_real_restart_writes_a_second_c
     assert {n for n in names if "events" in n} and {n for n in names if "event_count" in n}
 
 
+def test_an_unchanged_windowed_job_into_parquet_restarts_without_a_sink_warning(spark: Any, tmp_path: Path) -> None:
+    """The very job that wrote the sink, its window flattened into timestamp columns: Spark writes them
+    as INT96 (Arrow reads a naive timestamp) and reads them back as ``timestamp``, as its schema in
+    each file's footer says: no ``sink_schema_changed`` (it was warned on every such job)."""
+    inputs, checkpoint, output = tmp_path / "in", tmp_path / "cp", tmp_path / "out"
+    for b in range(FIRST_BATCHES):
+        cj.write_input(inputs, b)
+    with _confs(spark, cj.confs("windowed_flat", "none")):
+        cj.start(spark, "windowed_flat", "none", inputs, checkpoint, output, sink="files").awaitTermination()
+    assert list(output.glob("*.parquet"))
+    cj.write_input(inputs, FIRST_BATCHES + 10)
+    out = _cli(checkpoint, "windowed_flat", "none", inputs, output, "files")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["verdict"] == "restarts" and r["warnings"] == [], r["warnings"]
+    # the truth: Spark reads the sink's files as one schema, its window columns timestamps
+    read = spark.read.parquet(str(output)).schema
+    assert [(f.name, f.dataType.simpleString()) for f in read][:2] == [("window_start", "timestamp"), ("window_end", "timestamp")]
+    from spark_io.preflight.sink import stored_columns
+
+    assert stored_columns(str(next(output.glob("*.parquet"))))[:2] == [("window_start", "timestamp"), ("window_end", "timestamp")]
+
+
 def test_the_error_class_is_the_cause_not_the_stream_failed_around_it() -> None:
     from spark_io.preflight.redirect import _error_class
 

@@ -3,6 +3,7 @@ with what the changed query writes (``analysis.checkpoint.change.sink_warnings``
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from analysis.core.errors import StateReadError
@@ -49,6 +50,26 @@ def _json_name(t: Any) -> str:
     return str(t.get("type")) if isinstance(t, dict) else str(t)
 
 
+SPARK_SCHEMA = b"org.apache.spark.sql.parquet.row.metadata"  # the schema Spark wrote a file with, in its footer
+
+
+def stored_columns(path: str) -> list[tuple[str, str]]:
+    """(name, type) of a Parquet file's columns as Spark reads them: Spark's own schema from the file's
+    footer (a timestamp Spark wrote as INT96 is a ``timestamp``, not the naive one Arrow reads), else
+    Arrow's reading of it (a file another writer made)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    spark = (meta.metadata or {}).get(SPARK_SCHEMA)
+    if spark:
+        try:
+            fields = json.loads(spark).get("fields", [])
+            return [(str(f["name"]), _json_name(f["type"])) for f in fields]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass  # not Spark's JSON after all: Arrow's reading
+    return [(f.name, _spark_name(f.type)) for f in meta.schema.to_arrow_schema()]
+
+
 def _partition_columns(rel: str) -> set[str]:
     return {part.split("=", 1)[0] for part in rel.split("/")[:-1] if "=" in part}
 
@@ -60,8 +81,6 @@ def sink_columns(
     when there is nothing to compare (another sink, no files yet, the new columns unknown). A file that
     cannot be read raises ``StateReadError``, a sink outside what may be read ``NotAllowed`` (the
     comparison is then said to be not made, and why)."""
-    import pyarrow.parquet as pq
-
     path, fmt = sink.get("path"), str(sink.get("format") or "").lower()
     if not path or fmt != "parquet" or not output_schema or not is_local(str(path)):
         return None
@@ -76,9 +95,9 @@ def sink_columns(
     newest = max(files, key=lambda e: e.mtime_ns)
     partitions = _partition_columns(newest.path)
     try:
-        schema = pq.read_schema(storage.local_file(newest.path))
+        columns = stored_columns(storage.local_file(newest.path))
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
         raise StateReadError(f"{storage.where(newest.path)} could not be read ({str(e).splitlines()[0][:200]})") from e
-    stored = [(f.name, _spark_name(f.type)) for f in schema if f.name not in partitions]
+    stored = [(n, t) for n, t in columns if n not in partitions]
     new = [(str(f["name"]), _json_name(f["type"])) for f in output_schema.get("fields", []) if f["name"] not in partitions]
     return stored, new

@@ -96,6 +96,17 @@ def _windowed_agg(s: dict[str, Any], change: str) -> Any:
     return events.groupBy(*keys).agg(*aggs)
 
 
+def _windowed_flat(s: dict[str, Any], change: str) -> Any:
+    """The windowed aggregation as a file sink's users write it: the window flattened into
+    ``window_start``/``window_end`` columns (timestamps Spark writes to Parquet as INT96)."""
+    from pyspark.sql import functions as F
+
+    counts = _windowed_agg(s, change)
+    return counts.select(
+        F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), *counts.columns[1:]
+    )
+
+
 def _dedup(s: dict[str, Any], change: str) -> Any:
     columns = ["event_id", "event_time"] + (["user_id"] if change == "columns_changed" else [])
     return s["events"].withWatermark("event_time", "10 minutes").dropDuplicates(columns)
@@ -207,6 +218,7 @@ def _tws(s: dict[str, Any], change: str) -> Any:
 QUERIES: dict[str, tuple[Callable[[dict[str, Any], str], Any], list[str], str]] = {
     # query -> (build, its sources, output mode)
     "windowed_agg": (_windowed_agg, ["events"], "update"),
+    "windowed_flat": (_windowed_flat, ["events"], "append"),
     "dedup": (_dedup, ["events"], "append"),
     "join": (_join, ["orders", "payments"], "append"),
     "session": (_session, ["events"], "append"),
