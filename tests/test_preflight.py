@@ -332,6 +332,24 @@ def test_with_the_event_log_the_old_plan_is_compared(
     assert same.verdict == "restarts" and same.warnings == []
 
 
+def test_a_scratch_run_writes_no_event_log_where_the_job_points(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The job as deployed writes its event log into the team's folder: its scratch run must not (its
+    application would land there under the same query id, its batches read as the checkpoint's)."""
+    checkpoint, inputs, logs = _logged_base("windowed_agg", tmp_path_factory)
+    before = tree_checksums(logs)
+    out = run_cli(
+        "preflight", str(checkpoint), "--json", "--",
+        sys.executable, str(JOB), "--query", "windowed_agg", "--change", "none", "--input", str(inputs),
+        "--checkpoint", str(checkpoint), "--output", str(tmp_path_factory.mktemp("out")), "--sink", "foreach_batch",
+        "--event-log", str(logs),
+    )  # fmt: skip
+    assert out.returncode == 0 and json.loads(out.stdout)["verdict"] == "restarts", out.stderr
+    assert tree_checksums(logs) == before  # no new application, nothing appended
+    progress = run_cli("progress", str(checkpoint), "--event-log", str(logs), "--json")
+    assert progress.returncode == 0, progress.stderr
+    assert [b["batch_id"] for b in json.loads(progress.stdout)["batches"]] == logged_batches(checkpoint, "offsets")
+
+
 def preflight_page(checkpoint: Path, inputs: Path, output: Path) -> Any:
     """*Will my change restart?* (an ``AppTest``) run on the windowed aggregation with a key added, as
     deployed: its script, arguments and foreachBatch sink writing under ``output``."""

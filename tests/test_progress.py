@@ -129,6 +129,22 @@ def test_event_log_folder_is_searched_by_query_id(tmp_path: Path) -> None:
         assert len(log.files) == 1
 
 
+def test_batches_past_the_checkpoints_last_are_another_applications_and_left_out(tmp_path: Path) -> None:
+    """A copy of the checkpoint run elsewhere under the same query id (a scratch run, a rebuild) wrote
+    batches past the checkpoint's last into the same folder: they are not the checkpoint's."""
+    info = read_checkpoint(sample("windowed_agg"))
+    last = info.batches[-1].batch_id
+    real = truth("windowed_agg")
+    copies = [{**p, "batchId": last + 1 + i, "runId": "another-run"} for i, p in enumerate(real[-2:])]
+    (tmp_path / "progress.jsonl").write_text("".join(json.dumps(p) + "\n" for p in [*real, *copies]))
+    log = read_progress(str(tmp_path / "progress.jsonl"), info)
+    assert [b.batch_id for b in log.batches] == [p["batchId"] for p in real]
+    assert any(f"past the checkpoint's last batch ({last})" in n for n in log.notes), log.notes
+    (tmp_path / "only.jsonl").write_text("".join(json.dumps(p) + "\n" for p in copies))
+    with pytest.raises(ProgressNotFound, match=r"only for batches .* past the checkpoint's last batch"):
+        read_progress(str(tmp_path / "only.jsonl"), info)
+
+
 def test_event_log_of_another_query_is_refused_with_its_ids() -> None:
     with pytest.raises(ProgressNotFound) as e:
         read_progress(str(EVENT_LOGS / "dedup"), read_checkpoint(sample("join_hdfs")))

@@ -292,14 +292,23 @@ class ProgressLog:
 
 
 def collect(
-    records: Iterable[dict[str, Any]], query_id: str | None, location: str, fmt: str, files: list[str], notes: list[str]
+    records: Iterable[dict[str, Any]],
+    query_id: str | None,
+    location: str,
+    fmt: str,
+    files: list[str],
+    notes: list[str],
+    last_batch: int | None = None,
 ) -> ProgressLog:
-    """The progress of ``query_id`` among ``records``; a clear error when there is none."""
+    """The progress of ``query_id`` among ``records``; a clear error when there is none. ``last_batch``:
+    the checkpoint's last planned batch: a batch past it is another application's (a copy of the
+    checkpoint run elsewhere under the same query id), left out and said."""
     if not query_id:
         raise InvalidInput(
             "The checkpoint has no metadata file, so its query id is unknown and progress cannot be matched to it."
         )
     found: dict[int, BatchProgress] = {}
+    beyond: set[int] = set()
     others: dict[str, int] = {}
     runs: set[str] = set()
     rerun: set[int] = set()
@@ -330,12 +339,21 @@ def collect(
             continue
         if not executed(p):
             continue
+        if last_batch is not None and int(p["batchId"]) > last_batch:
+            beyond.add(int(p["batchId"]))
+            continue
         b = parse_progress(p)
         if b.batch_id in found and found[b.batch_id].run_id != b.run_id:
             rerun.add(b.batch_id)
         found[b.batch_id] = b
         runs.add(b.run_id)
     if not found:
+        if beyond:
+            raise ProgressNotFound(
+                f"{location} holds progress of query {query_id} only for batches {_ranges(sorted(beyond))}, past the "
+                f"checkpoint's last batch ({last_batch}): another application ran a copy of it. Point to the event log "
+                "of the application that ran this checkpoint's query."
+            )
         if not seen:
             raise ProgressNotFound(
                 f"{location} holds no StreamingQueryProgress records: point to a Spark event log "
@@ -347,6 +365,11 @@ def collect(
             "point to the event log of the application that ran this checkpoint's query."
         )
     notes = list(notes)
+    if beyond:
+        notes.append(
+            f"Batches {_ranges(sorted(beyond))} of this query id are past the checkpoint's last batch ({last_batch}): "
+            "another application ran a copy of it (a scratch run, a rebuild, a restored copy); they are left out."
+        )
     if rerun:
         notes.append(
             f"Batches {_ranges(sorted(rerun))} ran more than once (the query restarted): the last run's figures are shown."

@@ -267,4 +267,5 @@ def read_progress(path: str, info: CheckpointInfo) -> ProgressLog:
             files.append(shown if codec == "none" else f"{shown} ({codec})")
         event_log = event_log or '"Event":' in text[:2000]
         records += found
-    return collect(records, info.query_id, path, "event log" if event_log else "json lines", files, notes)
+    last = info.batches[-1].batch_id if info.batches else None
+    return collect(records, info.query_id, path, "event log" if event_log else "json lines", files, notes, last)

@@ -484,6 +484,28 @@ def _no_query() -> None:
         _write({"no_query": True, "skipped_writes": list(_SKIPPED), "other_queries": list(_OTHERS)})
 
 
+def _no_event_log() -> None:
+    """The job's scratch run writes no event log where its settings point (the team's folder, under
+    the same query id: its batches would read as the checkpoint's): a classic session is built with
+    ``spark.eventLog.enabled`` off, whatever the job or its defaults say."""
+    from pyspark.sql import SparkSession
+
+    build = SparkSession.Builder.getOrCreate
+
+    def get_or_create(self: Any) -> Any:
+        opts = getattr(self, "_options", {})
+        connect = (
+            "spark.remote" in opts
+            or "SPARK_REMOTE" in os.environ
+            or str(opts.get("spark.api.mode", os.environ.get("SPARK_API_MODE", ""))).lower() == "connect"
+        )
+        if not connect:  # a Connect server's event log is the server's, not the job's
+            self.config("spark.eventLog.enabled", "false")
+        return build(self)
+
+    SparkSession.Builder.getOrCreate = get_or_create  # type: ignore[method-assign]
+
+
 def _patch(package: str) -> None:
     """Patch the writers of ``pyspark.sql`` (classic) or ``pyspark.sql.connect``."""
     readwriter = importlib.import_module(f"{package}.readwriter")
@@ -497,6 +519,7 @@ def install() -> None:
     import atexit
 
     atexit.register(_no_query)
+    _no_event_log()
     for package in ("pyspark.sql", "pyspark.sql.connect"):
         try:
             _patch(package)
