@@ -34,7 +34,7 @@ if info is not None and not (info.operators and info.committed_batches):
 elif info is not None:
     with guard():
         c = with_progress(
-            "Checking skew, growth (from the change feed), watermarks and configuration",
+            "Checking skew, growth, watermarks and configuration",
             lambda: asked(info.path, "checkup", current_event_log(), event_log=current_event_log()),
             "health",
         )
@@ -115,13 +115,24 @@ elif info is not None:
                     heat = charts.skew_heatmap_figure(g, len(r.rows_by_partition))
                     chart(heat, key="heat-chart")
                     chart_downloads(f"skew-over-time-op{op_id}-{store}", heat, None, "dl-heat")
-                    st.caption("Rows per partition across batches (from the change feed): is the skew new or old?")
+                    source = (
+                        "from the change feed"
+                        if g.method == "change feed"
+                        else "from the state at each batch: this store keeps no change feed"
+                    )
+                    st.caption(f"Rows per partition across batches ({source}): is the skew new or old?")
         with t_growth:
             fig = charts.growth_figure(c.growth.stores)
             chart(fig, key="growth-chart")
             table = charts.growth_table(c.growth.stores)
             chart_downloads("growth", fig, table, "dl-growth")
             st.dataframe(table, hide_index=True, width="stretch", height=grid_height(table.num_rows, 300))
+            counted = {g.described() for g in c.growth.stores}
+            st.caption(
+                "Rows: the keys in each store after the batch. "
+                + " ".join(f"{how[0].upper()}{how[1:]}." for how in sorted(counted))
+                + " An empty count: not known (the query's older batches are gone, and with them what the first one left changed)."
+            )
         with t_wm:
             fig = charts.watermark_figure(info.batches, current_tz())
             chart(fig, key="wm-chart")

@@ -357,8 +357,8 @@ def growth_table(stores: list[StoreGrowth]) -> pa.Table:
             "store_name": g.store_name,
             "batch_id": b,
             "rows": g.rows[b],
-            "inserts": g.inserts.get(b, 0),
-            "deletes": g.deletes.get(b, 0),
+            "inserts": g.inserts.get(b),  # null: not known (the first retained batch of a longer query)
+            "deletes": g.deletes.get(b),
             "bytes": g.bytes.get(b, 0),
         }
         for g in stores

@@ -187,10 +187,24 @@ class StoreGrowth:
     store_name: str
     rows: dict[int, int]  # batch -> rows in state after the batch
     rows_by_partition: dict[int, dict[int, int]]  # batch -> partition -> rows
+    # batch -> keys inserted, deleted by it; a batch missing is not known (the first retained batch of a
+    # query whose older batches are gone: what it changed is in none of the files left)
     inserts: dict[int, int]
     deletes: dict[int, int]
     bytes: dict[int, int]  # batch -> bytes of state files on disk up to its version
-    method: str = "change feed"  # or "state per batch": no change feed (RocksDB without changelog)
+    # "change feed": the store's changes, as its delta or changelog files list them; "state per batch"
+    # (no change feed: RocksDB without changelog checkpointing): the differences between the states
+    # of successive batches (a key updated in place, or inserted and deleted between two, is not seen)
+    method: str = "change feed"
+
+    def described(self) -> str:
+        """How its inserts and deletes were counted, in a sentence."""
+        if self.method == "change feed":
+            return "inserts and deletes as the store's change feed lists them"
+        return (
+            "inserts and deletes as the differences between the states of successive batches (this store keeps no "
+            "change feed: RocksDB without changelog checkpointing); a value updated in place is not counted"
+        )
 
 
 def copies_apart(rows: list[tuple[int, int]]) -> dict[int, int]:

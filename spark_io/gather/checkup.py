@@ -137,6 +137,8 @@ class GrowthReport:
                 "store_name": g.store_name,
                 "batch_id": b,
                 "rows": g.rows[b],
+                "inserts": g.inserts.get(b),  # None: not known (see StoreGrowth)
+                "deletes": g.deletes.get(b),
                 "bytes": g.bytes.get(b, 0),
             }
             for g in self.stores
@@ -180,6 +182,9 @@ def store_growth(
     if start <= last:
         changes = stats.change_ids(src, start, last)
     rows, parts, ins, dels = health.replay_changes(batches, changes, base)
+    if first > 0:  # what the first retained batch changed is in no file left
+        ins.pop(first, None)
+        dels.pop(first, None)
     name = src.state_var or src.store_name or "default"
     return health.StoreGrowth(
         op.operator_id,
@@ -206,6 +211,11 @@ def _growth_from_state(
     base = list(health.copies_apart(snapshots[0][1]).items())
     changes = health.diff_snapshots(snapshots)
     rows, parts_by_batch, ins, dels = health.replay_changes(batches, [c for c in changes if c[0] != batches[0]], base)
+    if batches[0] == 0:  # the query's first batch: everything in its state was inserted by it
+        ins[0], dels[0] = rows[0], 0
+    else:  # an earlier state to compare with is not read
+        ins.pop(batches[0], None)
+        dels.pop(batches[0], None)
     name = src.state_var or src.store_name or "default"
     return health.StoreGrowth(
         op.operator_id,
