@@ -235,6 +235,8 @@ def test_cli_skew_and_growth_json_contracts() -> None:
         "store_name": "default",
         "batch_id": 11,
         "rows": 300,
+        "inserts": 25,  # each batch's 25 new event ids (the generator's), none removed: no watermark
+        "deletes": 0,
         "bytes": d["series"][-1]["bytes"],
     }
     assert d["series"][-1]["bytes"] > d["series"][0]["bytes"] > 0
