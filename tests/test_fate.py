@@ -187,7 +187,14 @@ def test_a_click_that_came_after_its_impression_was_emitted(clicks: dict[str, An
     r = clicks["ad-late-click"]
     assert (r.verdict, r.reason) == ("emitted_unmatched", "late_record")
     imp, click = r.fate.records
-    assert (imp.record.source, imp.outcome, imp.side, imp.at_batch) == ("impressions", F.EVICTED_UNMATCHED, "left", 1)
+    # the impression arrived in batch 1 and was evicted in batch 9: its step is the eviction's
+    assert (imp.record.source, imp.record.batch_id, imp.outcome, imp.side, imp.at_batch) == (
+        "impressions",
+        1,
+        F.EVICTED_UNMATCHED,
+        "left",
+        9,
+    )
     assert (click.record.source, click.outcome, click.side, click.at_batch) == ("clicks", F.DROPPED_AS_LATE, "right", 10)
     # written null-padded; the click the impression waited for came too late: the root cause is the click's
     assert (r.outcome, r.cause, r.cause_at["operator_id"], r.cause_at["batch_id"]) == (
@@ -199,7 +206,7 @@ def test_a_click_that_came_after_its_impression_was_emitted(clicks: dict[str, An
     assert click.record.file_name.endswith(".parquet")
     assert dropped_by_watermark(CLICKS)[10][0] == 1
     [out] = r.fate.outputs
-    assert (out.kind, out.batch_id) == (F.EMITTED_UNMATCHED, 9) and out.batch_id < click.at_batch
+    assert (out.kind, out.batch_id) == (F.EMITTED_UNMATCHED, imp.at_batch) and out.batch_id < click.at_batch
 
 
 def test_a_click_too_far_after_is_rejected_by_the_condition(clicks: dict[str, Any]) -> None:

@@ -148,7 +148,9 @@ class JoinStage(Stage):
             else:
                 detail += ". The join type is not known (no event log): an outer join preserving this side emitted it null-padded, any other dropped it"
             kind = CONDITION_NOT_MET if overlap else EVICTED_UNMATCHED
-            step = Step(op_id, kind, row.added, detail + ".", side, group, evidence, cause=cause)
+            # the batch of what happened to it: the condition's rejection, or the eviction
+            at = cause.batch_id if overlap else row.removed
+            step = Step(op_id, kind, at, detail + ".", side, group, evidence, cause=cause)
             maybe = [Flow(flow.values, row.removed, True, cause)] if view.join_type is None else []
             return StepResult(step, flows, outputs, if_outer=maybe)
         detail = f"In the {side} side's state of {view.label} since batch {row.added}, unmatched{why}"
