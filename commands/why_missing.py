@@ -85,12 +85,12 @@ def run(args: argparse.Namespace) -> None:
     report = answers.report
     whole = isinstance(answers, statelens.QueryAnswers)  # the whole query's answer, else one operator's verdicts
     inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
+    said = None  # the note on the query's input, printed once above the keys
     if whole:
         s = report.input_search
         searched = (
-            f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched ("
-            + ", ".join(f"{src}: {col}" for src, col in s.columns.items())
-            + ")"
+            f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched"
+            + (" (" + ", ".join(f"{src}: {col}" for src, col in s.columns.items()) + ")" if s.columns else "")
             if s is not None and s.files_listed
             else "input not searched"
         )
@@ -98,6 +98,9 @@ def run(args: argparse.Namespace) -> None:
             f"plan from {report.plan_from}" if report.plan_from else "no event log: operators and watermarks from the checkpoint"
         )
         print(f"the whole query at batch {report.batch}: {searched}; {plan} (state read by {report.engine})")
+        said = s.note() if s is not None else None
+        if said:
+            print(f"input: {said}")
     else:
         print(
             f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field "
@@ -130,18 +133,19 @@ def run(args: argparse.Namespace) -> None:
             print(f"\n{r.key}: {r.verdict}{side}{typed}{reason}")
         print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
         if r.fate is not None:
-            print_fate(r.fate)
+            print_fate(r.fate, said)
         for n in r.near_misses if r.fate is None or not r.fate.near_fates else []:
             print(f"  near miss: {n['key']!r} ({n['reason']}; {n['where']}, {n['seen']})")
         if r.evidence:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
 
 
-def print_fate(fate: Any) -> None:
-    """A key's fate as a flow: each record, operator by operator, then what reached the output."""
+def print_fate(fate: Any, said: str | None = None) -> None:
+    """A key's fate as a flow: each record, operator by operator, then what reached the output.
+    ``said``: the note on the query's input printed above every key (not repeated under each)."""
     from statelens.text import fmt_time
 
-    if fate.input_note:
+    if fate.input_note and fate.input_note != said:
         print(f"  input: {fate.input_note}")
     for rf in fate.records:
         rec = rf.record

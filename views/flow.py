@@ -26,9 +26,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_fate(fate: Any, tz: str) -> None:
-    """The flow of one key: a table of its records through the operators, then its outputs and what waits."""
-    if fate.input_note:
+def render_fate(fate: Any, tz: str, said: str | None = None) -> None:
+    """The flow of one key: a table of its records through the operators, then its outputs and what waits.
+    ``said``: the note on the query's input already shown above every key (not repeated under each)."""
+    if fate.input_note and fate.input_note != said:
         st.caption(f"Input: {fate.input_note}")
     where = where_text(fate, code=lambda text: f"`{text}`")
     if where:

@@ -349,9 +349,12 @@ if info is not None and info.operators and info.committed_batches:
                 (
                     f"The whole query at batch {report.batch} · "
                     + (
-                        f"{searched.files_searched:,} of {searched.files_listed:,} input files searched ("
-                        + ", ".join(f"{src}: `{col}`" for src, col in searched.columns.items())
-                        + ")"
+                        f"{searched.files_searched:,} of {searched.files_listed:,} input files searched"
+                        + (
+                            " (" + ", ".join(f"{src}: `{col}`" for src, col in searched.columns.items()) + ")"
+                            if searched.columns
+                            else ""
+                        )
                         if searched is not None and searched.files_listed
                         else "input not searched"
                     )
@@ -377,6 +380,9 @@ if info is not None and info.operators and info.committed_batches:
                 )
                 + " · this page's URL links to this diagnosis"
             )
+            input_note = searched.note() if searched is not None else None  # the query's, said once
+            if input_note:
+                st.caption(f"Input: {input_note}")
             engine_caption(report.engine, "; ".join(report.engine_notes) or None)
             check_with_spark(report.engine, lambda: opened(info.path).check_answers(answers, question), "why-missing")
             if report.lateness is not None and report.lateness.late_from_batch is not None:
@@ -397,7 +403,7 @@ if info is not None and info.operators and info.committed_batches:
                 with st.container(border=True):
                     verdict_heading(r)
                     if r.fate is not None:
-                        render_fate(r.fate, current_tz())
+                        render_fate(r.fate, current_tz(), input_note)
                     if r.near_misses and (r.fate is None or not r.fate.near_fates):  # else shown with their own fate
                         st.markdown(
                             "**Near misses:** "

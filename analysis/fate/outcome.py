@@ -343,19 +343,37 @@ _CAUSE_OF_VERDICT = {
 }
 
 
-def from_state(fate: KeyFate, verdict: str, was_matched: bool | None, kind: str, explanation: str, operator_id: int) -> None:
+def from_state(
+    fate: KeyFate,
+    verdict: str,
+    was_matched: bool | None,
+    kind: str,
+    explanation: str,
+    operator_id: int,
+    join_type: str | None = None,
+) -> None:
     """No record of the key was followed (the input was not searched): the outcome as the last
     operator's state tells it, said to come from there. Only where the verdict says it: a key in a
-    join's or an aggregation's state, evicted, matched or waiting; else it stays unknown."""
+    join's or an aggregation's state, evicted, matched or waiting; else it stays unknown. A join's row
+    evicted unmatched is lost only where the join type is known (an outer join wrote it null-padded):
+    without it the key stays unknown, and says why."""
     outcome = _FROM_VERDICT.get(verdict)
     if verdict == "evicted":
         outcome = (
-            (OUTCOME_WRITTEN if was_matched else LOST)
+            (OUTCOME_WRITTEN if was_matched else LOST if join_type else None)
             if kind == "join"
             else OUTCOME_WRITTEN
             if kind in ("aggregation", "session_window")
             else None
         )
+        if outcome is None and kind == "join" and not was_matched:
+            why = (
+                f"operator {operator_id}'s state shows it evicted unmatched: an inner or semi join dropped it (lost), an "
+                "outer join preserving its side wrote it null-padded, and the checkpoint does not record the join type "
+                "(give the query's event log, or the join type)"
+            )
+            fate.cause = Cause(UNKNOWN, operator_id, None, None, None, why, why=why)
+            fate.headline = f"{WORDS[UNKNOWN]}: {why}."
     if outcome is None:
         return
     first = explanation.split(". ")[0].rstrip(".")
@@ -371,4 +389,4 @@ def from_state(fate: KeyFate, verdict: str, was_matched: bool | None, kind: str,
     else:
         why = f"{first} (operator {operator_id}'s state; {note})"
         fate.cause = Cause(kind_of_cause or UNKNOWN, operator_id, None, None, None, why, why=None if kind_of_cause else why)
-    fate.headline = f"{WORDS[outcome]}, as operator {operator_id}'s state tells ({note}): {first}."
+    fate.headline = f"{WORDS[outcome]}, as operator {operator_id}'s state tells ({note})."  # its verdict follows

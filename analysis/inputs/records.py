@@ -52,6 +52,9 @@ class InputRecord:
 ANY = "any column"  # no key column in the source: every column is searched for the key
 
 
+_UNSEARCHED = re.compile(r"^(.+?) of the (.*) source \((.*)\)$")  # "<file> of the <source> source (why)"
+
+
 @dataclass
 class InputSearch:
     """The search of every file each batch read: the key's records, and what could not be searched."""
@@ -75,11 +78,28 @@ class InputSearch:
         return [r for r in self.records if r.key == key]
 
     def note(self) -> str | None:
+        """What was not searched, in one sentence: the files of one reason together, counted per source
+        (``unsearched`` keeps each file and its reason)."""
         if not self.unsearched:
             return None
-        shown = sorted(self.unsearched)
-        more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
-        return "Not searched: " + "; ".join(shown[:3]) + more + "."
+        by_why: dict[str, dict[str, list[str]]] = {}
+        whole: list[str] = []
+        for entry in sorted(self.unsearched):
+            m = _UNSEARCHED.match(entry)
+            if m is None:
+                whole.append(entry)
+            else:
+                by_why.setdefault(m.group(3), {}).setdefault(m.group(2), []).append(m.group(1))
+        parts = []
+        for why, sources in by_why.items():
+            counted = [
+                f"{files[0]} of the {source} source" if len(files) == 1 else f"{len(files)} files of the {source} source"
+                for source, files in sorted(sources.items())
+            ]
+            parts.append(f"{', '.join(counted)} ({why})")
+        shown = parts + whole
+        more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
+        return "Not searched: " + "; ".join(shown[:4]) + more + "."
 
 
 # --------------------------------------------------------------------------- arrivals of a record with a given event time
