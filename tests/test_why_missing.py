@@ -320,3 +320,18 @@ def test_near_miss_already_evicted_is_found_in_the_history(name: str) -> None:
         }
     ]
     assert f"'ORD-5' on the right side (batches {arrived}–{evicted}, removed in batch {evicted})" in r.explanation
+
+
+def test_without_the_join_type_a_row_evicted_unmatched_is_unknown_not_lost() -> None:
+    """The inner join's order ord-1 got no payment and was evicted (the generator's data; the event
+    log's plan says Inner). With its input not searched and no join type, its state cannot tell lost
+    from written null-padded: unknown, saying why; given the type, or the event log, lost."""
+    import statelens
+
+    cp = statelens.open(sample("join_hdfs"))
+    (bare,) = cp.why_missing("ord-1").to_dict()["results"]
+    assert (bare["outcome"], bare["cause"]) == ("unknown", "unknown")
+    assert "does not record the join type" in bare["cause_at"]["why"]
+    (typed,) = cp.why_missing("ord-1", join_type="inner").to_dict()["results"]
+    (logged,) = cp.why_missing("ord-1", event_log=str(SAMPLES / "event_logs" / "join_hdfs")).to_dict()["results"]
+    assert typed["outcome"] == logged["outcome"] == "lost"
