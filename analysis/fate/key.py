@@ -24,7 +24,7 @@ from analysis.fate.model import (
     RecordFate,
     group_text,
 )
-from analysis.fate.outcome import judge
+from analysis.fate.outcome import judge, sink_value
 from analysis.fate.walk import TIME_KEYS, FateWalk, defect
 from analysis.inputs.records import InputSearch, event_time_us
 from analysis.plan.static_table import StaticTable
@@ -41,11 +41,14 @@ def key_fate(
     why_not: str | None = None,
     sink_searched: bool = False,
     sink: SinkSearch | None = None,
+    sink_columns: frozenset[str] | None = None,
 ) -> KeyFate:
     """The fate of one key: each record followed, what reached the output, what waits, why the rest
     did not. ``written``: the key's rows found in a file sink's files (``sink_searched``: a sink was
     searched); ``sink``: the sink's rows by a column's values, to find the rows the key's records
-    became downstream (a window of another key); ``why_not``: why the input was not searched at all."""
+    became downstream (a window of another key); ``sink_columns``: the columns the sink's rows have (a
+    row the state says was emitted, whose columns the sink has, is written only where the sink holds
+    it); ``why_not``: why the input was not searched at all."""
     records = search.of(key)
     fate = KeyFate(key, input_searched=why_not is None and search.files_searched > 0, input_note=why_not or search.note())
     fate.near = [r for r in search.near if r.key == key]
@@ -60,7 +63,7 @@ def key_fate(
         more = downstream_writes([o for r in fate.records for o in r.outputs], sink)
         more += function_writes(fate.records, function_ops, sink)
         written = written + list(dict.fromkeys(o for o in more if (o.batch_id, o.file, o.group) not in own))
-    judge(fate, written, sink_searched, function_ops, search)
+    judge(fate, written, sink_searched, function_ops, search, sink_columns)
     return fate
 
 
@@ -114,7 +117,7 @@ def _rows_of(wanted: list[tuple[str, tuple[int | None, int | None], bool]], sink
         for key, kid, first, last, padded in keyed:
             if batch is None or (first is not None and batch < first) or (last is not None and batch > last):
                 continue
-            if all(_same(v, values.get(k)) for k, v in key.items()):
+            if all(_same(v, sink_value(values, k, v)) for k, v in key.items()):
                 shown = {k: v for k, v in values.items() if k not in ("filename", "file_row_number")}
                 out.append(Output(None, group_text(shown), batch, WRITTEN, file, null_padded=padded, file=file, key=kid))
     return out

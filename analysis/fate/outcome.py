@@ -9,16 +9,20 @@ cause its steps name (its own drop, or, for a join row that never matched, the o
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from typing import Any
 
 from analysis.fate.model import (
     CONDITION_NOT_MET,
     DROPPED,
     DROPPED_AS_DUPLICATE,
+    EMITTED,
     EMITTED_UNMATCHED,
     EVICTED_UNMATCHED,
     HELD,
     LOST,
+    MATCHED,
     NEVER_IN_INPUT,
     OUTCOME_WRITTEN,
     PARTLY_WRITTEN,
@@ -60,13 +64,22 @@ STEP_WORDS = {
 }
 
 
-def judge(fate: KeyFate, written: list[Output], sink_searched: bool, function_ops: set[int], search: InputSearch) -> None:
+def judge(
+    fate: KeyFate,
+    written: list[Output],
+    sink_searched: bool,
+    function_ops: set[int],
+    search: InputSearch,
+    sink_columns: frozenset[str] | None = None,
+) -> None:
     """Set each record's contribution and cause, and the key's outputs, waiting rows, outcome, cause,
     headline and summary. ``written``: the key's rows in a file sink's files (``sink_searched``: a
     file sink was searched, so no row there is an answer too); ``function_ops``: the operators whose
-    output is a user's function's (group state, transformWithState)."""
+    output is a user's function's (group state, transformWithState); ``sink_columns``: the columns of
+    the sink's rows (None: not known): the sink decides what of a row the state says was emitted was
+    written, where it has the row's columns."""
     for rf in fate.records:
-        _contribution(rf, written, sink_searched, function_ops)
+        _contribution(rf, written, sink_searched, function_ops, sink_columns)
     _repeats_of_written(fate)
     outputs = [o for rf in fate.records for o in rf.outputs if o.kind != STATE_REMOVED]
     fate.outputs = sorted(
@@ -165,9 +178,44 @@ def _written_unfollowed(
     return OUTCOME_WRITTEN, Cause(UNKNOWN, None, None, None, first.record, why, why=why)
 
 
-def _contribution(rf: RecordFate, written: list[Output], sink_searched: bool, function_ops: set[int]) -> None:
+def sink_value(values: dict[str, Any], name: str, state: Any) -> Any:
+    """A state key field's value in a sink row, as the sink holds it: its own column, or, for a struct
+    (a window), its fields flattened into columns: ``window_start``/``window_end``, ``window.start``, or
+    ``start``/``end`` (None: the sink has no such column)."""
+    if name in values:
+        return values[name]
+    if isinstance(state, dict) and state:
+        for form in ("{n}_{f}", "{n}.{f}", "{f}"):
+            columns = {f: form.format(n=name, f=f) for f in state}
+            if all(c in values for c in columns.values()):
+                return {f: values[c] for f, c in columns.items()}
+    return None
+
+
+def _not_in_sink(derived: list[Output], written: list[Output], sink_columns: frozenset[str] | None) -> Output | None:
+    """The first row a record became that the state says was emitted and the sink (searched, with the
+    row's columns) does not hold, written in its batch; None: each is there, or cannot be checked."""
+    if not sink_columns:
+        return None
+    for o in derived:
+        if not o.key or o.kind not in (EMITTED, MATCHED, EMITTED_UNMATCHED):
+            continue
+        fields = json.loads(o.key)
+        held = dict.fromkeys(sink_columns, "")
+        if not isinstance(fields, dict) or any(sink_value(held, k, v) is None for k, v in fields.items()):
+            return None  # the sink does not have its columns: it cannot say
+        there = [w for w in written if w.batch_id in (o.batch_id, None) and (w.key is None or w.key == o.key)]
+        if not there:
+            return o
+    return None
+
+
+def _contribution(
+    rf: RecordFate, written: list[Output], sink_searched: bool, function_ops: set[int], sink_columns: frozenset[str] | None = None
+) -> None:
     b = rf.record.batch_id or 0
     derived = [o for o in rf.outputs if o.kind != STATE_REMOVED]
+    missing = _not_in_sink(derived, written, sink_columns) if sink_searched else None
     last = rf.steps[-1] if rf.steps else None
     # it reached a user's function's state (not dropped before it): what it emitted is the sink's to tell
     by_function = last is not None and last.operator_id in function_ops and last.outcome == REACHED_STATE
@@ -175,7 +223,15 @@ def _contribution(rf: RecordFate, written: list[Output], sink_searched: bool, fu
     later = [
         w for w in written if (w.batch_id is None or w.batch_id >= b) and (w.key is None or last is None or w.key == last.key)
     ]
-    if derived:
+    if missing is not None:  # the sink decides what was written
+        rf.contribution = DROPPED
+        why = (
+            f"operator {missing.operator_id} emitted {missing.group} in batch {missing.batch_id}, as its state tells, but "
+            f"the sink's files hold no row of it written then: the sink decides what was written (a file of that batch "
+            "gone, or another folder than the query's sink?)"
+        )
+        rf.cause = Cause(UNKNOWN, missing.operator_id, missing.batch_id, None, rf.record, why, why=why)
+    elif derived:
         rf.contribution = REACHED
         rf.cause = _unmatched_cause(rf) if all(o.null_padded for o in derived) else None
     elif by_function and later:  # the function's output is the sink's to tell

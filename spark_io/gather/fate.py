@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from analysis.core.errors import InvalidInput, StateLensError
+from analysis.core.errors import InvalidInput, StateLensError, option
 from analysis.core.model import CheckpointInfo, require_state
 from analysis.core.near_miss import near_miss_reason
 from analysis.core.question import KeyQuestion
@@ -47,7 +47,15 @@ from analysis.plan.query_plan import operator_watermarks
 from analysis.runs.progress import ProgressLog
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.arrivals import arrivals_for
-from spark_io.gather.inputs import Listing, RecordSearch, listed_files, search_inputs, search_sink, sink_folder
+from spark_io.gather.inputs import (
+    Listing,
+    RecordSearch,
+    listed_files,
+    search_inputs,
+    search_sink,
+    sink_column_names,
+    sink_folder,
+)
 from spark_io.gather.static import static_tables
 from spark_io.runtime.engine_choice import reads_natively
 
@@ -144,10 +152,11 @@ def why_missing_whole(
     walk.prefetch(search.records)
     written, sink_searched = _written(progress, sink, keys, sink_columns(walk, [*columns, *([key_field] if key_field else [])]))
     downstream = _sink_rows(progress, sink) if sink_searched else None
+    held = sink_column_names(sink_folder(progress.sink if progress else None, sink) or "") if sink_searched else None
     fates = {}
     for k in keys:
         try:
-            fates[k] = key_fate(k, search, walk, written.get(k, []), why_not, sink_searched, downstream)
+            fates[k] = key_fate(k, search, walk, written.get(k, []), why_not, sink_searched, downstream, held)
         except StateLensError:
             raise
         except Exception as e:  # a defect: this key says so, the other keys still answer
@@ -222,11 +231,15 @@ def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Li
 def _written(
     progress: ProgressLog | None, given: str | None, keys: list[str], columns: list[str]
 ) -> tuple[dict[str, list[Output]], bool]:
-    """The keys' rows in the file sink's files, and whether a sink was searched."""
+    """The keys' rows in the file sink's files, and whether a sink was searched. A sink the user gave
+    that cannot be searched is refused in one line (never silently unused); the one the progress names
+    is then not searched, and the answer says what the state tells."""
     folder = sink_folder(progress.sink if progress else None, given)
     if not folder:
         return {}, False
     rows, why = search_sink(folder, keys, columns)
+    if why and given:
+        raise InvalidInput(f"{option('--sink', given, python=repr(given))} cannot be searched: {why}.")
     if why:
         return {}, False
     return {

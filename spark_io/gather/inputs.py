@@ -541,6 +541,25 @@ def sink_folder(description: str | None, given: str | None) -> str | None:
     return _local(m.group(1))
 
 
+def sink_column_names(folder: str) -> frozenset[str] | None:
+    """The columns of a file sink's rows (its first readable data file's header, records or schema);
+    None: they cannot be told (no file, storage only Spark reads, unreadable)."""
+    if not is_local(folder) and not reads_natively(folder):
+        return None
+    try:
+        storage = open_storage(folder, check=False)
+        entries = [e for e in storage.listdir("") if not e.is_dir and not e.name.startswith((".", "_"))]
+    except (OSError, StateLensError):
+        return None
+    files = [
+        ListedFile(-1, "sink", None, path, path, fmt)
+        for e in entries
+        if (fmt := _format(e.name, None)) and (path := _join(local_path(folder) if is_local(folder) else folder, e.name))
+    ]
+    found = _columns(files[:5])
+    return frozenset(found) if found else None
+
+
 def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[str, list[SinkRow]], str | None]:
     """The rows of each key in the files a file sink wrote, each with the batch that wrote it
     (``_spark_metadata/<batch>``; a ``<n>.compact`` log's own files are the ones no kept log names).

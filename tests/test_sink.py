@@ -1,0 +1,90 @@
+"""The sink decides what was written: a real windowed aggregation into a Parquet file sink whose
+window is flattened into ``window_start``/``window_end`` columns (as file sinks' users write it).
+Its rows are matched as the sink holds them; a copy of the sink without a batch's file makes that
+batch's row not written, whatever the state says; a sink folder that cannot be searched is one line.
+The truth is what Spark reads of the sink's files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import statelens
+from support import ROOT
+
+sys.path.insert(0, str(ROOT / "tests" / "jobs"))
+import changed_job as cj
+
+BATCHES = 6
+
+
+@pytest.fixture(scope="module")
+def flat(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(checkpoint, sink, inputs) of the job's windowed aggregation into Parquet, window flattened."""
+    root = tmp_path_factory.mktemp("flat")
+    inputs, checkpoint, sink = root / "in", root / "cp", root / "out"
+    for b in range(BATCHES):
+        cj.write_input(inputs, b)
+    for k, v in cj.confs("windowed_flat", "none").items():
+        spark.conf.set(k, v)
+    try:
+        cj.start(spark, "windowed_flat", "none", inputs, checkpoint, sink).awaitTermination()
+    finally:
+        for k in cj.confs("windowed_flat", "none"):
+            spark.conf.unset(k)
+    return checkpoint, sink, inputs
+
+
+def spark_rows(spark: Any, files: list[Path]) -> list[dict[str, Any]]:
+    return [r.asDict() for r in spark.read.parquet(*map(str, files)).collect()]
+
+
+def test_a_record_asked_by_its_input_column_finds_its_window_in_a_flattened_sink(
+    spark: Any, flat: tuple[Path, Path, Path]
+) -> None:
+    """ev-7 is user-2's event at 00:02:06: its window's row is in the sink, written in the batch the
+    watermark closed it, its file named (the window's columns are window_start and window_end)."""
+    checkpoint, sink, _ = flat
+    (r,) = statelens.open(str(checkpoint)).why_missing("ev-7", key_field="event_id", sink=str(sink)).to_dict()["results"]
+    written = [o for o in r["fate"]["outputs"] if o["kind"] == "written"]
+    assert r["outcome"] == "written" and len(written) == 1 and written[0]["file"], r["fate"]["outputs"]
+    (row,) = [x for x in spark_rows(spark, [sink / written[0]["file"]]) if x["user_id"] == "user-2"]
+    assert str(row["window_start"]).startswith("2026-01-01 00:00:00") and row["events"] >= 1
+
+
+def test_a_sink_lacking_a_batchs_file_decides_that_row_was_not_written(
+    spark: Any, flat: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    checkpoint, sink, _ = flat
+    cp = statelens.open(str(checkpoint))
+    (whole,) = cp.why_missing("user-1", sink=str(sink)).to_dict()["results"]
+    files = {o["batch_id"]: o["file"] for o in whole["fate"]["outputs"] if o["kind"] == "written"}
+    assert whole["outcome"] == "written" and len(files) >= 2, whole["fate"]["outputs"]
+    first = min(files)
+    copy = tmp_path / "sink-copy"
+    shutil.copytree(sink, copy)
+    (copy / files[first]).unlink()  # its log still names it: the file is gone
+    (r,) = cp.why_missing("user-1", sink=str(copy)).to_dict()["results"]
+    # the truth: what Spark reads of the copy's files holds user-1's rows of the other batches only
+    kept = {str(x["window_start"]) for x in spark_rows(spark, list(copy.glob("*.parquet"))) if x["user_id"] == "user-1"}
+    assert len(kept) == len(files) - 1
+    assert r["outcome"] == "partly_written" and r["cause"] == "unknown", (r["outcome"], r["cause"])
+    assert r["cause_at"]["batch_id"] == first and "the sink decides what was written" in r["cause_at"]["why"]
+    assert {o["batch_id"] for o in r["fate"]["outputs"] if o["kind"] == "written"} == set(files) - {first}
+
+
+def test_a_sink_that_cannot_be_searched_is_one_line(flat: tuple[Path, Path, Path]) -> None:
+    checkpoint, _, inputs = flat
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "why-missing", str(checkpoint), "user-1", "--sink", str(inputs)],
+        capture_output=True,
+        text=True,
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and f"--sink {inputs} cannot be searched" in lines[0], r.stderr
+    assert "_spark_metadata" in lines[0] and r.stdout == ""
