@@ -226,6 +226,10 @@ def test_an_impression_still_waiting(clicks: dict[str, Any]) -> None:
     # left rows are evicted once the state watermark (the query's minus the 10 minute bound) passes them
     assert w.released_at_watermark is not None and t + 10 * 60_000 <= w.released_at_watermark <= t + 10 * 60_000 + 1
     assert w.needs_event_time == w.released_at_watermark + 2 * 60_000
+    # two watermarked sources: the query's watermark is the minimum of theirs (the checkpoint's policy),
+    # so both sources' event times must get there, each named
+    assert "once every source's newest event time reaches its own (click_time" in w.detail and "impression_time" in w.detail
+    assert "multipleWatermarkPolicy min" in w.detail
 
 
 # --------------------------------------------------------------------------- a file sink and a join -> aggregation chain

@@ -497,11 +497,6 @@ class FateWalk:
                 return g - m.eviction
         return None if side or self.behind_a_join(operator_id, None) else 0
 
-    def delay(self) -> int | None:
-        """The watermark's delay behind the newest event time (one watermark, or the largest of several)."""
-        delays = list(self.plan.watermark_delays.values()) if self.plan else []
-        return max(delays) if delays else None
-
     def release(
         self,
         operator_id: int,
@@ -524,14 +519,26 @@ class FateWalk:
                 cause,
             )
         wm = at_ms + trail
-        delay = self.delay()
-        needs = wm + delay if delay is not None else None
+        delays = dict(self.plan.watermark_delays) if self.plan else {}
+        policy = str(self.info.conf.get("spark.sql.streaming.multipleWatermarkPolicy") or "min").lower()
+        # several watermarks: the query's is the minimum of theirs (Spark's default), or the maximum
+        needs = wm + (max(delays.values()) if policy == "min" else min(delays.values())) if delays else None
         verb = "evicted" if side else "released"  # a join's row leaves the state, a window or group goes out
         text = f"{what}: {verb} once the query's watermark passes {fmt_time(wm)}"
         if trail:
             text += f" (operator {operator_id}'s own watermark, which trails the query's by {fmt_duration(trail)}, then passes {fmt_time(at_ms)})"
-        if needs is not None:
-            text += f", that is once an event time of {fmt_time(needs)} or later arrives (the watermark trails the newest event time by {fmt_duration(delay or 0)})"
+        if len(delays) > 1:
+            each = ", ".join(f"{c} {fmt_time(wm + d)}" for c, d in sorted(delays.items()))
+            text += (
+                f", that is once every source's newest event time reaches its own ({each}): the query's watermark is "
+                "the minimum of the sources' (spark.sql.streaming.multipleWatermarkPolicy min, as the checkpoint records)"
+                if policy == "min"
+                else f", that is once any source's newest event time reaches its own ({each}): the query's watermark is "
+                "the maximum of the sources' (spark.sql.streaming.multipleWatermarkPolicy max, as the checkpoint records)"
+            )
+        elif needs is not None:
+            (delay,) = delays.values()
+            text += f", that is once an event time of {fmt_time(needs)} or later arrives (the watermark trails the newest event time by {fmt_duration(delay)})"
         return Waiting(operator_id, group, wm, needs, text, cause)
 
     def progress_drops(self, operator_id: int, batch: int) -> int | None:
