@@ -375,9 +375,9 @@ def summary(fate: KeyFate) -> str:
     counts = Counter(r.outcome for r in fate.records)
     parts = ", ".join(f"{c} {STEP_WORDS.get(o, o.replace('_', ' '))}" for o, c in counts.most_common())
     text = f"{len(fate.records)} input record(s) of {fate.key}: {parts}."
-    waiting = [w for w in fate.waiting]
+    waiting = fate.waiting
     if waiting:
-        text += " Still waiting: " + "; ".join(w.group for w in waiting[:3]) + "."
+        text += " Still waiting: " + "; ".join(list(dict.fromkeys(w.group for w in waiting))[:3]) + "."
     return text
 
 

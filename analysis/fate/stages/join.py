@@ -169,6 +169,9 @@ class JoinStage(Stage):
                         " waits for a match; without one it goes out null-padded when evicted"
                         if preserved
                         else " waits for a match; without one it is dropped when evicted"
+                        if view.join_type
+                        else " waits for a match; without one, when evicted, an outer join preserving its side emits it "
+                        "null-padded and any other drops it (the join type is not recorded: the event log's plan tells)"
                     ),
                     cause=WAITING_FOR_WATERMARK if preserved else cause.kind,  # unknown without the join type
                 )
