@@ -8,13 +8,20 @@ import sys
 from commands._out import dump, table
 
 HELP = "after a change that will not restart: replay the checkpoint's batches with the changed job into a new checkpoint (Spark writes the state; the job's output is not written), so the changed job continues where the old one stopped"
-USAGE = "%(prog)s CHECKPOINT --to NEW_CHECKPOINT [--json] [--accept-watermark-change] -- COMMAND ..."
+USAGE = "%(prog)s CHECKPOINT --to NEW_CHECKPOINT [--sink-to NEW_SINK_FOLDER] [--json] [--accept-watermark-change] -- COMMAND ..."
 SPARK = False
 
 
 def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint")
     p.add_argument("--to", required=True, help="the new checkpoint: a folder that does not exist or is empty")
+    p.add_argument(
+        "--sink-to",
+        default=None,
+        metavar="NEW_SINK_FOLDER",
+        help="the job writes a file sink: prepare this new folder (absent or empty) for the changed job's output, its "
+        "_spark_metadata log holding an entry for every batch before the next (else keep the old sink folder)",
+    )
     p.add_argument(
         "--accept-watermark-change",
         action="store_true",
@@ -40,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         event_log=args.event_log,
         accept_watermark_change=args.accept_watermark_change,
         progress=_progress,
+        sink_to=args.sink_to,
     )
     code = 0 if result.report.check.verdict == "restarts" else 1
     if args.json:

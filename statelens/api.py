@@ -517,6 +517,7 @@ class Checkpoint:
         progress: Callable[[int, int, int, int], None] | None = None,
         cwd: str | None = None,
         output_mode: str = "append",
+        sink_to: str | None = None,
     ) -> results.Rebuild:
         """Rebuild the state for the changed job in the new checkpoint ``to``: this checkpoint's batches
         replayed with the changed query (the same input, offsets and watermarks; Spark writes the state
@@ -524,7 +525,8 @@ class Checkpoint:
         continues where the old one stopped. The changed job is ``command`` (``["python", "job.py",
         ...]``, run as deployed, in ``cwd``), or ``build(spark)`` (its ``DataStreamWriter`` or streaming
         DataFrame, replayed in this process's ``spark``). ``progress(n, of, batch, input_rows)`` is
-        called after each batch."""
+        called after each batch. ``sink_to``: a new folder for the job's file sink, prepared so that it
+        continues there (its ``_spark_metadata`` log holds an empty entry for every batch before)."""
         from spark_io.preflight.rebuild import rebuild, rebuild_writer
 
         if build is not None:
@@ -532,10 +534,12 @@ class Checkpoint:
 
             return results.Rebuild(
                 rebuild_writer(
-                    self.path, to, build, spark or get_spark(), event_log, accept_watermark_change, progress, output_mode
+                    self.path, to, build, spark or get_spark(), event_log, accept_watermark_change, progress, output_mode, sink_to
                 )
             )
-        return results.Rebuild(rebuild(self.path, to, list(command or []), event_log, accept_watermark_change, progress, cwd=cwd))
+        return results.Rebuild(
+            rebuild(self.path, to, list(command or []), event_log, accept_watermark_change, progress, cwd=cwd, sink_to=sink_to)
+        )
 
     @_question
     def example_queries(self) -> dict[str, str]:

@@ -264,3 +264,57 @@ def test_a_new_checkpoint_outside_the_allowed_roots_is_refused_before_it_is_made
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert out.stderr.startswith("statelens: Checkpoint not allowed:") and str(new) in out.stderr
     assert not new.exists()
+
+
+AFTER = 12  # batches the changed job runs after the rebuild: past the file sink log's compaction (batch 9)
+
+
+@pytest.mark.parametrize("into", ["the old folder", "a folder --sink-to prepared", "an empty new folder"])
+def test_after_a_rebuild_the_changed_job_runs_past_the_sink_logs_compaction(spark: Any, tmp_path: Path, into: str) -> None:
+    """The advice holds for weeks: the changed job deployed on the rebuilt checkpoint runs 12 batches into
+    its file sink, past the sink log's compaction, into the old folder (its log continues) or into a new
+    one rebuild prepared; Spark reads each folder. Into an empty new folder, as a user might, Spark's
+    sink log fails at its compaction (why the next steps never advise it)."""
+    inputs, old, output = tmp_path / "in", tmp_path / "old", tmp_path / "job-output"
+    for b in range(FIRST):
+        cj.write_input(inputs, b)
+    with _confs(spark, cj.confs("dedup", "none")):
+        cj.start(spark, "dedup", "none", inputs, old, output, sink="files").awaitTermination()
+    new = tmp_path / "new"
+    sink = output if into == "the old folder" else tmp_path / "new-output"
+    prepared = ["--sink-to", str(sink)] if into.startswith("a folder") else []
+    out = run_cli(
+        "rebuild", str(old), "--to", str(new), *prepared, "--json", "--",
+        sys.executable, str(JOB), "--query", "dedup", "--change", "columns_changed", "--input", str(inputs),
+        "--checkpoint", str(old), "--output", str(output), "--sink", "files",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    if prepared:
+        assert r["sink_to"] == str(sink) and str(sink) in r["next_steps"][1] and "--sink-to" not in r["next_steps"][1]
+        logged = sorted(int(p.name.split(".")[0]) for p in (sink / "_spark_metadata").iterdir())
+        assert logged == list(range(len(logged_batches(new)))), "an entry for every batch before the next"
+    else:
+        assert (
+            r["sink"] == str(output) and "Keep its file sink's path" in r["next_steps"][1] and "--sink-to" in r["next_steps"][1]
+        )
+    for b in range(FIRST, FIRST + AFTER):
+        cj.write_input(inputs, b)
+    with _confs(spark, cj.confs("dedup", "columns_changed")):
+        q = cj.start(spark, "dedup", "columns_changed", inputs, new, sink, sink="files")
+        try:
+            q.awaitTermination()
+        except Exception as e:  # the empty folder's failure, raised by awaitTermination
+            failure: Any = e
+        else:
+            failure = q.exception()
+    if into == "an empty new folder":
+        assert failure is not None and "_spark_metadata" in str(failure), failure
+        return
+    assert failure is None, failure
+    assert max(logged_batches(new)) >= 9 + 1, "the run went past the sink log's compaction"
+    assert any(p.name.endswith(".compact") for p in (sink / "_spark_metadata").iterdir())
+    read = spark.read.parquet(str(sink))  # Spark reads the folder through its log
+    ids = {r["event_id"] for r in read.select("event_id").collect()}
+    new_ids = {e["event_id"] for b in range(FIRST, FIRST + AFTER) for e in cj.input_batch(b)["events"]}
+    assert new_ids <= ids  # the changed job's rows are there (dedup keeps each new event once)

@@ -111,9 +111,17 @@ if info is not None:
                 "written), so that the changed job continues where the old one stopped."
             )
             target = st.text_input("The new checkpoint", placeholder=f"{info.path}-v2", key="rb_to").strip()
+            sink_to = st.text_input(
+                "A new folder for its file sink (optional)",
+                key="rb_sink_to",
+                help="Prepared so the changed job writes there from its next batch: its _spark_metadata log gets an entry "
+                "for every batch before, as Spark's file sink log needs at its compactions. Empty: keep the old sink folder.",
+            ).strip()
             accept = st.checkbox("Rebuild although the watermark delay changed", key="rb_accept_wm")
             if st.button("Rebuild the state", disabled=not target, key="rb_go"):
-                auth.record("job", job="rebuild", script=script, args=arguments, checkpoint=info.path, target=target)
+                auth.record(
+                    "job", job="rebuild", script=script, args=arguments, checkpoint=info.path, target=target, sink_to=sink_to
+                )
                 with guard():
                     bar = st.progress(0.0, text="Starting the changed job (its Spark starts first)…")
 
@@ -130,6 +138,7 @@ if info is not None:
                             accept_watermark_change=accept,
                             progress=step,
                             cwd=folder or None,
+                            sink_to=sink_to or None,
                         )
                         .report,
                     )

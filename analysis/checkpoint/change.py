@@ -446,7 +446,9 @@ def sink_warnings(sink: dict[str, Any], stored: list[tuple[str, str]] | None, ne
             f"The job's {sink.get('format') or 'file'} sink {sink.get('path')} holds files with the columns "
             f"{', '.join(f'{n} {t}' for n, t in stored)}; the changed query writes {', '.join(f'{n} {t}' for n, t in new)} "
             f"({'; '.join(parts) or 'a new order'}). Spark restarts and writes them into the same folder: its readers "
-            "meet two schemas. Write the changed job's output to a new folder, or migrate the old files.",
+            "meet two schemas. Write the changed job's output to a new folder whose _spark_metadata log holds an entry for "
+            "every earlier batch (Spark's file sink log fails at its next compaction without them: `statelens rebuild "
+            "--sink-to` prepares one), or migrate the old files.",
         )
     ]
 

@@ -55,18 +55,40 @@ class Rebuild:
     accepted: list[Warning] = field(default_factory=list)  # what differs, accepted by the user
     pending: int | None = None  # the old checkpoint's uncommitted batch, logged for the job to run
     sources: list[str] = field(default_factory=list)  # what was read again, per source
+    sink: str | None = None  # the job's file sink folder, when it writes one
+    sink_to: str | None = None  # a new folder prepared for it (--sink-to): its log holds every batch before the next
 
     @property
     def last_batch(self) -> int | None:
         return self.batches[-1].batch if self.batches else None
 
     @property
+    def next_batch(self) -> int:
+        return self.pending if self.pending is not None else (self.last_batch if self.last_batch is not None else -1) + 1
+
+    @property
     def next_steps(self) -> list[str]:
-        return [
-            f"Point the changed job's checkpointLocation at {self.to} and deploy it: it continues at batch "
-            f"{self.pending if self.pending is not None else (self.last_batch or 0) + 1}, from new input only.",
-            f"Keep {self.checkpoint} until the changed job has run well on the new one: the old job can still go back to it.",
+        n = self.next_batch
+        steps = [
+            f"Point the changed job's checkpointLocation at {self.to} and deploy it: it continues at batch {n}, from new "
+            "input only."
         ]
+        if self.sink_to:
+            steps.append(
+                f"Point its file sink's path at {self.sink_to}: its _spark_metadata log holds an entry for each of batches "
+                f"0-{n - 1} (empty: the old output stays in {self.sink}), as Spark's file sink log needs at its compactions, "
+                f"so the changed job writes there past them; readers of {self.sink_to} see its rows from batch {n} on."
+            )
+        elif self.sink:
+            steps.append(
+                f"Keep its file sink's path at {self.sink}: its _spark_metadata log holds the old job's batches 0-{n - 1}, and "
+                "the changed job continues it past its compactions. Not an empty new folder: Spark's file sink log fails at "
+                f"its next compaction without every earlier batch's entry (rebuild with --sink-to NEW_FOLDER to prepare one)."
+            )
+        steps.append(
+            f"Keep {self.checkpoint} until the changed job has run well on the new one: the old job can still go back to it."
+        )
+        return steps
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +102,8 @@ class Rebuild:
             "accepted": [w.__dict__ for w in self.accepted],
             "pending": self.pending,
             "sources": self.sources,
+            "sink": self.sink,
+            "sink_to": self.sink_to,
             "next_steps": self.next_steps,
         }
 

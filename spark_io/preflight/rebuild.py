@@ -32,6 +32,7 @@ from analysis.plan.query_plan import query_plan
 from spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_source_offsets
 from spark_io.preflight import JobProcess, _judged, _old_plan, _planned, no_command, pinned_confs, redirect
 from spark_io.preflight.scratch import scratch_copy
+from spark_io.preflight.sink import file_sink, prepare_log
 from spark_io.preflight.stored import state_size, stored_facts
 from spark_io.runtime.scratch import session_dir
 from spark_io.storage import gate
@@ -58,6 +59,18 @@ def _target(old: Path, to: str) -> Path:
     if new.exists() and (not new.is_dir() or any(new.iterdir())):
         raise InvalidInput(f"The new checkpoint {to} must not exist or be empty: it holds files.")
     return new
+
+
+def _new_sink(sink_to: str, new: Path) -> str:
+    """The new folder ``--sink-to`` names, once it may be written: local, inside the bounds, not the new
+    checkpoint, and absent or empty."""
+    check_allowed(sink_to, "sink")
+    folder = _local(sink_to, "The new sink folder")
+    if folder == new or new in folder.parents or folder in new.parents:
+        raise InvalidInput(f"The new sink folder {sink_to} must be a folder apart from the new checkpoint {new}.")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise InvalidInput(f"The new sink folder {sink_to} must not exist or be empty: it holds files.")
+    return str(folder)
 
 
 def _missing_inputs(sources: dict[int, Any]) -> list[str]:
@@ -122,10 +135,13 @@ class _Replay:
         accept_watermark_change: bool,
         progress: Progress | None,
         tmp: Path,
+        sink_to: str | None = None,
     ) -> None:
         self.old = _local(checkpoint, "The checkpoint")
         self.info = read_checkpoint(str(self.old))
         self.new = _target(self.old, to)
+        self.sink_to = _new_sink(sink_to, self.new) if sink_to else None
+        self.job_sink: str | None = None  # the job's file sink folder (its first batch tells)
         vet_tree(str(self.old))  # the job process copies its files itself: no link may lead outside the bounds
         self.sources = read_source_offsets(str(self.old))
         refusal = replay_refusal(self.info, self.sources)
@@ -158,6 +174,13 @@ class _Replay:
             lost = [d for d in message.get("sources") or [] if d.startswith(UNREPLAYABLE)]
             if lost:
                 return {"stop": f"the source {lost[0]} keeps no input to read again: it cannot be replayed."}
+            self.job_sink = file_sink(message.get("sink"))
+            if self.sink_to and self.job_sink is None:
+                told = message.get("sink") or {}
+                return {
+                    "stop": f"--sink-to prepares a new folder for a file sink, and the job writes "
+                    f"{told.get('format') or 'no file sink'}{' ' + str(told['table']) if told.get('table') else ''}."
+                }
             changed = self._watermark_changes(message.get("plan"))
             if changed and not self.accept:
                 return {"stop": changed[0].detail}
@@ -208,6 +231,10 @@ class _Replay:
             )
         new_info = read_checkpoint(str(self.new))
         check: Preflight = _judged(new_info, self.scratch, run["check"], None)
+        pending = self.info.uncommitted[0] if self.info.uncommitted else None
+        if self.sink_to:
+            last = int(run["replayed"][-1]["batch"]) if run["replayed"] else -1
+            prepare_log(self.job_sink, self.sink_to, pending if pending is not None else last + 1)
         return Rebuild(
             self.checkpoint,
             self.to,
@@ -216,8 +243,10 @@ class _Replay:
             _counts(self.info, new_info),
             check,
             self.accepted,
-            self.info.uncommitted[0] if self.info.uncommitted else None,
+            pending,
             source_notes(self.sources),
+            self.job_sink,
+            self.sink_to,
         )
 
 
@@ -230,12 +259,14 @@ def rebuild(
     progress: Progress | None = None,
     cwd: str | None = None,
     timeout: float | None = None,
+    sink_to: str | None = None,
 ) -> Rebuild:
-    """Replay ``checkpoint``'s batches with the changed job (``command``, as deployed) into ``to``."""
+    """Replay ``checkpoint``'s batches with the changed job (``command``, as deployed) into ``to``;
+    ``sink_to``: a new folder prepared for its file sink (``prepare_log``)."""
     if not command:
         raise no_command("changed job's", "rebuild CHECKPOINT --to NEW_CHECKPOINT")
     with tempfile.TemporaryDirectory(prefix="rebuild-", dir=session_dir()) as tmp:
-        replay = _Replay(checkpoint, to, event_log, accept_watermark_change, progress, Path(tmp))
+        replay = _Replay(checkpoint, to, event_log, accept_watermark_change, progress, Path(tmp), sink_to)
         plan_path = Path(tmp) / "plan.json"
         plan_path.write_text(json.dumps(replay.plan), "utf-8")
         env = {redirect.ENV_SCRATCH: str(Path(tmp) / "unused"), redirect.ENV_REPLAY: str(plan_path)}
@@ -274,11 +305,12 @@ def rebuild_writer(
     accept_watermark_change: bool = False,
     progress: Progress | None = None,
     output_mode: str = "append",
+    sink_to: str | None = None,
 ) -> Rebuild:
     """The Python API: ``build(spark)`` returns the changed query's ``DataStreamWriter``, or its
     streaming DataFrame (written in ``output_mode``); its replay runs in this process, in ``spark``."""
     with tempfile.TemporaryDirectory(prefix="rebuild-", dir=session_dir()) as tmp:
-        replay = _Replay(checkpoint, to, event_log, accept_watermark_change, progress, Path(tmp))
+        replay = _Replay(checkpoint, to, event_log, accept_watermark_change, progress, Path(tmp), sink_to)
         built = build(spark)
         if hasattr(built, "trigger"):
             writer = built
@@ -288,7 +320,9 @@ def rebuild_writer(
             raise InvalidInput("The function returned no streaming DataFrame or DataStreamWriter.")
         try:
             with pinned_confs(replay.info):
-                run = redirect.run_replay(writer, spark, hasattr(writer, "_write_proto"), replay.plan, replay.answer)
+                run = redirect.run_replay(
+                    writer, spark, hasattr(writer, "_write_proto"), replay.plan, replay.answer, redirect.sink_of(writer)
+                )
         except BaseException:
             replay.undo()
             raise

@@ -232,7 +232,15 @@ def _copy(old: str, new: str, rel: str) -> None:
     shutil.copyfile(os.path.join(old, rel), dest)
 
 
-def run_replay(writer: Any, spark: Any, connect: bool, plan: dict[str, Any], ask: Any) -> dict[str, Any]:
+def sink_of(writer: Any, path: Any = None, format: Any = None) -> dict[str, Any]:
+    """The job's sink as its writer sets it (before the query is pointed at noop)."""
+    opts = _options(writer)
+    return {"path": path or opts.get("path"), "format": format or opts.get("format"), "table": opts.get("__table")}
+
+
+def run_replay(
+    writer: Any, spark: Any, connect: bool, plan: dict[str, Any], ask: Any, sink: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Replay the old checkpoint's batches with the changed query into a new checkpoint, into ``noop``.
 
     ``plan``: ``from`` and ``to`` (the two checkpoints), ``first`` (the files every batch needs: the
@@ -243,7 +251,8 @@ def run_replay(writer: Any, spark: Any, connect: bool, plan: dict[str, Any], ask
     without a commit, with those offsets (the same input) and their watermark, and writes its state
     and its commit. ``ask(message)`` tells the caller each batch's end (the first with the plan
     Spark made) and returns what to do: ``{"stop": why}`` ends the replay; at the end, ``{"kind":
-    "check"}`` returns a scratch copy of the new checkpoint to judge a restart on."""
+    "check"}`` returns a scratch copy of the new checkpoint to judge a restart on. ``sink``: the job's
+    sink, told with the first batch."""
     old, new = plan["from"], plan["to"]
     for rel in plan["first"]:
         _copy(old, new, rel)
@@ -273,7 +282,7 @@ def run_replay(writer: Any, spark: Any, connect: bool, plan: dict[str, Any], ask
         }
         replayed.append(done)
         sources = [str(x.get("description", "")) for x in last.get("sources") or []]
-        first = {"plan": None if connect else _plan(query), "sources": sources} if i == 0 else {}
+        first = {"plan": None if connect else _plan(query), "sources": sources, "sink": sink} if i == 0 else {}
         said = ask({"kind": "batch", "index": i, "of": len(plan["batches"]), **done, **first})
         if said.get("stop"):
             return {"stopped": said["stop"], "replayed": replayed}
@@ -405,14 +414,14 @@ def _patched_start(cls: type) -> Any:
             _OTHERS.append(f"{queryName or opts.get('queryname') or 'a query'} on {checkpoint or 'no checkpoint'}")
             return _NotStarted(queryName)
         # the job's sink as the job set it (before the query is pointed at noop), and what it would write
-        sink = {"path": path or opts.get("path"), "format": format or opts.get("format"), "table": opts.get("__table")}
+        sink = sink_of(self, path, format)
         output: dict[str, Any] = {"sink": sink}
         with contextlib.suppress(Exception):  # classic PySpark: the rows the changed query writes
             output["output_schema"] = json.loads(self._df.schema.json())
         if os.environ.get(ENV_REPLAY):
             with open(os.environ[ENV_REPLAY], encoding="utf-8") as f:
                 replay = json.load(f)
-            result = run_replay(self, spark, hasattr(self, "_write_proto"), replay, _asking(replay["exchange"]))
+            result = run_replay(self, spark, hasattr(self, "_write_proto"), replay, _asking(replay["exchange"]), sink)
             if "check" in result:
                 result["check"] |= output
         else:

@@ -4,11 +4,12 @@ with what the changed query writes (``analysis.checkpoint.change.sink_warnings``
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from analysis.core.errors import StateReadError
+from analysis.core.errors import StateLensError, StateReadError
 from spark_io.storage import open_storage
-from spark_io.storage.locations import is_local
+from spark_io.storage.locations import is_local, local_path
 
 # Arrow's type names as Spark's JSON schema names them ("?": not compared)
 _SPARK_NAMES = {
@@ -68,6 +69,43 @@ def stored_columns(path: str) -> list[tuple[str, str]]:
         except (ValueError, KeyError, TypeError, AttributeError):
             pass  # not Spark's JSON after all: Arrow's reading
     return [(f.name, _spark_name(f.type)) for f in meta.schema.to_arrow_schema()]
+
+
+FILE_FORMATS = ("parquet", "json", "csv", "orc", "text", "avro")  # Spark's file sinks, each with its _spark_metadata log
+COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSink.log.compactInterval's default
+
+
+def file_sink(sink: dict[str, Any] | None) -> str | None:
+    """The folder of a job's file sink (its writer's path and a file format), else None."""
+    if not sink or not sink.get("path") or str(sink.get("format") or "").lower() not in FILE_FORMATS:
+        return None
+    return str(sink["path"])
+
+
+def prepare_log(old_sink: str | None, new_sink: str, next_batch: int) -> list[str]:
+    """A new folder for a file sink that continues at ``next_batch``: its ``_spark_metadata`` log given
+    an entry for every batch before, each empty (no file), named as the old sink's log names them
+    (its compactions, ``N.compact``: the log reads the newest and what came after), else as Spark
+    names them by default. Spark's sink log then continues there past its next compaction, which needs
+    every earlier batch's entry; readers of the folder see the rows written from ``next_batch`` on.
+    The folder must not exist or be empty. Returns the entries written."""
+    names: list[str] = []
+    if old_sink is not None:
+        try:
+            names = [
+                e.name
+                for e in open_storage(old_sink, what="sink").listdir("_spark_metadata")
+                if (n := e.name.split(".")[0]).isdigit() and int(n) < next_batch and e.name in (n, f"{n}.compact")
+            ]
+        except (OSError, StateLensError):
+            names = []
+    if not names:  # Spark's own naming: a compaction every COMPACT_INTERVAL batches
+        names = [f"{b}.compact" if (b + 1) % COMPACT_INTERVAL == 0 else str(b) for b in range(next_batch)]
+    log = Path(local_path(new_sink)) / "_spark_metadata"
+    log.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (log / name).write_text("v1", "utf-8")  # the log's version line, and no file
+    return sorted(names, key=lambda n: int(n.split(".")[0]))
 
 
 def _partition_columns(rel: str) -> set[str]:
