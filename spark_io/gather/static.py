@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import re
+import urllib.parse
 
 from analysis.core.errors import StateLensError
 from analysis.plan.query_plan import QueryPlan
@@ -54,8 +55,9 @@ def _read_table(plan: QueryPlan, scan_id: int, input_root: str | None) -> Static
         allowed = _may(loc)
         found = _files(loc) if allowed else []
         refused = refused or not allowed
-        if not found and input_root and _may(moved := _join(input_root, loc.rstrip("/").rsplit("/", 1)[-1])):
-            found = _files(moved)
+        for moved in _under(input_root, loc) if not found and input_root else []:
+            if _may(moved) and (found := _files(moved)):
+                break
         files += found
     if not files:
         table.why = (
@@ -89,20 +91,30 @@ def _may(loc: str) -> bool:
     return True
 
 
+def _under(root: str, loc: str) -> list[str]:
+    """Where a table read from ``loc`` may be under ``root`` now: the same relative path, its last three,
+    two, then one parts (``/old/in/ref/countries.csv`` -> ``ROOT/in/ref/countries.csv`` ...
+    ``ROOT/countries.csv``)."""
+    parts = [p for p in urllib.parse.urlparse(loc).path.split("/") if p] if "://" in loc else [p for p in loc.split("/") if p]
+    return [_join(root, *parts[-k:]) for k in range(min(3, len(parts)), 0, -1)]
+
+
 def _files(loc: str) -> list[str]:
-    """The data files at a location: the file itself, or a folder's files (not hidden, not ``_SUCCESS``)."""
+    """The data files at a location: the file itself (a table read from one file), or a folder's files
+    (not hidden, not ``_SUCCESS``)."""
     path = _local(loc)
     if path is None:
         return []
     try:
         storage = open_storage(path, check=False)
+        top = storage.info("")
+        if top is None:
+            return []
+        if not top.is_dir:
+            return [path] if top.size <= MAX_FILE_BYTES else []
         entries = storage.listdir("")
     except (OSError, StateLensError):
-        try:
-            open_storage(path, check=False).read("")
-            return [path]
-        except (OSError, StateLensError):
-            return []
+        return []
     return sorted(
         _join(path, e.name) for e in entries if not e.is_dir and not e.name.startswith((".", "_")) and e.size <= MAX_FILE_BYTES
     )
