@@ -307,6 +307,20 @@ def test_the_first_sentence_carries_outcome_and_cause(truth: Callable[[str], Tru
     assert "never matched" in first and "no " in first.split("never matched", 1)[1], first
 
 
+def test_a_filtered_record_of_a_written_key_is_said_filtered_not_lost() -> None:
+    """One record passes the query's own filter and is written, the other fails it: partly written,
+    cause filtered, and the first sentence says it was filtered out (it said lost)."""
+    for name in NAMES:
+        keys = json.loads((GENERATED / name / "pipeline.json").read_text())["keys"]
+        for k in [k for k in keys if k["design"].startswith("partly written: one record passes, one fails")]:
+            (r,) = whole(name, [k["key"]])["results"]
+            assert (r["outcome"], r["cause"]) == ("partly_written", "filtered"), (name, r["outcome"], r["cause"])
+            first = r["fate"]["headline"]
+            assert "(1 filtered out by the query)" in first and "lost" not in first.split(":", 2)[1], first
+            return
+    pytest.fail("no generated pipeline has a key with a filtered record")
+
+
 def test_look_alikes_have_one_shape_with_their_outcome(truth: Callable[[str], Truth]) -> None:
     name = "login_dedup_tws"
     t = truth(name)

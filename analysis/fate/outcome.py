@@ -17,13 +17,17 @@ from analysis.fate.model import (
     CONDITION_NOT_MET,
     DROPPED,
     DROPPED_AS_DUPLICATE,
+    DROPPED_AS_LATE,
     EMITTED,
     EMITTED_UNMATCHED,
     EVICTED_UNMATCHED,
+    FILTERED,
     HELD,
     LOST,
     MATCHED,
     NEVER_IN_INPUT,
+    NO_MATCH_IN_INPUT,
+    NO_STATIC_MATCH,
     OUTCOME_WRITTEN,
     PARTLY_WRITTEN,
     REACHED,
@@ -320,6 +324,18 @@ def _cause_text(cause: Cause | None) -> str:
     return text + (f"; {cause.then}" if cause.then else "")
 
 
+# what became of a record that did not reach the output, by its cause (a filter's record was not lost: the query removed it)
+_WHAT_BECAME = {
+    FILTERED: "filtered out by the query",
+    DROPPED_AS_LATE: "dropped as late",
+    DROPPED_AS_DUPLICATE: "dropped as duplicates",
+    NO_MATCH_IN_INPUT: "never matched",
+    CONDITION_NOT_MET: "never matched",
+    NO_STATIC_MATCH: "dropped by the static join",
+    UNKNOWN: "lost",
+}
+
+
 def headline(fate: KeyFate, written: list[Output]) -> str:
     """Outcome and root cause in plain words: the answer's first sentence."""
     word = WORDS.get(fate.outcome, fate.outcome)
@@ -353,8 +369,16 @@ def headline(fate: KeyFate, written: list[Output]) -> str:
         return f"{word}: it never matched ({why}), so {emitted}, and {_reached_text(fate, written)}."
     if fate.outcome == PARTLY_WRITTEN:
         counted = _counted(fate)
-        n_lost = sum(1 for r in counted if r.contribution in (DROPPED, UNKNOWN))
-        return f"{word}: {_reached_text(fate, written)}; {n_lost} of its {len(counted)} records were lost: {_cause_text(c)}."
+        rest = Counter(
+            _WHAT_BECAME.get(r.cause.kind if r.cause else UNKNOWN, "lost") if r.contribution == DROPPED else "not followed"
+            for r in counted
+            if r.contribution in (DROPPED, UNKNOWN)
+        )
+        what = ", ".join(f"{n} {how}" for how, n in rest.most_common())
+        return (
+            f"{word}: {_reached_text(fate, written)}; {sum(rest.values())} of its {len(counted)} records did not reach it "
+            f"({what}): {_cause_text(c)}."
+        )
     if fate.outcome == WAITING:
         soonest = (
             min(fate.waiting, key=lambda x: (x.released_at_watermark is None, x.released_at_watermark or 0))
