@@ -88,3 +88,40 @@ def test_a_sink_that_cannot_be_searched_is_one_line(flat: tuple[Path, Path, Path
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and f"--sink {inputs} cannot be searched" in lines[0], r.stderr
     assert "_spark_metadata" in lines[0] and r.stdout == ""
+
+
+@pytest.mark.parametrize("layout", ["a folder per batch", "files appended to one folder"])
+def test_a_foreach_batch_folder_is_searched_its_batches_told_by_layout_or_time(spark: Any, tmp_path: Path, layout: str) -> None:
+    """A foreachBatch function that writes each batch's rows into a folder of its own (``batch=N``), or
+    appends them to one folder: the key's rows are found, each with the batch that wrote it, told by
+    the folder's layout or by the file's time within the batch's (from its offsets to its commit). The
+    truth: the files each call of the function wrote."""
+    inputs, checkpoint, out = tmp_path / "in", tmp_path / "cp", tmp_path / "out"
+    for b in range(BATCHES):
+        cj.write_input(inputs, b)
+    wrote: dict[str, int] = {}  # file -> the batch whose function call wrote it
+
+    def each(df: Any, batch_id: int) -> None:
+        target = out / f"batch={batch_id}" if layout == "a folder per batch" else out
+        before = {p for p in out.rglob("*.parquet")} if out.exists() else set()
+        df.write.mode("append").parquet(str(target))
+        for p in set(out.rglob("*.parquet")) - before:
+            wrote[str(p.relative_to(out))] = batch_id
+
+    for k, v in cj.confs("windowed_flat", "none").items():
+        spark.conf.set(k, v)
+    try:
+        df, mode = cj.build(spark, "windowed_flat", "none", inputs)
+        q = df.writeStream.outputMode(mode).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+        q.foreachBatch(each).start().awaitTermination()
+    finally:
+        for k in cj.confs("windowed_flat", "none"):
+            spark.conf.unset(k)
+    assert wrote
+    (r,) = statelens.open(str(checkpoint)).why_missing("user-1", sink=str(out)).to_dict()["results"]
+    written = [o for o in r["fate"]["outputs"] if o["kind"] == "written"]
+    assert r["outcome"] == "written" and written, r["fate"]["outputs"]
+    for o in written:
+        assert o["batch_id"] == wrote[o["file"]], (o, wrote)
+        told = "the folder's layout" if layout == "a folder per batch" else "the file's time"
+        assert told in o["detail"], o["detail"]

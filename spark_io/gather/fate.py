@@ -48,8 +48,10 @@ from analysis.runs.progress import ProgressLog
 from analysis.verdicts import why_missing as wm
 from spark_io.gather.arrivals import arrivals_for
 from spark_io.gather.inputs import (
+    NOT_TOLD,
     Listing,
     RecordSearch,
+    batch_windows,
     listed_files,
     search_inputs,
     search_sink,
@@ -150,8 +152,11 @@ def why_missing_whole(
     walk.assume_renames = plan is None and key_field is None
     walk.strict = bool(os.environ.get("STATELENS_DEBUG"))
     walk.prefetch(search.records)
-    written, sink_searched = _written(progress, sink, keys, sink_columns(walk, [*columns, *([key_field] if key_field else [])]))
-    downstream = _sink_rows(progress, sink) if sink_searched else None
+    windows = batch_windows(info.path) if sink else None  # a folder the user names may be a foreachBatch's
+    written, sink_searched = _written(
+        progress, sink, keys, sink_columns(walk, [*columns, *([key_field] if key_field else [])]), windows
+    )
+    downstream = _sink_rows(progress, sink, windows) if sink_searched else None
     held = sink_column_names(sink_folder(progress.sink if progress else None, sink) or "") if sink_searched else None
     fates = {}
     for k in keys:
@@ -229,7 +234,11 @@ def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Li
 
 
 def _written(
-    progress: ProgressLog | None, given: str | None, keys: list[str], columns: list[str]
+    progress: ProgressLog | None,
+    given: str | None,
+    keys: list[str],
+    columns: list[str],
+    windows: dict[int, tuple[int, int]] | None = None,
 ) -> tuple[dict[str, list[Output]], bool]:
     """The keys' rows in the file sink's files, and whether a sink was searched. A sink the user gave
     that cannot be searched is refused in one line (never silently unused); the one the progress names
@@ -237,7 +246,7 @@ def _written(
     folder = sink_folder(progress.sink if progress else None, given)
     if not folder:
         return {}, False
-    rows, why = search_sink(folder, keys, columns)
+    rows, why = search_sink(folder, keys, columns, windows if given else None)
     if why and given:
         raise InvalidInput(f"{option('--sink', given, python=repr(given))} cannot be searched: {why}.")
     if why:
@@ -249,7 +258,7 @@ def _written(
                 group_text({c: x for c, x in r.values.items() if c not in ("filename", "file_row_number")}),
                 r.batch_id,
                 WRITTEN,
-                r.file if r.batch_id is not None else f"{r.file} (written in one of batches {r.batches[0]}-{r.batches[1]})",
+                _written_where(r),
                 file=r.file,
             )
             for r in v
@@ -258,7 +267,15 @@ def _written(
     }, True
 
 
-def _sink_rows(progress: ProgressLog | None, given: str | None) -> SinkSearch:
+def _written_where(r: Any) -> str:
+    """Where a sink row is, and how its batch was told."""
+    if r.batch_id is None:
+        why = "neither the folder's layout nor the file's time tells which" if r.told == NOT_TOLD else "its log was compacted"
+        return f"{r.file} (written in one of batches {r.batches[0]}-{r.batches[1]}: {why})"
+    return f"{r.file} (its batch told from {r.told})" if r.told else r.file
+
+
+def _sink_rows(progress: ProgressLog | None, given: str | None, windows: dict[int, tuple[int, int]] | None = None) -> SinkSearch:
     """The file sink's rows by a column's values (each search made once)."""
     folder = sink_folder(progress.sink if progress else None, given) or ""
     done: dict[tuple[str, tuple[str, ...]], list[tuple[int | None, str, dict[str, Any]]]] = {}
@@ -266,7 +283,7 @@ def _sink_rows(progress: ProgressLog | None, given: str | None) -> SinkSearch:
     def rows(column: str, values: list[str]) -> list[tuple[int | None, str, dict[str, Any]]]:
         k = (column, tuple(values))
         if k not in done:
-            found, why = search_sink(folder, values, [column])
+            found, why = search_sink(folder, values, [column], windows if given else None)
             done[k] = [(r.batch_id, r.file, r.values) for v in found.values() for r in v] if not why else []
         return done[k]
 

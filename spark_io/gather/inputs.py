@@ -529,6 +529,68 @@ class SinkRow:
     batches: tuple[int, int]  # the batches it may have been written in (first, last)
     file: str
     values: dict[str, Any]
+    # how its batch was told where no sink log names it: "the folder's layout", "the file's time ...", or
+    # NOT_TOLD (neither tells: a foreachBatch folder's file); "": the sink's log told it
+    told: str = ""
+
+
+NOT_TOLD = "nothing"
+
+
+# a folder written by a foreachBatch function names its batch in its path (``batch=5/``, ``batch_id=5``,
+# ``batch-5.json``, ``epoch_5``), or no way at all
+_BATCH_IN_PATH = re.compile(r"(?:^|[/_.-])(?:batch_?id|batchid|batch|epoch)[=_-]?(\d+)(?=[/_.-]|$)", re.I)
+
+
+def batch_windows(checkpoint: str) -> dict[int, tuple[int, int]]:
+    """Each committed batch's window in time (ns): from its offsets' writing to its commit's. What a
+    batch's sink writes, a foreachBatch function's files too, is written within it."""
+    storage = open_storage(checkpoint)
+    try:
+        offsets = {int(e.name): e.mtime_ns for e in storage.listdir("offsets") if e.name.isdigit()}
+        commits = {int(e.name): e.mtime_ns for e in storage.listdir("commits") if e.name.isdigit()}
+    except (OSError, StateLensError):
+        return {}
+    return {b: (offsets[b], t) for b, t in commits.items() if b in offsets and offsets[b] <= t}
+
+
+def _told_batch(path: str, mtime_ns: int, windows: dict[int, tuple[int, int]]) -> tuple[int | None, str]:
+    """A foreachBatch file's batch: named in its path, else the batch whose window holds its time."""
+    named = _BATCH_IN_PATH.findall(path)
+    if named:
+        return int(named[-1]), "the folder's layout"
+    held = [b for b, (start, end) in windows.items() if start <= mtime_ns <= end]
+    if len(held) == 1:
+        return held[0], "the file's time, within the batch's (its offsets to its commit)"
+    return None, NOT_TOLD
+
+
+def _search_batch_folder(
+    storage: Any, folder: str, keys: list[str], columns: list[str], windows: dict[int, tuple[int, int]]
+) -> dict[str, list[SinkRow]]:
+    """The keys' rows in a folder a foreachBatch function writes (no sink log): every data file under
+    it, each with its batch as its path or its time tells (else any of the batches)."""
+    entries = [
+        e for e in storage.walk("") if not any(p.startswith((".", "_")) for p in e.path.split("/")) and _format(e.name, None)
+    ]
+    base = local_path(folder) if is_local(folder) else folder
+    by_path: dict[str, tuple[int | None, str, str]] = {}
+    files = []
+    for e in entries:
+        path = _join(base, e.path)
+        batch, told = _told_batch(e.path, e.mtime_ns, windows)
+        by_path[path] = (batch, told, e.path)
+        files.append(ListedFile(-1, "sink", batch, path, path, _format(e.name, None) or ""))
+    found = _exact([f for f in files if f.format != "parquet"], keys, columns)
+    parquet = [f for f in files if f.format == "parquet"]
+    if parquet:
+        found += _parquet(parquet, keys, columns, near=False)
+    span = (min(windows), max(windows)) if windows else (0, 0)
+    out: dict[str, list[SinkRow]] = {k: [] for k in keys}
+    for r in found:
+        batch, told, rel = by_path[r.file]
+        out[r.key].append(SinkRow(batch, (batch, batch) if batch is not None else span, rel, r.values, told))
+    return out
 
 
 def sink_folder(description: str | None, given: str | None) -> str | None:
@@ -560,10 +622,14 @@ def sink_column_names(folder: str) -> frozenset[str] | None:
     return frozenset(found) if found else None
 
 
-def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[str, list[SinkRow]], str | None]:
+def search_sink(
+    folder: str, keys: list[str], columns: list[str], windows: dict[int, tuple[int, int]] | None = None
+) -> tuple[dict[str, list[SinkRow]], str | None]:
     """The rows of each key in the files a file sink wrote, each with the batch that wrote it
     (``_spark_metadata/<batch>``; a ``<n>.compact`` log's own files are the ones no kept log names).
-    Returns (key -> rows, why the sink could not be searched)."""
+    A folder without that log is one a ``foreachBatch`` function writes, searched with ``windows``
+    (``batch_windows``: each batch's files told by their path or their time). Returns (key -> rows,
+    why the sink could not be searched)."""
     try:
         check_allowed(folder, "sink")
     except StateLensError:
@@ -581,7 +647,14 @@ def search_sink(folder: str, keys: list[str], columns: list[str]) -> tuple[dict[
     except (OSError, StateLensError) as e:
         return {}, f"the sink folder {folder} cannot be read ({getattr(e, 'message', None) or e})"
     if "_spark_metadata" not in listed:
-        return {}, f"the sink folder {folder} has no _spark_metadata log (give where it is now: --sink)"
+        if "_delta_log" in listed:
+            return {}, f"the sink folder {folder} is a Delta table (its log is not read yet)"
+        if windows is None:
+            return {}, f"the sink folder {folder} has no _spark_metadata log (give where it is now: --sink)"
+        try:
+            return _search_batch_folder(storage, folder, keys, columns, windows), None
+        except (OSError, StateLensError) as e:
+            return {}, f"the sink folder {folder} cannot be read ({getattr(e, 'message', None) or e})"
     owner: dict[str, tuple[int | None, tuple[int, int]]] = {}
     kept = {int(e.name) for e in logs if e.name.isdigit()}
     last_compact = -1
