@@ -311,6 +311,7 @@ PLAN_CHANGES = [
     ("session", "filter_added", "filter_added", "view"),
     ("windowed_agg", "filter_added", "filter_added", "view"),  # a where before the aggregation
     ("windowed_agg", "filter_first", "filter_added", "view"),  # ... and before its watermark
+    ("windowed_agg", "value_filter", "filter_added", "value"),  # a numeric condition after the watermark
 ]
 
 
@@ -477,3 +478,18 @@ def test_a_sink_file_that_cannot_be_read_is_said_not_compared(tmp_path: Path) ->
     os.utime(cut, (2_000_000_000, 2_000_000_000))  # the newest file: the one compared
     with pytest.raises(StateReadError, match=r"part-1\.parquet could not be read"):
         sink_columns(sink, schema)
+
+
+@pytest.mark.parametrize("change", ["value_filter", "filter_added"])
+def test_a_filter_added_is_warned_through_the_command_as_deployed(tmp_path_factory: pytest.TempPathFactory, change: str) -> None:
+    """The job's own process, its deployed run's event log given: a where added after the watermark
+    and before the aggregation (a numeric condition, as a new user added it) is warned of."""
+    checkpoint, inputs, logs = _logged_base("windowed_agg", tmp_path_factory)
+    out = run_cli(
+        "preflight", str(checkpoint), "--json", "--event-log", str(logs), "--",
+        sys.executable, str(JOB), "--query", "windowed_agg", "--change", change, "--input", str(inputs),
+        "--checkpoint", str(checkpoint), "--output", str(tmp_path_factory.mktemp("out")), "--sink", "foreach_batch",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["verdict"] == "restarts" and [w["kind"] for w in r["warnings"]] == ["filter_added"], r["warnings"]

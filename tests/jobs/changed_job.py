@@ -83,6 +83,8 @@ def _windowed_agg(s: dict[str, Any], change: str) -> Any:
         events = events.withWatermark("event_time", delay)
     if change == "filter_added":
         events = events.where(F.col("kind") != "view")
+    if change == "value_filter":  # a numeric condition after the watermark, as a new user added it
+        events = events.where(F.col("value") > 5)
     if change == "key_renamed":
         events = events.withColumnRenamed("user_id", "uid")
     user = F.col("uid") if change == "key_renamed" else F.col("user_id")
