@@ -333,6 +333,7 @@ def test_with_the_event_log_the_old_plan_is_compared(
     assert same.verdict == "restarts" and same.warnings == []
 
 
+@pytest.mark.jvm  # the job's own Spark
 def test_a_scratch_run_writes_no_event_log_where_the_job_points(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The job as deployed writes its event log into the team's folder: its scratch run must not (its
     application would land there under the same query id, its batches read as the checkpoint's)."""
@@ -480,6 +481,7 @@ def test_a_sink_file_that_cannot_be_read_is_said_not_compared(tmp_path: Path) ->
         sink_columns(sink, schema)
 
 
+@pytest.mark.jvm  # the job's own Spark
 @pytest.mark.parametrize("change", ["value_filter", "filter_added"])
 def test_a_filter_added_is_warned_through_the_command_as_deployed(tmp_path_factory: pytest.TempPathFactory, change: str) -> None:
     """The job's own process, its deployed run's event log given: a where added after the watermark

@@ -78,16 +78,20 @@ def test_a_sink_lacking_a_batchs_file_decides_that_row_was_not_written(
     assert {o["batch_id"] for o in r["fate"]["outputs"] if o["kind"] == "written"} == set(files) - {first}
 
 
-def test_a_sink_that_cannot_be_searched_is_one_line(flat: tuple[Path, Path, Path]) -> None:
-    checkpoint, _, inputs = flat
+def test_a_sink_that_cannot_be_searched_is_one_line(flat: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """A folder State Lens cannot search as a sink (a Delta table: its log is not read) is refused in one
+    line, never silently left unused (a folder without a sink log is a foreachBatch's: searched, below)."""
+    checkpoint, _, _ = flat
+    delta = tmp_path / "table"
+    (delta / "_delta_log").mkdir(parents=True)
     r = subprocess.run(
-        [sys.executable, str(ROOT / "cli.py"), "why-missing", str(checkpoint), "user-1", "--sink", str(inputs)],
+        [sys.executable, str(ROOT / "cli.py"), "why-missing", str(checkpoint), "user-1", "--sink", str(delta)],
         capture_output=True,
         text=True,
     )
     lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and f"--sink {inputs} cannot be searched" in lines[0], r.stderr
-    assert "_spark_metadata" in lines[0] and r.stdout == ""
+    assert r.returncode == 2 and len(lines) == 1 and f"--sink {delta} cannot be searched" in lines[0], r.stderr
+    assert "Delta table" in lines[0] and r.stdout == ""
 
 
 @pytest.mark.parametrize("layout", ["a folder per batch", "files appended to one folder"])
@@ -125,3 +129,25 @@ def test_a_foreach_batch_folder_is_searched_its_batches_told_by_layout_or_time(s
         assert o["batch_id"] == wrote[o["file"]], (o, wrote)
         told = "the folder's layout" if layout == "a folder per batch" else "the file's time"
         assert told in o["detail"], o["detail"]
+
+
+def test_an_input_file_changed_since_spark_read_it_is_said_so(flat: tuple[Path, Path, Path]) -> None:
+    """An answer says what Spark read: a file at its logged place, modified since (a record appended),
+    is named as changed; the record it holds now was never read by Spark."""
+    import os
+
+    checkpoint, _, inputs = flat
+    target = inputs / "events" / f"part-{BATCHES - 1:05d}.json"
+    text, st = target.read_text(), target.stat()
+    try:
+        target.write_text(text + '{"event_id": "ev-new", "user_id": "user-new-77", "kind": "buy", "value": 1, '
+                          '"event_time": "2026-01-01T00:21:00.000Z"}\n')  # fmt: skip
+        (r,) = statelens.open(str(checkpoint)).why_missing("user-new-77").to_dict()["results"]
+    finally:
+        target.write_text(text)
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    note = r["fate"]["input_note"] or ""
+    assert (
+        f"Changed since Spark read them (their records now may not be what it read): {target.name} of the events source" in note
+    )
+    assert r["outcome"] != "written"

@@ -67,6 +67,9 @@ class InputSearch:
     columns: dict[str, str] = field(default_factory=dict)  # source -> the column searched ("any": every column)
     time_zone: str = "UTC"  # the session time zone event times without an offset were read in
     sources: dict[int, str] = field(default_factory=dict)  # source index -> its name (its folder)
+    # files searched that are not as Spark read them ("<file> of the <source> source (how)"): an answer
+    # from them says what they hold now
+    changed: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -79,9 +82,17 @@ class InputSearch:
 
     def note(self) -> str | None:
         """What was not searched, in one sentence: the files of one reason together, counted per source
-        (``unsearched`` keeps each file and its reason)."""
+        (``unsearched`` keeps each file and its reason); and the files searched that changed since Spark
+        read them."""
+        changed = (
+            f" Changed since Spark read them (their records now may not be what it read): {'; '.join(self.changed[:3])}"
+            + (f" and {len(self.changed) - 3} more" if len(self.changed) > 3 else "")
+            + "."
+            if self.changed
+            else ""
+        )
         if not self.unsearched:
-            return None
+            return changed.strip() or None
         by_why: dict[str, dict[str, list[str]]] = {}
         whole: list[str] = []
         for entry in sorted(self.unsearched):
@@ -99,7 +110,7 @@ class InputSearch:
             parts.append(f"{', '.join(counted)} ({why})")
         shown = parts + whole
         more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
-        return "Not searched: " + "; ".join(shown[:4]) + more + "."
+        return "Not searched: " + "; ".join(shown[:4]) + more + "." + changed
 
 
 # --------------------------------------------------------------------------- arrivals of a record with a given event time

@@ -39,6 +39,7 @@ class SourceBatch:
     files: list[str] = field(default_factory=list)  # file source: the files read
     note: str = ""
     name: str = ""  # what it reads: the file source's folder, Kafka's topics (source_names)
+    stamps: dict[str, int] = field(default_factory=dict)  # file source: path -> its modification time (ms) as Spark listed it
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -206,6 +207,7 @@ def batch_sources(
             rows: int | None = None
             partitions: dict[str, int] = {}
             files: list[str] = []
+            stamps: dict[str, int] = {}
             note = ""
             if end is None:
                 note = "no offset yet"
@@ -221,7 +223,9 @@ def batch_sources(
                 if lo is None:
                     note = "the previous batch's offsets are purged"
                 else:
-                    files = [e["path"] for e in file_entries.get(i, []) if lo < e.get("batchId", -1) <= hi]
+                    read = [e for e in file_entries.get(i, []) if lo < e.get("batchId", -1) <= hi]
+                    files = [e["path"] for e in read]
+                    stamps = {e["path"]: int(e["timestamp"]) for e in read if isinstance(e.get("timestamp"), int)}
                     if not files and hi > lo:
                         note = "the file log of these batches is purged"
             elif kind == "rate-micro-batch":
@@ -234,7 +238,7 @@ def batch_sources(
                 note = f"{secs} s of rows (rowsPerSecond is not in the checkpoint)" if secs is not None else "rate"
             if not follows and b > 0 and end is not None and kind in ("kafka", "rate-micro-batch") and rows is None:
                 note = note or "the previous batch's offsets are purged"
-            row.append(SourceBatch(i, kind, end, start, rows, partitions, files, note, names.get(i, "")))
+            row.append(SourceBatch(i, kind, end, start, rows, partitions, files, note, names.get(i, ""), stamps))
             prev[i] = end
         prev_batch = b
         out[b] = row

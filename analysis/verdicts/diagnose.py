@@ -103,6 +103,7 @@ class WhyMissingReport:
             "columns": s.columns,
             "not_searched": s.unsearched,
             "time_zone": s.time_zone,
+            **({"changed_since_read": s.changed} if s.changed else {}),
         }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import datetime as dt
 import json
 import os
 import re
@@ -64,6 +65,7 @@ class ListedFile:
     path: str | None  # where it is read from (None: not readable, see why)
     format: str
     why: str | None = None
+    changed: str | None = None  # the file at its logged place is not as Spark read it: how it differs
 
 
 def _local(uri: str) -> str | None:
@@ -134,13 +136,13 @@ def listed_files(
     Returns (files, notes on sources not searched, source index -> name)."""
     batches = read_source_offsets(info.path)
     names: dict[int, str] = {}
-    per_source: dict[int, list[tuple[int, str]]] = {}
+    per_source: dict[int, list[tuple[int, str, int | None]]] = {}  # source -> (batch, file, its logged time)
     notes: list[str] = []
     for batch, sources in sorted(batches.items()):
         for s in sources:
             names.setdefault(s.source, s.name)
             if s.kind == "file":
-                per_source.setdefault(s.source, []).extend((batch, f) for f in s.files)
+                per_source.setdefault(s.source, []).extend((batch, f, s.stamps.get(f)) for f in s.files)
                 if s.note:
                     notes.append(f"batch {batch} of the {s.name or 'file'} source ({s.note})")
             elif s.end_offset is not None:
@@ -150,33 +152,39 @@ def listed_files(
     out: list[ListedFile] = []
     listings = _Listings()
     for i, entries in sorted(per_source.items()):
-        local = [p for _, u in entries if (p := _local(u)) is not None]
+        local = [p for _, u, _ in entries if (p := _local(u)) is not None]
         folder = _folder(local)
-        for batch, uri in entries:
-            path: str | None = _local(uri)
-            why: str | None = None
-            size = 0
-            if path is None:
+        for batch, uri, stamp in entries:
+            logged: str | None = _local(uri)
+            path, why, changed = logged, None, None
+            if logged is None:
                 why = "on storage only Spark reads"
             else:
-                path, size, why = _moved(path, folder, input_root, listings)
-                if path is not None and size > MAX_FILE_BYTES:
+                path, found, why = _moved(logged, folder, input_root, listings)
+                if found is not None and found.size > MAX_FILE_BYTES:
                     why = f"larger than {MAX_FILE_BYTES // 1024**2} MB"
+                if found is not None and path == logged and stamp is not None and abs(found.mtime_ns // 1_000_000 - stamp) > 1000:
+                    # at its place, modified since Spark listed it: what it holds now is not what Spark read
+                    changed = f"modified {_when(found.mtime_ns // 1_000_000)}, after Spark read it (modified {_when(stamp)})"
             fmt = _format(uri, format_of(names.get(i, "")) if format_of else None)
             if why is None and fmt is None:
                 why = "a format searched only in JSON, CSV, Parquet and text files"
-            out.append(ListedFile(i, names.get(i, ""), batch, uri, None if why else path, fmt or "", why))
+            out.append(ListedFile(i, names.get(i, ""), batch, uri, None if why else path, fmt or "", why, changed))
     return out, notes, names
 
 
-def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, int, str | None]:
-    """(where the file is now, its size, why it is not read): where it was logged, else under ``root``
-    (see ``listed_files``). A place outside the bounds is not looked at: whether a file is there is
-    never told."""
+def _when(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, Entry | None, str | None]:
+    """(where the file is now, its entry there, why it is not read): where it was logged, else under
+    ``root`` (see ``listed_files``). A place outside the bounds is not looked at: whether a file is there
+    is never told."""
     refused = not _may(path)
     found = None if refused else listings.entry(path)
     if found is not None:
-        return path, found.size, None
+        return path, found, None
     if root:
         rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
         base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
@@ -184,10 +192,10 @@ def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tup
         for candidate in (_join(root, base, rel), _join(root, rel)):
             found = listings.entry(candidate) if _may(candidate) else None
             if found is not None:
-                return candidate, found.size, None
+                return candidate, found, None
     if refused:
-        return None, 0, "outside the folders that may be opened"
-    return None, 0, "no longer there" + ("" if root else " (if the input moved, give where it is now: --input-root)")
+        return None, None, "outside the folders that may be opened"
+    return None, None, "no longer there" + ("" if root else " (if the input moved, give where it is now: --input-root)")
 
 
 def _may(path: str) -> bool:
@@ -222,6 +230,7 @@ def search_inputs(
     plan tells where an operator's key column comes from)."""
     files, notes, names = listing or listed_files(info, input_root, format_of)
     search = InputSearch(files_listed=len(files), unsearched=list(notes), time_zone=time_zone, sources=names)
+    search.changed = [f"{f.uri.rsplit('/', 1)[-1]} of the {f.source} source ({f.changed})" for f in files if f.changed]
     readable = [f for f in files if f.path is not None]
     for f in files:
         if f.path is None:
