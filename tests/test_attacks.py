@@ -94,6 +94,11 @@ def attempts(t: Teams) -> list[tuple[str, list[str], str]]:
         ),
         ("the other team's sink", ["why-missing", str(t.clicks), key, "--sink", str(t.pay / "sink")], "Sink not allowed"),
         (
+            "a sink folder of links",
+            ["why-missing", str(t.crafted), "ad-0-1", "--json", "--sink", str(t.sink)],
+            "is a link to a place outside",
+        ),
+        (
             "the other team's inputs",
             ["why-missing", str(t.clicks), key, "--input-root", str(t.pay / "inputs")],
             "Input files not allowed",
@@ -124,7 +129,7 @@ def test_what_ads_may_read_answers_without_following_links_out(teams: Teams, doo
     found = json.loads(listing.stdout)
     assert {Path(c["path"]).name for c in found["checkpoints"]} >= {"clicks", "crafted", "halfcopy"}
     assert str(teams.team) in found["skipped_links"] and str(teams.mirror / "metadata") in found["skipped_links"]
-    for extra in (["--sink", str(teams.sink)], ["--input-root", str(teams.inputs)], []):
+    for extra in (["--input-root", str(teams.inputs)], []):
         r = cli(env, "why-missing", str(teams.crafted), "ad-0-1", "--json", *extra)
         assert r.returncode == 0 and not teams.leaked(r.stdout + r.stderr), r.stderr
         answer = json.dumps(json.loads(r.stdout))

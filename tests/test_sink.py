@@ -151,3 +151,29 @@ def test_an_input_file_changed_since_spark_read_it_is_said_so(flat: tuple[Path, 
         f"Changed since Spark read them (their records now may not be what it read): {target.name} of the events source" in note
     )
     assert r["outcome"] != "written"
+
+
+def test_input_files_spark_archived_are_found_under_the_archive(spark: Any, tmp_path: Path) -> None:
+    """cleanSource=archive: Spark moves each file it read to sourceArchiveDir + the file's own path.
+    Given the archive as --input-root, the records are found there (the truth: the files Spark moved)."""
+    inputs, checkpoint, archive = tmp_path / "in", tmp_path / "cp", tmp_path / "archive"
+    for b in range(BATCHES):
+        cj.write_input(inputs, b)
+    events = (
+        spark.readStream.schema(cj.EVENTS)
+        .option("maxFilesPerTrigger", 1)
+        .option("cleanSource", "archive")
+        .option("sourceArchiveDir", str(archive))
+        .json(str(inputs / "events"))
+    )
+    q = events.groupBy("user_id").count().writeStream.outputMode("update").format("noop")
+    q.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start().awaitTermination()
+    moved = sorted(archive.rglob("*.json"))
+    assert moved, "Spark archived no file"
+    cp = statelens.open(str(checkpoint))
+    (gone,) = cp.why_missing("user-1").to_dict()["results"]
+    (found,) = cp.why_missing("user-1", input_root=str(archive)).to_dict()["results"]
+    assert "no longer there" in (gone["fate"]["input_note"] or "")
+    archived = {p.name for p in moved}
+    assert {r["file"].rsplit("/", 1)[-1] for r in found["fate"]["records"]} & archived
+    assert found["outcome"] == "written" or found["fate"]["records"], found["fate"]

@@ -131,8 +131,9 @@ def listed_files(
     """Every file each batch read, where it can be read from, and the sources that are not files.
 
     ``input_root``: where the sources' folders are now, when the files moved since the query read
-    them (a copy of the input beside a copy of the checkpoint): a file logged as
-    ``/old/in/orders/part-0.json`` is looked for at ``<root>/orders/part-0.json``, then ``<root>/part-0.json``.
+    them (a copy of the input beside a copy of the checkpoint, or the archive Spark moved them to
+    with ``cleanSource=archive``): a file logged as ``/old/in/orders/part-0.json`` is looked for at
+    ``<root>/orders/part-0.json``, then ``<root>/part-0.json``, then ``<root>/old/in/orders/part-0.json``.
     Returns (files, notes on sources not searched, source index -> name)."""
     batches = read_source_offsets(info.path)
     names: dict[int, str] = {}
@@ -189,7 +190,9 @@ def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tup
         rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
         base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
         root = local_path(root) if is_local(root) else root
-        for candidate in (_join(root, base, rel), _join(root, rel)):
+        # the source's folder copied under it, its files alone, or the whole logged path under it: where
+        # Spark's cleanSource=archive moves a file it read (sourceArchiveDir + the file's own path)
+        for candidate in (_join(root, base, rel), _join(root, rel), _join(root, path)):
             found = listings.entry(candidate) if _may(candidate) else None
             if found is not None:
                 return candidate, found, None
