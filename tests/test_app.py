@@ -461,7 +461,7 @@ def test_after_cancel_read_again_reads() -> None:
     assert not [m for m in at.markdown if m.value.startswith("####")]
     at.button(key="again-why-missing").click().run()
     cards = [m.value for m in at.markdown if m.value.startswith("####")]
-    assert cards == ["#### `ord-154` &nbsp; :orange-badge[Waiting] :red-badge[join condition not met · operator 0 · batch 15]"]
+    assert cards == ["#### `ord-154` &nbsp; :orange-badge[Waiting] :gray-badge[cause unknown · operator 0 · batch 15]"]
 
 
 def test_time_zone_choice_shows_times_in_that_zone() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.core.operator_kinds import GROUP_STATE, TWS, find_kind
@@ -59,10 +59,12 @@ def key_fate(
         fate.notes = list(walk.notes)
         function_ops = {o.operator_id for o in walk.info.operators if find_kind(o.operator_name) in (GROUP_STATE, TWS)}
     if sink is not None:
-        own = {(o.batch_id, o.file, o.group) for o in written}
         more = downstream_writes([o for r in fate.records for o in r.outputs], sink)
         more += function_writes(fate.records, function_ops, sink)
-        written = written + list(dict.fromkeys(o for o in more if (o.batch_id, o.file, o.group) not in own))
+        # a row found both ways is kept once, as the key's own, with the state key it was found for
+        keyed = {(o.batch_id, o.file, o.group): o for o in more}
+        own = [replace(o, key=found.key) if (found := keyed.pop((o.batch_id, o.file, o.group), None)) else o for o in written]
+        written = own + list(dict.fromkeys(keyed.values()))
     judge(fate, written, sink_searched, function_ops, search, sink_columns)
     return fate
 
@@ -91,9 +93,12 @@ def downstream_writes(outputs: list[Output], sink: SinkSearch) -> list[Output]:
 
 def function_writes(records: list[RecordFate], function_ops: set[int], sink: SinkSearch) -> list[Output]:
     """The sink's rows of the groups a user's function holds the records in (the group's columns),
-    written in the batch a record arrived or later: a function emits on a record, a timer, a timeout."""
+    written in the batch a record arrived or later: a function emits on a record, a timer, a timeout.
+    So too the groups (windows) the last operator still holds a record in: in update or complete mode
+    it emits a group in every batch that changes it."""
     wanted: list[tuple[str, tuple[int | None, int | None], bool]] = []
     for rf in records:
+        wanted += [(w.key, (rf.record.batch_id or 0, None), False) for w in rf.waiting if w.key]
         last = rf.steps[-1] if rf.steps else None
         if last is not None and last.key and last.operator_id in function_ops and last.outcome == REACHED_STATE:
             wanted.append((last.key, (rf.record.batch_id or 0, None), False))

@@ -135,6 +135,7 @@ class Cause:
     # a join of unknown type (no event log) evicted it unmatched: lost, unless it was emitted null-padded
     # (an outer join); why, for when the sink's files cannot tell
     unless_emitted: str = ""
+    emitted_in: int | None = None  # with unless_emitted: the batch an outer join emitted it in
 
     def to_dict(self) -> dict[str, Any]:
         rec = self.record
@@ -199,6 +200,7 @@ class Output:
     null_padded: bool = False  # a preserved join side's row emitted without a match (here or upstream)
     file: str | None = None  # written: the sink's file
     key: str | None = None  # the state key it was emitted for, as JSON (a window, the group's columns): found in a sink
+    row: str | None = None  # written: the sink's row, as JSON
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -220,6 +222,7 @@ class Waiting:
     needs_event_time: int | None = None  # the newest event time that moves the watermark there (ms)
     detail: str = ""
     cause: str = WAITING_FOR_WATERMARK  # or no_match_in_input: a join row waiting for a match
+    key: str | None = None  # the state key it waits under, as JSON (a window, the group's columns): found in a sink
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -83,7 +83,7 @@ def judge(
     the sink's rows (None: not known): the sink decides what of a row the state says was emitted was
     written, where it has the row's columns."""
     for rf in fate.records:
-        _contribution(rf, written, sink_searched, function_ops, sink_columns)
+        _contribution(rf, written, sink_searched, function_ops, sink_columns, _own_values(rf, fate.records))
     _repeats_of_written(fate)
     outputs = [o for rf in fate.records for o in rf.outputs if o.kind != STATE_REMOVED]
     fate.outputs = sorted(
@@ -214,8 +214,46 @@ def _not_in_sink(derived: list[Output], written: list[Output], sink_columns: fro
     return None
 
 
+def _own_values(rf: RecordFate, records: list[RecordFate]) -> set[str]:
+    """A record's text values no other record of the key has (its id, its event's...): a sink row holding
+    one holds this record."""
+
+    def texts(r: RecordFate) -> set[str]:
+        return {v for c, v in r.record.values.items() if c != r.record.column and isinstance(v, str) and v.strip()}
+
+    others = set().union(*(texts(o) for o in records if o is not rf))
+    return texts(rf) - others
+
+
+def _emitted_padded(cause: Cause, written: list[Output], own: frozenset[str] | set[str]) -> Output | None:
+    """A join of unknown type evicted the record unmatched in ``cause.emitted_in``: the sink's row written
+    in that batch that holds one of the record's own values is it, emitted null-padded (an outer join)."""
+    if cause.emitted_in is None or not own:
+        return None
+    for w in written:
+        if w.batch_id == cause.emitted_in and w.row is not None:
+            values = json.loads(w.row)
+            if isinstance(values, dict) and own & {v for v in values.values() if isinstance(v, str)}:
+                return w
+    return None
+
+
+def _emitted_open(rf: RecordFate, written: list[Output]) -> list[Output]:
+    """The sink's rows of every group (window) the record waits in, written since it arrived; [] unless
+    each has one."""
+    keys = {w.key for w in rf.waiting if w.key}
+    b = rf.record.batch_id or 0
+    rows = [o for o in written if o.key in keys and (o.batch_id is None or o.batch_id >= b)]
+    return rows if keys and keys <= {o.key for o in rows} else []
+
+
 def _contribution(
-    rf: RecordFate, written: list[Output], sink_searched: bool, function_ops: set[int], sink_columns: frozenset[str] | None = None
+    rf: RecordFate,
+    written: list[Output],
+    sink_searched: bool,
+    function_ops: set[int],
+    sink_columns: frozenset[str] | None = None,
+    own: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     b = rf.record.batch_id or 0
     derived = [o for o in rf.outputs if o.kind != STATE_REMOVED]
@@ -241,6 +279,11 @@ def _contribution(
     elif by_function and later:  # the function's output is the sink's to tell
         rf.contribution = REACHED
         rf.outputs = later
+    elif rf.waiting and (emitted := _emitted_open(rf, written)):
+        # the sink holds each group it waits in, written since it arrived while the state still holds the group:
+        # the query emits a group before it closes (update or complete mode), this record's part with it
+        rf.contribution = REACHED
+        rf.outputs = emitted
     elif rf.waiting:
         rf.contribution = HELD
         rf.cause = next((s.cause for s in reversed(rf.steps) if s.cause is not None), None)
@@ -264,7 +307,13 @@ def _contribution(
         cause = next((s.cause for s in reversed(rf.steps) if s.cause is not None), None)
         rf.cause = cause
         rf.contribution = UNKNOWN if cause is None or (cause.kind == UNKNOWN and rf.outcome == UNKNOWN) else DROPPED
-        if cause is not None and cause.unless_emitted and (written or not sink_searched):
+        padded = _emitted_padded(cause, written, own) if cause is not None and cause.unless_emitted else None
+        if padded is not None and cause is not None:  # the sink holds it, written when the join evicted it unmatched
+            cause.unless_emitted = ""
+            rf.contribution, rf.cause = REACHED, cause
+            detail = f"emitted null-padded when evicted unmatched (the sink's row holds this record): {padded.detail}"
+            rf.outputs = [Output(cause.operator_id, padded.group, padded.batch_id, EMITTED_UNMATCHED, detail, True, padded.file)]
+        elif cause is not None and cause.unless_emitted and (written or not sink_searched):
             # the sink cannot say it was not emitted null-padded
             rf.contribution = UNKNOWN
             rf.cause = Cause(
@@ -290,6 +339,10 @@ def _waiting_cause(held: list[RecordFate], waiting: list[Waiting]) -> Cause:
         return step_cause
     rec = held[0].record
     op = w.operator_id if w else None
+    if w is not None and w.cause == UNKNOWN:  # a join row of a join of unknown type: for a match, or the watermark
+        told = next((r.cause for r in held if r.cause is not None), None)  # why it is unmatched so far
+        why = w.detail + (f"; unmatched so far: {told.detail}" if told is not None else "")
+        return Cause(UNKNOWN, op, told.batch_id if told else None, told.side if told else None, rec, why, why=why)
     return Cause(WAITING_FOR_WATERMARK, op, None, None, rec, w.detail if w else "it waits in state")
 
 

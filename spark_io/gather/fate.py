@@ -14,11 +14,13 @@ of them). Nothing here decides an answer.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from analysis.core.errors import InvalidInput, StateLensError, option
+from analysis.core.key_format import jsonable
 from analysis.core.model import CheckpointInfo, require_state
 from analysis.core.near_miss import near_miss_reason
 from analysis.core.question import KeyQuestion
@@ -174,7 +176,7 @@ def why_missing_whole(
     )
     if near_misses and listing is not None:
         in_state = [next(r for r in reports[chosen[k]].results if r.key == k) for k in keys]
-        _near_fates(info, in_state, fates, walk, listing, columns, progress, sink, format_of, tz)
+        _near_fates(info, in_state, fates, walk, listing, columns, progress, sink, format_of, tz, windows)
     plan_from = progress.location if plan is not None and progress is not None else None
     return answer.answer(q, fates, chosen, reports, search, plan_from)
 
@@ -251,20 +253,13 @@ def _written(
         raise InvalidInput(f"{option('--sink', given, python=repr(given))} cannot be searched: {why}.")
     if why:
         return {}, False
-    return {
-        k: [
-            Output(
-                None,
-                group_text({c: x for c, x in r.values.items() if c not in ("filename", "file_row_number")}),
-                r.batch_id,
-                WRITTEN,
-                _written_where(r),
-                file=r.file,
-            )
-            for r in v
-        ]
-        for k, v in rows.items()
-    }, True
+
+    def output(r: Any) -> Output:
+        values = {c: x for c, x in r.values.items() if c not in ("filename", "file_row_number")}
+        row = json.dumps(jsonable(values), sort_keys=True, default=str)
+        return Output(None, group_text(values), r.batch_id, WRITTEN, _written_where(r), file=r.file, row=row)
+
+    return {k: [output(r) for r in v] for k, v in rows.items()}, True
 
 
 def _written_where(r: Any) -> str:
@@ -301,6 +296,7 @@ def _near_fates(
     sink: str | None,
     format_of: Callable[[str], str | None],
     tz: str,
+    windows: dict[int, tuple[int, int]] | None = None,
 ) -> None:
     """Each key's look-alikes (in the input, in a store), followed as keys of their own: was that
     spelling written, when, and where (the actual answer to a mistyped key)."""
@@ -318,7 +314,7 @@ def _near_fates(
     if not near_keys:
         return
     search = search_inputs(info, near_keys, columns, None, format_of, tz, listing=listing)
-    written, sink_searched = _written(progress, sink, near_keys, sink_columns(walk, columns))
+    written, sink_searched = _written(progress, sink, near_keys, sink_columns(walk, columns), windows)
     for key, found in wanted.items():
         for near_key, reason, where in found:
             f = key_fate(near_key, search, walk, written.get(near_key, []), None, sink_searched)

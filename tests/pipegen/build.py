@@ -22,8 +22,8 @@ class Query:
         return "\n".join(self.code)
 
 
-def read(spark: Any, src: Source, folder: Path, streaming: bool) -> Any:
-    r = (spark.readStream.option("maxFilesPerTrigger", 1) if streaming else spark.read).schema(src.ddl())
+def read(spark: Any, src: Source, folder: Path, streaming: bool, per_trigger: int = 1) -> Any:
+    r = (spark.readStream.option("maxFilesPerTrigger", per_trigger) if streaming else spark.read).schema(src.ddl())
     if src.fmt == "csv":
         return r.option("header", "true").csv(str(folder))
     return r.parquet(str(folder)) if src.fmt == "parquet" else r.json(str(folder))
@@ -41,7 +41,7 @@ def read_static(spark: Any, p: Pipeline, root: Path) -> Any:
 def group_column(p: Pipeline) -> str:
     """The column the last operator groups by (the key a user asks for by default)."""
     if p.join:
-        return p.sources[0].cols["key"]
+        return p.join.get("by") or p.sources[0].cols["key"]
     return p.static.produces if p.static else p.col("key")
 
 
@@ -55,8 +55,11 @@ def prefix(
     out: dict[str, Any] = {}
     frames = {}
     for s in p.sources:
-        df = read(spark, s, root / "inputs" / s.name, streaming)
-        code.append(f"{s.name} = spark.readStream.schema({s.ddl()!r}).option('maxFilesPerTrigger', 1).{s.fmt}('inputs/{s.name}')")
+        n = p.files_per_batch
+        df = read(spark, s, root / "inputs" / s.name, streaming, n)
+        code.append(
+            f"{s.name} = spark.readStream.schema({s.ddl()!r}).option('maxFilesPerTrigger', {n}).{s.fmt}('inputs/{s.name}')"
+        )
         if streaming:
             df = df.withWatermark(s.cols["time"], f"{s.delay} minutes")
             code.append(f"{s.name} = {s.name}.withWatermark({s.cols['time']!r}, '{s.delay} minutes')")
@@ -128,15 +131,16 @@ def streaming_query(spark: Any, p: Pipeline, root: Path) -> Query:
         code.append(f"joined = {left.name}.alias('l').join({right.name}.alias('r'), expr({cond!r}), {jt!r})")
         if p.window:
             size = p.window["size"]
+            by = p.join.get("by") or lk
             # a row joins every match: bit_or, not sum, keeps each record's power of two once
-            df = joined.groupBy(window(col(f"l.{lt}"), f"{size} minutes"), col(f"l.{lk}")).agg(
+            df = joined.groupBy(window(col(f"l.{lt}"), f"{size} minutes"), col(f"l.{by}")).agg(
                 count("*").alias("n"),
                 bit_or(col(f"l.{left.cols['num']}")).alias("left_total"),
                 bit_or(col(f"r.{right.cols['num']}")).alias("right_total"),
                 bit_or(when(col("r.rid").isNull(), col(f"l.{left.cols['num']}"))).alias("unmatched_total"),
             )
             code.append(
-                f"df = joined.groupBy(window(col('l.{lt}'), '{size} minutes'), col('l.{lk}')).agg(count('*').alias('n'), "
+                f"df = joined.groupBy(window(col('l.{lt}'), '{size} minutes'), col('l.{by}')).agg(count('*').alias('n'), "
                 f"bit_or('l.{left.cols['num']}').alias('left_total'), bit_or('r.{right.cols['num']}').alias('right_total'), "
                 f"bit_or(when(col('r.rid').isNull(), col('l.{left.cols['num']}'))).alias('unmatched_total'))"
             )

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipegen.spec import Filter, Pipeline, Source, Static
+from pipegen.spec import Filter, Pipeline, Source, Static, group_of
 
 THEMES = [
     {
@@ -96,6 +96,31 @@ JOIN_THEMES = [
         "prefix": "req",
     },
 ]
+# themes only a named shape takes (the random draws keep to the lists above)
+NAMED_THEMES = [
+    {
+        "sources": ("payments", "refunds"),
+        "left": {
+            "key": "payment_id",
+            "eid": "charge_id",
+            "time": "payment_time",
+            "tag": "method",
+            "flag": "captured",
+            "num": "amount",
+        },
+        "right": {
+            "key": "payment_id",
+            "eid": "refund_id",
+            "time": "refund_time",
+            "tag": "reason",
+            "flag": "partial",
+            "num": "refund_amount",
+        },
+        "prefix": "pay",
+    },
+]
+# a join's window grouped by another column of the left side than the join key: its name per theme
+GROUPED_BY = {"impressions": "advertiser", "orders": "merchant", "events_a": "site", "requests": "host", "payments": "merchant"}
 SHAPES = ("agg", "agg", "dedup", "join", "join", "function", "rollup")
 # pipelines of the shapes users reported, each a seed with some choices made by name (``compose``)
 NAMED: dict[str, tuple[int, dict[str, Any]]] = {
@@ -167,8 +192,35 @@ NAMED: dict[str, tuple[int, dict[str, Any]]] = {
     "same_columns_join": (8, {"shape": "join", "theme": "events_a", "join": "left_outer", "join_window": False}),
     # applyInPandasWithState whose state holds an ``end`` that is not a time (growth read it as one)
     "group_state_end": (7, {"shape": "function", "function": "group_state", "static": False, "provider": "hdfs"}),
+    # a new user's: payments left outer joined with refunds in a time range -> 10-minute sums per merchant
+    # -> Parquet, RocksDB; each key asked by its payment_id, which the windows' state key does not hold
+    "payments_refunds_merchant": (
+        9,
+        {
+            "shape": "join",
+            "theme": "payments",
+            "join": "left_outer",
+            "join_window": True,
+            "window_size": 10,
+            "group_by": True,
+            "dedup": False,
+            "filter_left": False,
+            "filter_right": False,
+            "provider": "rocksdb",
+            "sink": "parquet",
+            "flatten": True,
+            "foreach": False,
+            "max_policy": False,
+            "files_per_batch": 1,
+        },
+    ),
 }
 FORMATS = ("json", "csv", "parquet")
+# the parts added later (``_later_parts``) are drawn for seeds from LATER_SEEDS on, and for named shapes that
+# force one: the seeds and shapes run before keep the pipelines they made (committed, documented)
+LATER_SEEDS = 2000
+LATER_CHOICES = {"max_policy", "files_per_batch", "group_by", "foreach", "update"}
+LATER = 7_000_003  # the later parts' draws: from the seed plus this
 PASS_TAG = "ok"
 
 
@@ -212,6 +264,7 @@ class Designer:
         self.used: set[str] = set()
         self.eid = 0
         self.prefix = ""  # of the designed keys' values
+        self.ask: str | None = None  # the column every key is asked by (None: the default)
         self.theme_prefix = ""  # of the input's own key column values
 
     # ---- time
@@ -220,10 +273,12 @@ class Designer:
         return self.p.step * b + source.index / 3
 
     def watermark(self, b: int) -> float:
-        """The query's watermark in batch b (minutes): the smallest source's newest time before it, less its delay."""
+        """The query's watermark in batch b (minutes): the smallest (``max`` policy: the largest) of each
+        source's newest time before it, less its delay."""
         if b == 0:
             return -1e9
-        return min(self.clock(b - 1, s) - s.delay for s in self.p.sources)
+        policy = max if self.p.watermark_policy == "max" else min
+        return policy(self.clock(b - 1, s) - s.delay for s in self.p.sources)
 
     def late_minute(self, b: int) -> float:
         """An event time behind every late-row watermark of batch b (the watermark of the batch before:
@@ -242,7 +297,7 @@ class Designer:
         while value is None or value in self.used:
             value = f"{self.prefix}-{self.rng.randrange(100, 9999):04d}"
         self.used.add(value)
-        self.keys.append({"key": value, "ask": ask, "design": design})
+        self.keys.append({"key": value, "ask": ask or self.ask, "design": design})
         return value
 
     def rec(
@@ -326,6 +381,8 @@ def compose(seed: int, forced: dict[str, Any] | None = None, name: str | None = 
     if p.function and p.function["kind"].startswith("tws") and p.provider == "hdfs":
         p.provider = c.one("tws_provider", ("rocksdb", "rocksdb_changelog"))  # transformWithState needs RocksDB
     p.flatten = c.chance("flatten", 0.3) or p.sink_fmt == "csv"
+    if seed >= LATER_SEEDS or LATER_CHOICES & set(c.forced):
+        _later_parts(p, Choices(seed + LATER, forced))
     d = Designer(p, c.rng, n)
     d.prefix = d.theme_prefix = theme["prefix"]
     design(d)
@@ -343,10 +400,27 @@ def pipeline(seed: int | str) -> Pipeline:
     return compose(seed)
 
 
+def _later_parts(p: Pipeline, c: Choices) -> None:
+    """The parts added after the first wide runs, drawn apart (a seed keeps its other draws): the
+    ``max`` watermark policy, two files per trigger, a join's window by another column than the join
+    key, a foreachBatch sink, update mode."""
+    if len(p.sources) == 2 and c.chance("max_policy", 0.3):
+        p.watermark_policy = "max"
+    p.files_per_batch = c.one("files_per_batch", (1, 1, 2))
+    if p.join and p.window and c.chance("group_by", 0.5):
+        p.join["by"] = GROUPED_BY[p.sources[0].name]
+        p.sources[0].cols["lookup"] = p.join["by"]
+    if c.chance("foreach", 0.3):
+        p.sink_kind = "foreach"
+    # Spark writes update mode to foreachBatch, not to a file sink; one aggregation (chained operators: append)
+    if p.sink_kind == "foreach" and p.shape == "agg" and not p.dedup and c.chance("update", 0.8):
+        p.output = "update"
+
+
 def _theme(c: Choices, themes: list[dict[str, Any]]) -> dict[str, Any]:
     drawn = c.rng.choice(themes)
     wanted = c.forced.get("theme")
-    return next((t for t in themes if t["sources"][0] == wanted), drawn)
+    return next((t for t in themes + NAMED_THEMES if t["sources"][0] == wanted), drawn)
 
 
 def _single_parts(p: Pipeline, c: Choices, theme: dict[str, Any]) -> None:
@@ -555,6 +629,8 @@ def _design_join(d: Designer) -> None:
     assert p.join is not None
     left, right = p.sources
     lo, hi = p.join["lower"], p.join["upper"]
+    if p.join.get("by"):  # the window's state key is another column: ask by the join key
+        d.ask = left.cols["key"]
     steady = d.new_key("steady: a matching pair in every batch")
     for b in range(d.n):
         d.rec(left, b, steady)
@@ -622,7 +698,7 @@ def rows_of(d: Designer) -> tuple[list[dict[str, list[dict[str, Any]]]], list[di
             "num": 1 << bit,
         }
         if "lookup" in src.cols:
-            values["lookup"] = r.values.get("lookup")
+            values["lookup"] = group_of(p, r.key) if p.join else r.values.get("lookup")
         values.update({k: v for k, v in r.values.items() if k != "eid"})
         if r.intent == "filtered" and "num" in r.values:
             values["num"] = r.values["num"]

@@ -1,9 +1,10 @@
 """State Lens's why-missing against the truth: for each designed key, its ``outcome``, ``cause`` and
 ``cause_at`` (operator, batch), on an engine, with or without the event log.
 
-Without the event log the answer may be ``unknown`` where the truth needs the plan or the progress,
-but never a different definite answer, and what the sink's files hold is ``written`` (or partly
-written, or written unmatched) all the same. A key whose truth is undetermined is not scored."""
+Scored as strictly without the event log as with it: a definite answer is compared on outcome, cause,
+operator and batch. An ``unknown`` answer (a refusal) is never counted right: it is a *named limit*,
+its reason listed by the wide run, unless the sink's files hold the key (then it is wrong: what the
+sink holds is written, with or without the plan). A key whose truth is undetermined is not scored."""
 
 from __future__ import annotations
 
@@ -131,9 +132,21 @@ def _judged(name: str, t: KeyTruth, eng: str, with_log: bool, r: Any, field: str
     limit = next((why for design, why in LIMITS.items() if t.design.startswith(design)), None)
     if problems and limit and r.outcome == "unknown":
         verdict, problems = "limit", [limit]
+    elif verdict == "right" and refusal(t, r):
+        verdict, problems = "limit", [refusal(t, r)]
     at = r.cause_at or {}
     got = f"{r.outcome}" + (f", {r.cause} at operator {at.get('operator_id')}, batch {at.get('batch_id')}" if r.cause else "")
     return Check(name, t.key, t.design, eng, with_log, verdict, truth, got, problems)
+
+
+def refusal(t: KeyTruth, r: Any) -> str:
+    """An answer that does not tell (``unknown`` outcome or cause) of a key whose truth is definite: its
+    reason as the answer gives it (the limit named), else ""."""
+    if t.outcome == UNDETERMINED or (r.outcome != "unknown" and r.cause != "unknown"):
+        return ""
+    cause = r.fate.cause if r.fate else None
+    why = (cause.why if cause else None) or (r.fate.headline if r.fate else "") or r.explanation
+    return f"answered {r.outcome}/{r.cause}: {why}"
 
 
 def compare(t: KeyTruth, r: Any, with_log: bool) -> list[str]:
@@ -141,16 +154,14 @@ def compare(t: KeyTruth, r: Any, with_log: bool) -> list[str]:
     if t.outcome == UNDETERMINED:
         return []
     problems: list[str] = []
-    if not with_log and r.cause == "unknown":
-        # without the plan, what cannot be told may be unknown; what the sink's files hold is written all the same
-        if (t.outcome in REACHED_OUTCOMES) != (r.outcome in REACHED_OUTCOMES) and r.outcome != "unknown":
+    if r.outcome == "unknown" or r.cause == "unknown":
+        # a refusal: a named limit (``refusal``), unless it contradicts what it does say or the sink's files
+        if r.outcome != "unknown" and (t.outcome in REACHED_OUTCOMES) != (r.outcome in REACHED_OUTCOMES):
             problems.append(f"outcome {r.outcome}, truly {t.outcome}")
         elif t.outcome in REACHED_OUTCOMES and r.outcome == "unknown" and t.in_sink:
             problems.append(f"outcome unknown, but the sink holds it: truly {t.outcome}")
         return problems
-    # without the plan, a row written null-padded is not told from one written matched
-    padded = not with_log and {r.outcome, t.outcome} == {UNMATCHED, PARTLY}
-    if r.outcome != t.outcome and not padded:
+    if r.outcome != t.outcome:
         problems.append(f"outcome {r.outcome}, truly {t.outcome}")
         return problems
     at = r.cause_at or {}
@@ -164,8 +175,6 @@ def compare(t: KeyTruth, r: Any, with_log: bool) -> list[str]:
         accepted = t.causes or [t.cause]
         if t.cause not in accepted:
             accepted = [t.cause, *accepted]
-        if not with_log:
-            accepted += t.unplanned
         kinds = {c.kind for c in accepted}
         if r.cause not in kinds:
             problems.append(f"cause {r.cause}, truly {t.cause.kind}")

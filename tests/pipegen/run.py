@@ -73,9 +73,10 @@ def write_inputs(p: Pipeline, root: Path) -> None:
         folder = root / "inputs" / s.name
         folder.mkdir(parents=True)
         for b, batch in enumerate(p.batches):
-            path = folder / f"part-{b:05d}.{s.fmt}"
-            write_file(path, s.ddl(), [input_row(r, s.cols["time"]) for r in batch.get(s.name, [])], s.fmt)
-            os.utime(path, (BASE_MTIME + b, BASE_MTIME + b))
+            for name, order, rows in p.files(b, s, batch.get(s.name, [])):
+                path = folder / name
+                write_file(path, s.ddl(), [input_row(r, s.cols["time"]) for r in rows], s.fmt)
+                os.utime(path, (BASE_MTIME + order, BASE_MTIME + order))
     if p.static:
         st = p.static
         folder = root / "inputs" / st.name
@@ -97,6 +98,8 @@ def conf(p: Pipeline, event_log: Path) -> dict[str, str]:
         "spark.eventLog.compress": "true" if p.seed % 2 else "false",
         "spark.eventLog.compression.codec": "zstd",
     }
+    if p.watermark_policy != "min":
+        c["spark.sql.streaming.multipleWatermarkPolicy"] = p.watermark_policy
     if p.provider == "rocksdb_changelog":
         c["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
         c["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = "4"
@@ -122,18 +125,25 @@ def run_in_process(p: Pipeline, dest: Path) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         q = streaming_query(spark, p, dest)
-        writer = (
-            q.df.writeStream.outputMode("append")
-            .format(p.sink_fmt)
-            .option("path", str(dest / "sink"))
-            .option("checkpointLocation", str(dest / "checkpoint"))
-        )
-        if p.sink_fmt == "csv":
-            writer = writer.option("header", "true")
-        q.code.append(
-            f"df.writeStream.outputMode('append').format({p.sink_fmt!r}).option('path', 'sink')"
-            ".option('checkpointLocation', 'checkpoint').trigger(availableNow=True).start()"
-        )
+        writer = q.df.writeStream.outputMode(p.output).option("checkpointLocation", str(dest / "checkpoint"))
+        if p.sink_kind == "foreach":
+            writer = writer.foreachBatch(_batch_writer(p.sink_fmt, dest / "sink"))
+            q.code.append(
+                f"def write(df, batch_id): df.write.mode('append').{p.sink_fmt}(f'sink/batch={{batch_id}}')"
+                + ("  # with header" if p.sink_fmt == "csv" else "")
+            )
+            q.code.append(
+                f"df.writeStream.outputMode({p.output!r}).foreachBatch(write)"
+                ".option('checkpointLocation', 'checkpoint').trigger(availableNow=True).start()"
+            )
+        else:
+            writer = writer.format(p.sink_fmt).option("path", str(dest / "sink"))
+            if p.sink_fmt == "csv":
+                writer = writer.option("header", "true")
+            q.code.append(
+                f"df.writeStream.outputMode({p.output!r}).format({p.sink_fmt!r}).option('path', 'sink')"
+                ".option('checkpointLocation', 'checkpoint').trigger(availableNow=True).start()"
+            )
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
         if query.exception():
@@ -144,6 +154,18 @@ def run_in_process(p: Pipeline, dest: Path) -> None:
     (dest / "progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
     (dest / "pipeline.json").write_text(p.to_json())
     (dest / "query.txt").write_text(q.text() + "\n")
+
+
+def _batch_writer(fmt: str, sink: Path) -> Any:
+    """A foreachBatch function writing each batch's rows to ``sink/batch=<id>/`` in ``fmt``."""
+
+    def write(df: Any, batch_id: int) -> None:
+        w = df.write.mode("append")
+        if fmt == "csv":
+            w = w.option("header", "true")
+        getattr(w, fmt)(str(sink / f"batch={batch_id}"))
+
+    return write
 
 
 def run(p: Pipeline, dest: Path, timeout: float = 600) -> None:

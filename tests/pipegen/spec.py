@@ -62,6 +62,14 @@ class Static:
     rows: list[dict[str, Any]]
 
 
+def group_of(p: Pipeline, key: Any) -> Any:
+    """The group a join key's records fall in, where the window after the join groups by another
+    column of the left side (``join["by"]``): a value of its own per join key."""
+    if key is None or not (p.join and p.join.get("by")):
+        return key
+    return f"{p.join['by'][:1]}-{key}"
+
+
 @dataclass
 class Pipeline:
     seed: int
@@ -82,6 +90,10 @@ class Pipeline:
     rollup: dict[str, Any] | None = None  # size: the second window over the first one's time
     function: dict[str, Any] | None = None  # kind: group_state | tws_value | tws_list | tws_map; gap (minutes)
     flatten: bool = False  # window structs written as two columns
+    sink_kind: str = "file"  # file: a file sink with its _spark_metadata log | foreach: foreachBatch writes sink/batch=N/
+    output: str = "append"  # the output mode: append | update (foreachBatch, one aggregation)
+    watermark_policy: str = "min"  # spark.sql.streaming.multipleWatermarkPolicy (two sources): min | max
+    files_per_batch: int = 1  # each source's files per batch (its maxFilesPerTrigger)
     batches: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)  # per batch: source -> rows
     keys: list[dict[str, Any]] = field(default_factory=list)  # key, ask (the column asked by, None: default), design
 
@@ -109,6 +121,8 @@ class Pipeline:
             out.append(f"dedup:{self.dedup['kind']}")
         if self.join:
             out.append(f"join:{self.join['type']}")
+            if self.join.get("by"):
+                out.append("join:window by another column")
         if self.window:
             out.append(f"window:{self.window['kind']}")
         if self.rollup:
@@ -119,7 +133,23 @@ class Pipeline:
         if n_ops > 1:
             out.append("chained")
         out += [f"provider:{self.provider}", f"sink:{self.sink_fmt}"]
+        if self.sink_kind != "file":
+            out.append(f"sink:{self.sink_kind}")
+        if self.output != "append":
+            out.append(f"output:{self.output}")
+        if self.watermark_policy != "min":
+            out.append(f"watermark:{self.watermark_policy}")
+        if self.files_per_batch != 1:
+            out.append(f"files per batch:{self.files_per_batch}")
         return out
+
+    def files(self, b: int, source: Source, rows: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str, Any]]]]:
+        """A source's files of batch b: (name, its place in the order Spark reads the source's files, its
+        rows); the batch's rows dealt in turn to its files."""
+        n = self.files_per_batch
+        if n == 1:
+            return [(f"part-{b:05d}.{source.fmt}", b, rows)]
+        return [(f"part-{b:05d}-{i}.{source.fmt}", b * n + i, rows[i::n]) for i in range(n)]
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True, default=str) + "\n"

@@ -4,7 +4,8 @@
 * which records the filters and the static join keep, and the group each record falls in: Spark's
   own evaluation of the query's stateless part, as a batch query over the same files;
 * which records reached the output: the sink's files, each listed in ``_spark_metadata`` by the batch
-  that wrote it; a record is in a row by its id (``rid``), or by its power of two in a sum;
+  that wrote it (a foreachBatch sink: in the batch's own folder, ``batch=N``); a record is in a row by
+  its id (``rid``), or by its power of two in a sum;
 * which records still wait: Spark's ``statestore`` reader of every operator at the last batch;
 * which batch an operator dropped rows as late or as duplicates in: Spark's progress.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipegen.build import group_column, prefix
-from pipegen.spec import Pipeline
+from pipegen.spec import Pipeline, group_of
 
 WRITTEN, PARTLY, UNMATCHED, WAITING, LOST, NEVER, UNDETERMINED = (
     "written",
@@ -168,11 +169,12 @@ class Truth:
         out = []
         for b, batch in enumerate(p.batches):
             for s in p.sources:
-                name = f"part-{b:05d}.{s.fmt}"
                 role_of = {c: r for r, c in s.cols.items()}
-                for i, row in enumerate(batch.get(s.name, []), 1):
-                    values = {role_of[c]: v for c, v in row.items() if c in role_of}
-                    out.append(Record(row["rid"], s.name, s.side, name, i, read_in.get((s.name, name)), values, row["_intent"]))
+                for name, _, rows in p.files(b, s, batch.get(s.name, [])):
+                    for i, row in enumerate(rows, 1):
+                        values = {role_of[c]: v for c, v in row.items() if c in role_of}
+                        batch_id = read_in.get((s.name, name))
+                        out.append(Record(row["rid"], s.name, s.side, name, i, batch_id, values, row["_intent"]))
         return out
 
     def _evaluate(self, spark: Any) -> None:
@@ -197,18 +199,23 @@ class Truth:
             r.passed_filters = r.rid in filtered[r.side]
             r.passed = r.rid in kept[r.side]
             if not p.static:
-                r.group = r.values.get("key")
+                r.group = group_of(p, r.values.get("key"))
 
     # ---- the sink: each file by the batch that wrote it
 
     def _sink(self) -> dict[str, list[tuple[int, bool]]]:
         """rid -> (batch, null-padded) of every sink row it is in."""
         p, sink = self.p, self.folder / "sink"
-        written: dict[str, int] = {}
-        for log in (sink / "_spark_metadata").iterdir():
-            if log.name.split(".")[0].isdigit():
-                for line in log.read_text().splitlines()[1:]:
-                    written.setdefault(json.loads(line)["path"].rsplit("/", 1)[-1], int(log.name.split(".")[0]))
+        written: dict[str, int] = {}  # a file under sink/ -> the batch that wrote it
+        if p.sink_kind == "foreach":  # the function's own folders: sink/batch=N/
+            for folder in sink.glob("batch=*"):
+                for f in folder.glob(f"part-*.{p.sink_fmt}"):
+                    written[f"{folder.name}/{f.name}"] = int(folder.name.split("=")[1])
+        else:
+            for log in (sink / "_spark_metadata").iterdir():
+                if log.name.split(".")[0].isdigit():
+                    for line in log.read_text().splitlines()[1:]:
+                        written.setdefault(json.loads(line)["path"].rsplit("/", 1)[-1], int(log.name.split(".")[0]))
         out: dict[str, list[tuple[int, bool]]] = {}
         self.sink_values: set[str] = set()
         by_group: dict[Any, list[Record]] = {}
@@ -256,9 +263,10 @@ class Truth:
             elif kind != "dedup":
                 reads.append((op, {}))
         held: dict[str, int] = {}
-        by_group: dict[Any, list[Record]] = {}
+        by_group: dict[Any, list[Record]] = {}  # by the last operator's group, and by the join key (a join's state)
         for r in self.records:
-            by_group.setdefault(r.group, []).append(r)
+            for g in {r.group, r.values.get("key") if p.join else r.group}:
+                by_group.setdefault(g, []).append(r)
         for op, opts in sorted(reads, key=lambda x: -x[0]):
             reader = spark.read.format("statestore").option("operatorId", op).option("batchId", self.last)
             for k, v in opts.items():

@@ -98,4 +98,16 @@ def table(checks: list[Check], pipelines: dict[str, Pipeline]) -> str:
             f"| {part} | {len(seen[part])} | {sum(n.values())} | {n['right']} | {n['wrong']} | {n['crashed']} | {n['limit']} "
             f"| {n['undetermined']} |"
         )
+    limits = Counter(_limit(c) for c in checks if c.verdict == "limit")
+    if limits:
+        lines += ["", "Named limits (the answer said `unknown`, and why):", ""]
+        lines += [f"- {n} x {why}" for why, n in limits.most_common()]
     return "\n".join(lines) + "\n"
+
+
+def _limit(c: Check) -> str:
+    """A limit's reason without the key's own values (records, batches), to count alike ones together."""
+    import re
+
+    why = c.problems[0] if c.problems else "?"
+    return re.sub(r"'[^']*'|\b\d+\b", "…", why)[:240] + (" (no event log)" if not c.event_log else "")

@@ -4,6 +4,7 @@ every batch), as the next operator's input row or the query's output, or the wat
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -80,7 +81,7 @@ class AggregationStage(Stage):
                 elif held:
                     win = window_of_key(key)
                     if win is not None:
-                        waiting.append(walk.release(op_id, win[1], group, None, group))
+                        waiting.append(dataclasses.replace(walk.release(op_id, win[1], group, None, group), key=kid))
                     else:
                         waiting.append(Waiting(op_id, group, None, None, f"{group}: no window: append mode never emits it"))
                     texts.append(f"{group}: still in state, waiting for the watermark")

@@ -135,6 +135,9 @@ class JoinStage(Stage):
                 f"emitted it null-padded when it was evicted in batch {row.removed}, a left semi join emitted it then if "
                 f"a match had come, any other dropped it ({cause.detail})"
             )
+            # no row of the other side was held with it: a row of it written then was emitted null-padded (with
+            # one held, a left semi join may have emitted it matched)
+            cause.emitted_in = None if overlap else row.removed
         if row.removed is not None:
             detail = f"In the {side} side's state of {view.label} from batch {row.added}, never matched, evicted by the watermark in batch {row.removed}{why}"
             outputs: list[Output] = []
@@ -173,7 +176,8 @@ class JoinStage(Stage):
                         else " waits for a match; without one, when evicted, an outer join preserving its side emits it "
                         "null-padded and any other drops it (the join type is not recorded: the event log's plan tells)"
                     ),
-                    cause=WAITING_FOR_WATERMARK if preserved else cause.kind,  # unknown without the join type
+                    # without the join type what it waits for is unknown: a match, or (an outer join) the watermark
+                    cause=WAITING_FOR_WATERMARK if preserved else cause.kind if view.join_type else UNKNOWN,
                 )
             ]
         return StepResult(Step(op_id, outcome, row.added, detail + ".", side, group, evidence, cause=cause), [], [], waits)
