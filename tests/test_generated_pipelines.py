@@ -177,6 +177,39 @@ def test_a_full_outer_join_without_event_log_takes_what_the_sink_holds(truth: Ca
         assert got[k]["outcome"] in ("written", "written_unmatched"), got[k]["explanation"]
 
 
+def test_the_new_users_nine_keys_answer_as_spark_did_with_the_event_log_the_join_type_or_neither(
+    truth: Callable[[str], Truth],
+) -> None:
+    """The new user's pipeline (payments left outer joined with refunds in a time range, 10-minute sums
+    per merchant, Parquet, RocksDB), each key asked by its payment_id: with the event log, with
+    ``--join-type left_outer`` alone, and with neither, each definite answer is Spark's (outcome, cause,
+    operator, batch); with neither, what needs the join type is `unknown`, saying so."""
+    name = "payments_refunds_merchant"
+    t = truth(name)
+    keys = [k["key"] for k in t.p.keys]
+    assert len(keys) == 9 and {k["ask"] for k in t.p.keys} == {"payment_id"}
+    runs = {
+        "event log": whole(name, keys, "--key-field", "payment_id"),
+        "join type": whole(name, keys, "--key-field", "payment_id", "--join-type", "left_outer", log=False),
+        "neither": whole(name, keys, "--key-field", "payment_id", log=False),
+    }
+    unknown = 0
+    for k in t.p.keys:
+        want = t.key(k["key"], k["ask"], k["design"])
+        assert want.outcome != "undetermined", want.why
+        for how, answer in runs.items():
+            (r,) = [r for r in answer["results"] if r["key"] == k["key"]]
+            at = r["cause_at"] or {}
+            got = (r["outcome"], r["cause"], at.get("operator_id"), at.get("batch_id") if want.cause else None)
+            if how == "neither" and r["cause"] == "unknown":
+                assert r["outcome"] == want.outcome and "join type" in r["explanation"], (k["design"], r["explanation"])
+                unknown += 1
+                continue
+            truly = (want.outcome, want.cause.kind, want.cause.operator, want.cause.batch) if want.cause else (want.outcome,)
+            assert got[: len(truly)] == truly or (want.cause is None and got[:2] == (want.outcome, None)), (how, k["design"], got)
+    assert unknown <= 1  # the row waiting in the join: for a match (an inner join) or the watermark (an outer one)
+
+
 def test_without_the_event_log_a_row_an_outer_join_emitted_is_followed_into_the_next_operator(
     truth: Callable[[str], Truth],
 ) -> None:

@@ -219,7 +219,7 @@ FORMATS = ("json", "csv", "parquet")
 # the parts added later (``_later_parts``) are drawn for seeds from LATER_SEEDS on, and for named shapes that
 # force one: the seeds and shapes run before keep the pipelines they made (committed, documented)
 LATER_SEEDS = 2000
-LATER_CHOICES = {"max_policy", "files_per_batch", "group_by", "foreach", "update"}
+LATER_CHOICES = {"max_policy", "files_per_batch", "group_by", "foreach", "update", "complete"}
 LATER = 7_000_003  # the later parts' draws: from the seed plus this
 PASS_TAG = "ok"
 
@@ -414,7 +414,7 @@ def _later_parts(p: Pipeline, c: Choices) -> None:
         p.sink_kind = "foreach"
     # Spark writes update mode to foreachBatch, not to a file sink; one aggregation (chained operators: append)
     if p.sink_kind == "foreach" and p.shape == "agg" and not p.dedup and c.chance("update", 0.8):
-        p.output = "update"
+        p.output = "complete" if c.chance("complete", 0.3) else "update"  # complete: every group, every batch
 
 
 def _theme(c: Choices, themes: list[dict[str, Any]]) -> dict[str, Any]:
