@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from analysis.core.operator_kinds import GROUP_STATE, TWS, find_kind
@@ -58,14 +58,14 @@ def key_fate(
             fate.records.append(walk.follow(rec, records))
         fate.notes = list(walk.notes)
         function_ops = {o.operator_id for o in walk.info.operators if find_kind(o.operator_name) in (GROUP_STATE, TWS)}
+    row_keys: dict[tuple[int | None, str | None, str], str] = {}
     if sink is not None:
+        own = {(o.batch_id, o.file, o.group) for o in written}
         more = downstream_writes([o for r in fate.records for o in r.outputs], sink)
         more += function_writes(fate.records, function_ops, sink)
-        # a row found both ways is kept once, as the key's own, with the state key it was found for
-        keyed = {(o.batch_id, o.file, o.group): o for o in more}
-        own = [replace(o, key=found.key) if (found := keyed.pop((o.batch_id, o.file, o.group), None)) else o for o in written]
-        written = own + list(dict.fromkeys(keyed.values()))
-    judge(fate, written, sink_searched, function_ops, search, sink_columns)
+        row_keys = {(o.batch_id, o.file, o.group): o.key for o in more if o.key}  # the key's own rows too: their state key
+        written = written + list(dict.fromkeys(o for o in more if (o.batch_id, o.file, o.group) not in own))
+    judge(fate, written, sink_searched, function_ops, search, sink_columns, row_keys)
     return fate
 
 

@@ -75,15 +75,17 @@ def judge(
     function_ops: set[int],
     search: InputSearch,
     sink_columns: frozenset[str] | None = None,
+    row_keys: dict[tuple[int | None, str | None, str], str] | None = None,
 ) -> None:
     """Set each record's contribution and cause, and the key's outputs, waiting rows, outcome, cause,
     headline and summary. ``written``: the key's rows in a file sink's files (``sink_searched``: a
     file sink was searched, so no row there is an answer too); ``function_ops``: the operators whose
     output is a user's function's (group state, transformWithState); ``sink_columns``: the columns of
     the sink's rows (None: not known): the sink decides what of a row the state says was emitted was
-    written, where it has the row's columns."""
+    written, where it has the row's columns; ``row_keys``: the state key (JSON) each sink row (batch,
+    file, row) was found for."""
     for rf in fate.records:
-        _contribution(rf, written, sink_searched, function_ops, sink_columns, _own_values(rf, fate.records))
+        _contribution(rf, written, sink_searched, function_ops, sink_columns, _own_values(rf, fate.records), row_keys or {})
     _repeats_of_written(fate)
     outputs = [o for rf in fate.records for o in rf.outputs if o.kind != STATE_REMOVED]
     fate.outputs = sorted(
@@ -238,13 +240,17 @@ def _emitted_padded(cause: Cause, written: list[Output], own: frozenset[str] | s
     return None
 
 
-def _emitted_open(rf: RecordFate, written: list[Output]) -> list[Output]:
+def _emitted_open(rf: RecordFate, written: list[Output], row_keys: dict[tuple[int | None, str | None, str], str]) -> list[Output]:
     """The sink's rows of every group (window) the record waits in, written since it arrived; [] unless
     each has one."""
     keys = {w.key for w in rf.waiting if w.key}
     b = rf.record.batch_id or 0
-    rows = [o for o in written if o.key in keys and (o.batch_id is None or o.batch_id >= b)]
-    return rows if keys and keys <= {o.key for o in rows} else []
+
+    def key_of(o: Output) -> str | None:
+        return o.key or row_keys.get((o.batch_id, o.file, o.group))
+
+    rows = [o for o in written if key_of(o) in keys and (o.batch_id is None or o.batch_id >= b)]
+    return rows if keys and keys <= {key_of(o) for o in rows} else []
 
 
 def _contribution(
@@ -254,6 +260,7 @@ def _contribution(
     function_ops: set[int],
     sink_columns: frozenset[str] | None = None,
     own: frozenset[str] | set[str] = frozenset(),
+    row_keys: dict[tuple[int | None, str | None, str], str] | None = None,
 ) -> None:
     b = rf.record.batch_id or 0
     derived = [o for o in rf.outputs if o.kind != STATE_REMOVED]
@@ -279,7 +286,7 @@ def _contribution(
     elif by_function and later:  # the function's output is the sink's to tell
         rf.contribution = REACHED
         rf.outputs = later
-    elif rf.waiting and (emitted := _emitted_open(rf, written)):
+    elif rf.waiting and (emitted := _emitted_open(rf, written, row_keys or {})):
         # the sink holds each group it waits in, written since it arrived while the state still holds the group:
         # the query emits a group before it closes (update or complete mode), this record's part with it
         rf.contribution = REACHED

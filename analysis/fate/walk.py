@@ -354,11 +354,7 @@ class FateWalk:
         for op in ops:
             side = ""
             if op.is_join:
-                fit = {
-                    s: len(set(self.access.value_fields(self.source(op, s), self.last)) & set(rec.values))
-                    for s in ("left", "right")
-                }
-                side = max(fit, key=lambda s: fit[s])
+                side = self._join_side(op, rec)
                 joined = True
             elif not joined:
                 view = self.view(op)
@@ -391,6 +387,22 @@ class FateWalk:
                     )
             out.append((op, side))
         return out
+
+    def _join_side(self, op: OperatorInfo, rec: InputRecord) -> str:
+        """Without a plan, the side of a join a record enters by: the side whose state columns it has
+        most of. Where two streams are all the query reads, one is each side: the pairing whose columns
+        fit the sides' best, and on a tie Spark's order (it numbers the sources left subtree first)."""
+        fields = {s: set(self.access.value_fields(self.source(op, s), self.last)) for s in ("left", "right")}
+        names = [n for _, n in sorted(self.source_names.items()) if n]
+        columns = self.source_columns()
+        if len(names) == 2 and rec.source in names and all(n in columns for n in names):
+            first, second = (columns[n] for n in names)
+            straight = len(fields["left"] & first) + len(fields["right"] & second)
+            crossed = len(fields["right"] & first) + len(fields["left"] & second)
+            left = names[0] if straight >= crossed else names[1]
+            return "left" if rec.source == left else "right"
+        fit = {s: len(f & set(rec.values)) for s, f in fields.items()}
+        return max(fit, key=lambda s: fit[s])
 
     # ---- state
 

@@ -82,7 +82,7 @@ class Stage:
             )
             return StepResult(Step(op_id, NOT_FOUND, b, detail, sd, cause=Cause(UNKNOWN, op_id, b, sd, rec, detail, why=detail)))
         detail = f"{what} is not in {state} of {view.label} after batch {b}, and it was not late."
-        if walk.plan is None:  # its way (the operators, the join side, the filters) is inferred: not a loss told
+        if walk.plan is None and len(walk.info.operators) > 1:  # its way through them is inferred: no loss told
             why = (
                 f"{detail} Without the query's event log its way through the operators (which ones, which join side, "
                 "which filters) is inferred, not read: whether it was lost cannot be told"
