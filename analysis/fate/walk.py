@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from analysis.core.errors import StateLensError, StateReadError
 from analysis.core.key_format import fmt_duration, jsonable, to_ms
 from analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
-from analysis.core.operator_kinds import JOIN, SESSION, TWS, find_kind, unsupported
+from analysis.core.operator_kinds import AGGREGATION, JOIN, SESSION, TWS, find_kind, unsupported
 from analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
 from analysis.fate.model import (
     DROPPED_AS_LATE,
@@ -743,6 +743,8 @@ class FateWalk:
                         cause=Cause(UNKNOWN, op_id, b, sd, rec, why, why=why),
                     )
                 )
+            if behind and self.keeps_closed_windows(view, side, flow):
+                behind = False  # complete mode: the operator evicts nothing and drops no late row
             if behind and self.behind_a_join(op_id, b):
                 flow.maybe_late = (
                     f"it is behind {view.label}'s late-row watermark as the query's watermarks give it, but a "
@@ -752,6 +754,23 @@ class FateWalk:
             elif behind:
                 return StepResult(self._late(view, side, flow, rec, t_us, window, column, late))
         return t_us, window
+
+    def keeps_closed_windows(self, view: OpView, side: str, flow: Flow) -> bool:
+        """An aggregation in complete mode (the plan's), or, without the plan, one whose state at the
+        last batch still holds a window of this group its eviction watermark had passed: it evicts
+        nothing (complete mode keeps every group), and drops no late row."""
+        if view.kind != AGGREGATION:
+            return False
+        if view.output_mode is not None:
+            return view.output_mode.lower() == "complete"
+        found = view.lookup(side)
+        mark = self.marks.get(self.last, {}).get(view.operator_id)
+        value = key_text(value_at(flow.values, found[1].source_column or found[1].name)) if found else None
+        if found is None or value is None or mark is None or mark.eviction is None:
+            return False
+        held = self.history(view.op, side, found[0], [value]).get(value)
+        ends = [w[1] for r in (held.rows if held else []) if (w := window_of_key(r.get("key") or {})) is not None]
+        return any(end <= mark.eviction for end in ends)
 
     def behind_a_join(self, operator_id: int, batch: int | None) -> bool:
         """An operator after a stream-stream join, whose watermarks in this batch were worked out without

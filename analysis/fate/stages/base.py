@@ -88,7 +88,11 @@ class Stage:
                 "which filters) is inferred, not read: whether it was lost cannot be told"
             )
             return StepResult(Step(op_id, UNKNOWN, b, why + ".", sd, cause=Cause(UNKNOWN, op_id, b, sd, rec, why, why=why)))
-        why = detail + " No filter on its way removed it, as far as the plan tells."
+        why = detail + (
+            " No filter on its way removed it, as far as the plan tells."
+            if walk.plan is not None
+            else " Without the query's event log, the filters on its way are not known."
+        )
         return StepResult(Step(op_id, NOT_FOUND, b, detail, sd, cause=Cause(UNKNOWN, op_id, b, sd, rec, why, why=why)))
 
 
