@@ -78,6 +78,7 @@ def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
         *(f"sink:{f}" for f in ("json", "csv", "parquet")),
         "sink:foreach",
         "output:update",
+        "output:complete",
         "watermark:max",
         "files per batch:2",
         "join:window by another column",
