@@ -84,8 +84,9 @@ def judge(
     the sink's rows (None: not known): the sink decides what of a row the state says was emitted was
     written, where it has the row's columns; ``row_keys``: the state key (JSON) each sink row (batch,
     file, row) was found for."""
+    owned = _own_values(fate.records)
     for rf in fate.records:
-        _contribution(rf, written, sink_searched, function_ops, sink_columns, _own_values(rf, fate.records), row_keys or {})
+        _contribution(rf, written, sink_searched, function_ops, sink_columns, owned[id(rf)], row_keys or {})
     _repeats_of_written(fate)
     outputs = [o for rf in fate.records for o in rf.outputs if o.kind != STATE_REMOVED]
     fate.outputs = sorted(
@@ -216,15 +217,15 @@ def _not_in_sink(derived: list[Output], written: list[Output], sink_columns: fro
     return None
 
 
-def _own_values(rf: RecordFate, records: list[RecordFate]) -> set[str]:
-    """A record's text values no other record of the key has (its id, its event's...): a sink row holding
-    one holds this record."""
-
-    def texts(r: RecordFate) -> set[str]:
-        return {v for c, v in r.record.values.items() if c != r.record.column and isinstance(v, str) and v.strip()}
-
-    others = set().union(*(texts(o) for o in records if o is not rf))
-    return texts(rf) - others
+def _own_values(records: list[RecordFate]) -> dict[int, set[str]]:
+    """Each record's (by ``id``) text values no other record of the key has (its id, its event's...): a
+    sink row holding one holds that record."""
+    texts = {
+        id(r): {v for c, v in r.record.values.items() if c != r.record.column and isinstance(v, str) and v.strip()}
+        for r in records
+    }
+    seen = Counter(v for vs in texts.values() for v in vs)
+    return {k: {v for v in vs if seen[v] == 1} for k, vs in texts.items()}
 
 
 def _emitted_padded(cause: Cause, written: list[Output], own: frozenset[str] | set[str]) -> Output | None:
