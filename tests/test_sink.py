@@ -177,3 +177,49 @@ def test_input_files_spark_archived_are_found_under_the_archive(spark: Any, tmp_
     archived = {p.name for p in moved}
     assert {r["file"].rsplit("/", 1)[-1] for r in found["fate"]["records"]} & archived
     assert found["outcome"] == "written" or found["fate"]["records"], found["fate"]
+
+
+READER_JOB = """
+import sys
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import count, window
+root = sys.argv[1]
+spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", 2)
+         .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
+         .config("spark.eventLog.dir", "file://" + root + "/logs").getOrCreate())
+events = spark.readStream.schema("user_id STRING, ts TIMESTAMP, n BIGINT").option("maxFilesPerTrigger", 1).json(root + "/in")
+q = (events.withWatermark("ts", "5 minutes").groupBy(window("ts", "10 minutes"), "user_id").agg(count("*").alias("c"))
+     .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
+     .outputMode("append").trigger(availableNow=True).start())
+q.awaitTermination()
+"""
+
+
+def test_a_time_spark_cannot_read_is_null_and_the_window_filters_it_out(spark: Any, tmp_path: Path) -> None:
+    """A record whose event time is text Spark's reader cannot read as a timestamp: Spark makes it null,
+    and the window's own filter (``isnotnull(ts)``) removes it. With the event log the answer says so
+    (filtered, that record), not "no filter removed it". Truth: Spark's own read of the file and its sink."""
+    import os
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "logs").mkdir()
+    rows = [
+        '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
+        '{"user_id": "u-bad", "ts": "yesterday noon", "n": 1}',
+    ]
+    for i, text in enumerate(["\n".join(rows), '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}']):
+        path = tmp_path / "in" / f"part-{i}.json"
+        path.write_text(text + "\n")
+        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    run = subprocess.run([sys.executable, "-c", READER_JOB, str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(tmp_path / "in" / "part-0.json"))
+    assert read.where("user_id = 'u-bad'").first()["ts"] is None  # what Spark's reader made of it
+    assert {r["user_id"] for r in spark.read.parquet(str(tmp_path / "sink")).collect()} == {"u-good"}
+    cp = statelens.open(str(tmp_path / "cp"))
+    given = {"input_root": str(tmp_path / "in"), "sink": str(tmp_path / "sink")}
+    (r,) = cp.why_missing("u-bad", event_log=str(tmp_path / "logs"), **given).to_dict()["results"]
+    assert (r["outcome"], r["cause"], r["cause_at"]["batch_id"]) == ("lost", "filtered", 0), r["explanation"]
+    assert r["cause_at"]["predicate"].startswith("isnotnull(ts") and r["cause_at"]["file"].endswith("part-0.json")
+    assert r["cause_at"]["row"] == 2
