@@ -200,7 +200,7 @@ class Output:
     null_padded: bool = False  # a preserved join side's row emitted without a match (here or upstream)
     file: str | None = None  # written: the sink's file
     key: str | None = None  # the state key it was emitted for, as JSON (a window, the group's columns): found in a sink
-    row: str | None = None  # written: the sink's row, as JSON
+    texts: frozenset[str] = frozenset()  # written: the sink row's text values (what tells which record it holds)
 
     def to_dict(self) -> dict[str, Any]:
         return {

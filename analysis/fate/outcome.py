@@ -233,12 +233,7 @@ def _emitted_padded(cause: Cause, written: list[Output], own: frozenset[str] | s
     in that batch that holds one of the record's own values is it, emitted null-padded (an outer join)."""
     if cause.emitted_in is None or not own:
         return None
-    for w in written:
-        if w.batch_id == cause.emitted_in and w.row is not None:
-            values = json.loads(w.row)
-            if isinstance(values, dict) and own & {v for v in values.values() if isinstance(v, str)}:
-                return w
-    return None
+    return next((w for w in written if w.batch_id == cause.emitted_in and own & w.texts), None)
 
 
 def _emitted_open(rf: RecordFate, written: list[Output], row_keys: dict[tuple[int | None, str | None, str], str]) -> list[Output]:

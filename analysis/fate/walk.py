@@ -354,7 +354,7 @@ class FateWalk:
         for op in ops:
             side = ""
             if op.is_join:
-                side = self._join_side(op, rec)
+                side = self._join_side(op, rec, sources)
                 joined = True
             elif not joined:
                 view = self.view(op)
@@ -388,13 +388,12 @@ class FateWalk:
             out.append((op, side))
         return out
 
-    def _join_side(self, op: OperatorInfo, rec: InputRecord) -> str:
+    def _join_side(self, op: OperatorInfo, rec: InputRecord, columns: dict[str, set[str]]) -> str:
         """Without a plan, the side of a join a record enters by: the side whose state columns it has
         most of. Where two streams are all the query reads, one is each side: the pairing whose columns
         fit the sides' best, and on a tie Spark's order (it numbers the sources left subtree first)."""
         fields = {s: set(self.access.value_fields(self.source(op, s), self.last)) for s in ("left", "right")}
         names = [n for _, n in sorted(self.source_names.items()) if n]
-        columns = self.source_columns()
         if len(names) == 2 and rec.source in names and all(n in columns for n in names):
             first, second = (columns[n] for n in names)
             straight = len(fields["left"] & first) + len(fields["right"] & second)

@@ -14,13 +14,11 @@ of them). Nothing here decides an answer.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from analysis.core.errors import InvalidInput, StateLensError, option
-from analysis.core.key_format import jsonable
 from analysis.core.model import CheckpointInfo, require_state
 from analysis.core.near_miss import near_miss_reason
 from analysis.core.question import KeyQuestion
@@ -256,8 +254,8 @@ def _written(
 
     def output(r: Any) -> Output:
         values = {c: x for c, x in r.values.items() if c not in ("filename", "file_row_number")}
-        row = json.dumps(jsonable(values), sort_keys=True, default=str)
-        return Output(None, group_text(values), r.batch_id, WRITTEN, _written_where(r), file=r.file, row=row)
+        texts = frozenset(v for v in values.values() if isinstance(v, str))
+        return Output(None, group_text(values), r.batch_id, WRITTEN, _written_where(r), file=r.file, texts=texts)
 
     return {k: [output(r) for r in v] for k, v in rows.items()}, True
 
