@@ -352,6 +352,38 @@ def test_a_scratch_run_writes_no_event_log_where_the_job_points(tmp_path_factory
     assert [b["batch_id"] for b in json.loads(progress.stdout)["batches"]] == logged_batches(checkpoint, "offsets")
 
 
+def test_a_job_logging_events_through_its_spark_defaults_keeps_its_event_log_untouched(tmp_path: Path) -> None:
+    """The job logs events as a team deploys it: ``spark-defaults.conf`` in ``SPARK_CONF_DIR``. Its first
+    version's run writes there; preflight (a change that restarts: exit 0; one that fails: exit 1) and
+    rebuild run it on scratch copies: the event-log folder and the checkpoint are byte for byte the same."""
+    import os
+    import subprocess
+
+    inputs, checkpoint, logs, conf = tmp_path / "in", tmp_path / "cp", tmp_path / "events", tmp_path / "conf"
+    for b in range(FIRST_BATCHES):
+        cj.write_input(inputs, b)
+    logs.mkdir()
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir {logs.as_uri()}\n")
+    env = {**os.environ, "SPARK_CONF_DIR": str(conf)}
+    job = [sys.executable, str(JOB), "--query", "windowed_agg", "--input", str(inputs), "--checkpoint", str(checkpoint),
+           "--output", str(tmp_path / "out"), "--sink", "foreach_batch"]  # fmt: skip
+    first = subprocess.run([*job, "--change", "none"], capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert any(logs.iterdir()), "the job's defaults wrote no event log: the test would prove nothing"
+    before, kept = tree_checksums(logs), tree_checksums(checkpoint)
+    for change, code in (("none", 0), ("key_added", 1)):
+        out = run_cli("preflight", str(checkpoint), "--json", "--", *job, "--change", change, env=env)
+        assert out.returncode == code, (change, out.stderr)
+        assert json.loads(out.stdout)["verdict"] == ("restarts" if code == 0 else "fails")
+    out = run_cli(
+        "rebuild", str(checkpoint), "--to", str(tmp_path / "new"), "--json", "--", *job, "--change", "key_added", env=env
+    )
+    assert out.returncode == 0 and json.loads(out.stdout)["check"]["verdict"] == "restarts", out.stderr
+    assert tree_checksums(logs) == before  # no scratch application, nothing appended
+    assert tree_checksums(checkpoint) == kept
+
+
 def preflight_page(checkpoint: Path, inputs: Path, output: Path) -> Any:
     """*Will my change restart?* (an ``AppTest``) run on the windowed aggregation with a key added, as
     deployed: its script, arguments and foreachBatch sink writing under ``output``."""
