@@ -223,6 +223,8 @@ class Waiting:
     detail: str = ""
     cause: str = WAITING_FOR_WATERMARK  # or no_match_in_input: a join row waiting for a match
     key: str | None = None  # the state key it waits under, as JSON (a window, the group's columns): found in a sink
+    # the output mode is not known: why it may have been emitted already (update or complete mode); the sink tells
+    unless_emitted: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -9,6 +9,7 @@ cause its steps name (its own drop, or, for a join row that never matched, the o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from typing import Any
@@ -131,7 +132,8 @@ def judge(
     elif written:  # the sink's files hold rows of the key that no record of it was followed to
         fate.outcome, fate.cause = _written_unfollowed(fate, lost, unknown, held)
     elif held:
-        fate.outcome, fate.cause = WAITING, _waiting_cause(held, fate.waiting)
+        fate.cause = _waiting_cause(held, fate.waiting)
+        fate.outcome = UNKNOWN if any(w.unless_emitted for w in fate.waiting) else WAITING
     elif lost and not unknown:
         fate.outcome, fate.cause = LOST, _first([r.cause for r in lost])
     else:  # some record's fate cannot be told: nothing reached the output as far as the others tell
@@ -207,14 +209,19 @@ def _not_in_sink(derived: list[Output], written: list[Output], sink_columns: fro
     for o in derived:
         if not o.key or o.kind not in (EMITTED, MATCHED, EMITTED_UNMATCHED):
             continue
-        fields = json.loads(o.key)
-        held = dict.fromkeys(sink_columns, "")
-        if not isinstance(fields, dict) or any(sink_value(held, k, v) is None for k, v in fields.items()):
+        if not _has_columns(o.key, sink_columns):
             return None  # the sink does not have its columns: it cannot say
         there = [w for w in written if w.batch_id in (o.batch_id, None) and (w.key is None or w.key == o.key)]
         if not there:
             return o
     return None
+
+
+def _has_columns(key: str, sink_columns: frozenset[str] | None) -> bool:
+    """Whether the sink's rows have each column of a state key (JSON), as the sink holds them."""
+    fields = json.loads(key)
+    held = dict.fromkeys(sink_columns or (), "")
+    return bool(sink_columns) and isinstance(fields, dict) and all(sink_value(held, k, v) is not None for k, v in fields.items())
 
 
 def _own_values(records: list[RecordFate]) -> dict[int, set[str]]:
@@ -259,6 +266,14 @@ def _contribution(
     row_keys: dict[tuple[int | None, str | None, str], str] | None = None,
 ) -> None:
     b = rf.record.batch_id or 0
+    open_groups = [w for w in rf.waiting if w.unless_emitted]
+    if (
+        sink_searched
+        and open_groups
+        and all(w.key and _has_columns(w.key, sink_columns) for w in open_groups)
+        and not _emitted_open(rf, written, row_keys or {})
+    ):  # the sink would hold each group it waits in had the query emitted it (update mode): append mode
+        rf.waiting = [dataclasses.replace(w, unless_emitted="") for w in rf.waiting]
     derived = [o for o in rf.outputs if o.kind != STATE_REMOVED]
     missing = _not_in_sink(derived, written, sink_columns) if sink_searched else None
     last = rf.steps[-1] if rf.steps else None
@@ -342,6 +357,8 @@ def _waiting_cause(held: list[RecordFate], waiting: list[Waiting]) -> Cause:
         return step_cause
     rec = held[0].record
     op = w.operator_id if w else None
+    if (o := next((x for x in waiting if x.unless_emitted), None)) is not None:  # append: waiting; update: emitted
+        return Cause(UNKNOWN, o.operator_id, None, None, rec, o.unless_emitted, why=o.unless_emitted)
     if w is not None and w.cause == UNKNOWN:  # a join row of a join of unknown type: for a match, or the watermark
         told = next((r.cause for r in held if r.cause is not None), None)  # why it is unmatched so far
         why = w.detail + (f"; unmatched so far: {told.detail}" if told is not None else "")

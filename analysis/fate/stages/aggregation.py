@@ -81,7 +81,10 @@ class AggregationStage(Stage):
                 elif held:
                     win = window_of_key(key)
                     if win is not None:
-                        waiting.append(dataclasses.replace(walk.release(op_id, win[1], group, None, group), key=kid))
+                        w = dataclasses.replace(walk.release(op_id, win[1], group, None, group), key=kid)
+                        if view.output_mode is None:  # append assumed: in update or complete mode it went out in batch b
+                            w = dataclasses.replace(w, unless_emitted=_unless_emitted(view, group))
+                        waiting.append(w)
                     else:
                         waiting.append(Waiting(op_id, group, None, None, f"{group}: no window: append mode never emits it"))
                     texts.append(f"{group}: still in state, waiting for the watermark")
@@ -102,6 +105,14 @@ class AggregationStage(Stage):
         groups = "; ".join(group_text(k) for k in keys.values())
         step = Step(op_id, REACHED_STATE if final else (PASSED if flows else REACHED_STATE), b, detail, None, groups, evidence)
         return StepResult(step, flows, outputs, waiting)
+
+
+def _unless_emitted(view: OpView, group: str) -> str:
+    return (
+        f"{group} is still in {view.label}'s state: in append mode it waits for the watermark, in update or complete "
+        "mode it was emitted in the batch it was counted in; the output mode is not in the checkpoint (give the query's "
+        "event log, or its sink)"
+    )
 
 
 def _closed_unseen(
