@@ -60,6 +60,7 @@ def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
         "rename",
         "static:inner",
         "static:left_outer",
+        "static:right_outer",
         "delays:differ",
         "dedup:plain",
         "dedup:with_time",
@@ -82,6 +83,7 @@ def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
         "watermark:max",
         "files per batch:2",
         "join:window by another column",
+        "restarted",
     }
     assert wanted <= parts, sorted(wanted - parts)
     assert len({p for p in parts if p.startswith("filter:")}) >= 10
@@ -209,6 +211,33 @@ def test_the_new_users_nine_keys_answer_as_spark_did_with_the_event_log_the_join
             truly = (want.outcome, want.cause.kind, want.cause.operator, want.cause.batch) if want.cause else (want.outcome,)
             assert got[: len(truly)] == truly or (want.cause is None and got[:2] == (want.outcome, None)), (how, k["design"], got)
     assert unknown <= 1  # the row waiting in the join: for a match (an inner join) or the watermark (an outer one)
+
+
+@pytest.mark.parametrize(("name", "mode"), [("seed-2027", "update"), ("seed-2174", "complete"), ("seed-0032", "append")])
+def test_a_window_still_in_state_is_unknown_without_the_output_mode_and_the_sink_tells(
+    truth: Callable[[str], Truth], name: str, mode: str
+) -> None:
+    """A window still in the aggregation's state waits for the watermark in append mode and was emitted
+    when counted in update mode; the output mode is in the event log, not the checkpoint. Without both
+    the event log and the sink the key whose window is held says `unknown`, naming the output mode (it
+    said 'waiting' of an update-mode query's written key); given the sink alone, Spark's outcome."""
+    t = truth(name)
+    assert (t.p.output or "append") == mode and t.p.window
+    folder = GENERATED / name
+    keys = [k["key"] for k in designed(t, "waiting")]
+    assert keys
+    bare = ["why-missing", str(folder / "checkpoint"), *keys, "--input-root", str(folder / "inputs"), "--engine", "native"]
+    asked = [*(["--key-field", t.p.keys[0]["ask"]] if t.p.keys[0]["ask"] else []), "--json"]
+    r = cli(*bare, *asked)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr[-2000:]
+    alone = {x["key"]: x for x in json.loads(r.stdout)["results"]}
+    with_sink = {x["key"]: x for x in whole(name, keys, *asked[:-1], log=False)["results"]}
+    for k in designed(t, "waiting"):
+        want = t.key(k["key"], k["ask"], k["design"])
+        assert want.outcome == ("waiting" if mode == "append" else "written"), want
+        got = alone[k["key"]]
+        assert "unknown" in (got["outcome"], got["cause"]) and "output mode" in got["explanation"], got["explanation"]
+        assert with_sink[k["key"]]["outcome"] == want.outcome, with_sink[k["key"]]["explanation"]
 
 
 def test_without_the_event_log_a_row_an_outer_join_emitted_is_followed_into_the_next_operator(

@@ -91,9 +91,14 @@ def prefix(
         df = _where(df, common, code)
     if p.static and static:
         st = p.static
-        df = df.join(read_static(spark, p, root), on=st.lookup, how=st.kind)
+        table = read_static(spark, p, root)
         code.append(f"{st.name} = spark.read.{st.fmt}('inputs/{st.name}')  # a static table: {st.lookup} -> {st.produces}")
-        code.append(f"df = df.join({st.name}, on={st.lookup!r}, how={st.kind!r})")
+        if st.kind == "right_outer":  # the stream on the right: every stream row kept
+            df = table.join(df, on=st.lookup, how=st.kind)
+            code.append(f"df = {st.name}.join(df, on={st.lookup!r}, how={st.kind!r})")
+        else:
+            df = df.join(table, on=st.lookup, how=st.kind)
+            code.append(f"df = df.join({st.name}, on={st.lookup!r}, how={st.kind!r})")
     out[""] = df
     return out
 

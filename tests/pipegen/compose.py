@@ -221,6 +221,10 @@ FORMATS = ("json", "csv", "parquet")
 LATER_SEEDS = 2000
 LATER_CHOICES = {"max_policy", "files_per_batch", "group_by", "foreach", "update", "complete"}
 LATER = 7_000_003  # the later parts' draws: from the seed plus this
+# and the parts added after those (``_newest_parts``), from NEWEST_SEEDS on
+NEWEST_SEEDS = 2200
+NEWEST_CHOICES = {"restart", "static_right"}
+NEWEST = 9_000_011
 PASS_TAG = "ok"
 
 
@@ -383,6 +387,8 @@ def compose(seed: int, forced: dict[str, Any] | None = None, name: str | None = 
     p.flatten = c.chance("flatten", 0.3) or p.sink_fmt == "csv"
     if seed >= LATER_SEEDS or LATER_CHOICES & set(c.forced):
         _later_parts(p, Choices(seed + LATER, forced))
+    if seed >= NEWEST_SEEDS or NEWEST_CHOICES & set(c.forced):
+        _newest_parts(p, Choices(seed + NEWEST, forced), n)
     d = Designer(p, c.rng, n)
     d.prefix = d.theme_prefix = theme["prefix"]
     design(d)
@@ -415,6 +421,16 @@ def _later_parts(p: Pipeline, c: Choices) -> None:
     # Spark writes update mode to foreachBatch, not to a file sink; one aggregation (chained operators: append)
     if p.sink_kind == "foreach" and p.shape == "agg" and not p.dedup and c.chance("update", 0.8):
         p.output = "complete" if c.chance("complete", 0.3) else "update"  # complete: every group, every batch
+
+
+def _newest_parts(p: Pipeline, c: Choices, n_batches: int) -> None:
+    """The parts added after the later ones: the job stopped and restarted between two runs (two Spark
+    applications, two event logs, one checkpoint), a static table joined with the stream on its right
+    (``static.join(stream, "right_outer")``: every stream row kept, as a left outer join with it on the left)."""
+    if c.chance("restart", 0.4):
+        p.restart_after = c.one("restart_at", (n_batches // 3, n_batches // 2, n_batches - 2))
+    if p.static and p.static.kind == "left_outer" and c.chance("static_right", 0.5):
+        p.static.kind = "right_outer"
 
 
 def _theme(c: Choices, themes: list[dict[str, Any]]) -> dict[str, Any]:

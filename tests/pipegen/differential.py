@@ -25,6 +25,10 @@ LIMITS = {
         "its record reaches the aggregation with a null key (the left outer join found no row for it): "
         "the state of a null key is not looked up"
     ),
+    "not in the static table (right_outer join)": (
+        "its record reaches the aggregation with a null key (the outer join found no row for it): "
+        "the state of a null key is not looked up"
+    ),
 }
 
 

@@ -68,16 +68,20 @@ def write_file(path: Path, ddl: str, rows: list[dict[str, Any]], fmt: str) -> No
         pq.write_table(table, path)
 
 
-def write_inputs(p: Pipeline, root: Path) -> None:
+def write_inputs(p: Pipeline, root: Path, batches: range | None = None) -> None:
+    """The input files of ``batches`` (default: all), and the static table with the first."""
+    batches = batches if batches is not None else range(len(p.batches))
     for s in p.sources:
         folder = root / "inputs" / s.name
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         for b, batch in enumerate(p.batches):
+            if b not in batches:
+                continue
             for name, order, rows in p.files(b, s, batch.get(s.name, [])):
                 path = folder / name
                 write_file(path, s.ddl(), [input_row(r, s.cols["time"]) for r in rows], s.fmt)
                 os.utime(path, (BASE_MTIME + order, BASE_MTIME + order))
-    if p.static:
+    if p.static and batches.start == 0:
         st = p.static
         folder = root / "inputs" / st.name
         folder.mkdir(parents=True)
@@ -108,16 +112,33 @@ def conf(p: Pipeline, event_log: Path) -> dict[str, str]:
 
 def run_in_process(p: Pipeline, dest: Path) -> None:
     """Writes the inputs, runs the query to the end of its input (and the batch without data after
-    it), keeps everything in ``dest`` (replaced)."""
+    it), keeps everything in ``dest`` (replaced). With ``restart_after``: two Spark applications, the
+    first over the files of the batches before it, the second, on the same checkpoint, after the rest
+    were written (a job stopped and restarted)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    (dest / "event_log").mkdir()
+    n = len(p.batches)
+    runs = [range(0, p.restart_after), range(p.restart_after, n)] if p.restart_after else [range(n)]
+    progress: list[dict[str, Any]] = []
+    for part in runs:
+        write_inputs(p, dest, part)
+        code, done = _run_once(p, dest)
+        progress += done
+    if p.restart_after:
+        code.append(f"# run twice: stopped after the files of batches 0-{p.restart_after - 1}, restarted with the rest")
+    (dest / "progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
+    (dest / "pipeline.json").write_text(p.to_json())
+    (dest / "query.txt").write_text("\n".join(code) + "\n")
+
+
+def _run_once(p: Pipeline, dest: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """One Spark application running the query to the end of the input there is: its code and progress."""
     from pyspark.sql import SparkSession
 
     from pipegen.build import streaming_query
 
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    write_inputs(p, dest)
-    (dest / "event_log").mkdir()
     builder = SparkSession.builder.master("local[2]").appName(f"pipegen-{p.name}")
     for k, v in conf(p, dest / "event_log").items():
         builder = builder.config(k, v)
@@ -148,12 +169,9 @@ def run_in_process(p: Pipeline, dest: Path) -> None:
         query.awaitTermination()
         if query.exception():
             raise RuntimeError(str(query.exception()))
-        progress = [json.loads(x.json) for x in query.recentProgress]
+        return q.text().splitlines(), [json.loads(x.json) for x in query.recentProgress]
     finally:
         spark.stop()
-    (dest / "progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
-    (dest / "pipeline.json").write_text(p.to_json())
-    (dest / "query.txt").write_text(q.text() + "\n")
 
 
 def _batch_writer(fmt: str, sink: Path) -> Any:

@@ -56,7 +56,7 @@ class Static:
 
     name: str  # its folder under static/
     fmt: str
-    kind: str  # inner | left_outer
+    kind: str  # inner | left_outer | right_outer (the table on the left, the stream on the right)
     lookup: str  # the column both share
     produces: str  # the column the table adds (the group key downstream)
     rows: list[dict[str, Any]]
@@ -94,6 +94,7 @@ class Pipeline:
     output: str = "append"  # the output mode: append | update (foreachBatch, one aggregation)
     watermark_policy: str = "min"  # spark.sql.streaming.multipleWatermarkPolicy (two sources): min | max
     files_per_batch: int = 1  # each source's files per batch (its maxFilesPerTrigger)
+    restart_after: int = 0  # >0: the query runs in two Spark applications, the second from this batch's files on
     batches: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)  # per batch: source -> rows
     keys: list[dict[str, Any]] = field(default_factory=list)  # key, ask (the column asked by, None: default), design
 
@@ -141,6 +142,8 @@ class Pipeline:
             out.append(f"watermark:{self.watermark_policy}")
         if self.files_per_batch != 1:
             out.append(f"files per batch:{self.files_per_batch}")
+        if self.restart_after:
+            out.append("restarted")
         return out
 
     def files(self, b: int, source: Source, rows: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str, Any]]]]:

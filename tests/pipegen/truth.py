@@ -162,10 +162,11 @@ class Truth:
         p, cp = self.p, self.folder / "checkpoint"
         read_in: dict[tuple[str, str], int] = {}
         for log in (cp / "sources").glob("*/[0-9]*"):
+            batch_of = self._query_batches(int(log.parent.name))
             for line in log.read_text().splitlines()[1:]:
                 entry = json.loads(line)
                 parts = entry["path"].rsplit("/", 2)
-                read_in[(parts[-2], parts[-1])] = entry["batchId"]
+                read_in[(parts[-2], parts[-1])] = batch_of[entry["batchId"]]
         out = []
         for b, batch in enumerate(p.batches):
             for s in p.sources:
@@ -175,6 +176,19 @@ class Truth:
                         values = {role_of[c]: v for c, v in row.items() if c in role_of}
                         batch_id = read_in.get((s.name, name))
                         out.append(Record(row["rid"], s.name, s.side, name, i, batch_id, values, row["_intent"]))
+        return out
+
+    def _query_batches(self, source: int) -> dict[int, int]:
+        """A file source's own log ids -> the query batch that read each: the first whose offset (in the
+        checkpoint's ``offsets/<batch>``, the source's ``logOffset``) reached it. They part ways after a
+        batch that read no file (a restart's first batch, the batch run for the watermark alone)."""
+        out: dict[int, int] = {}
+        offsets = self.folder / "checkpoint" / "offsets"
+        for b in sorted(int(f.name) for f in offsets.iterdir() if f.name.isdigit()):
+            lines = (offsets / str(b)).read_text().splitlines()
+            value = json.loads(lines[2 + source]) if len(lines) > 2 + source and lines[2 + source] != "-" else None
+            if isinstance(value, dict) and "logOffset" in value:
+                out.setdefault(int(value["logOffset"]), b)
         return out
 
     def _evaluate(self, spark: Any) -> None:
