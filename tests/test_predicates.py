@@ -42,6 +42,8 @@ RECORDS: list[dict[str, Any]] = [
     {"id": 4, "kind": " Buy ", "page": "/a", "amount": -7, "price": "1", "is_bot": False, "event_time": "2025-12-31T23:59:59Z"},
     {"id": 5, "page": "/cart", "amount": 10, "price": "10", "is_bot": None},
     {"id": 6, "kind": "vip", "amount": 5, "price": "5.0", "is_bot": False, "event_time": "2026-01-01T00:05:00.001Z"},
+    # text in a bigint field: null to Spark's reader
+    {"id": 7, "kind": "buy", "page": "/x", "amount": "many", "price": "3", "is_bot": False, "event_time": "2026-01-01T00:07:00Z"},
 ]
 CONDITIONS = [
     "is_bot = false",

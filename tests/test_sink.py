@@ -188,6 +188,8 @@ spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.parti
          .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
          .config("spark.eventLog.dir", "file://" + root + "/logs").getOrCreate())
 events = spark.readStream.schema("user_id STRING, ts TIMESTAMP, n BIGINT").option("maxFilesPerTrigger", 1).json(root + "/in")
+if sys.argv[2:]:
+    events = events.where(sys.argv[2])
 q = (events.withWatermark("ts", "5 minutes").groupBy(window("ts", "10 minutes"), "user_id").agg(count("*").alias("c"))
      .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
      .outputMode("append").trigger(availableNow=True).start())
@@ -223,3 +225,40 @@ def test_a_time_spark_cannot_read_is_null_and_the_window_filters_it_out(spark: A
     assert (r["outcome"], r["cause"], r["cause_at"]["batch_id"]) == ("lost", "filtered", 0), r["explanation"]
     assert r["cause_at"]["predicate"].startswith("isnotnull(ts") and r["cause_at"]["file"].endswith("part-0.json")
     assert r["cause_at"]["row"] == 2
+
+
+def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(spark: Any, tmp_path: Path) -> None:
+    """Text in a bigint field is null to Spark's reader, so the query's ``n > 0`` removes it: filtered,
+    that record (it said no filter removed it). A line that is not valid JSON is a row of nulls to
+    Spark: its key never reached the query, and the answer names the line (it said no file holds the
+    key). Truth: Spark's own read of the file and the query's sink."""
+    import os
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "logs").mkdir()
+    rows = [
+        '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
+        '{"user_id": "u-text", "ts": "2026-01-01T00:02:00Z", "n": "many"}',
+        '{"user_id": "u-broken", "ts": "2026-01-01T00:02:00Z", "n": 1',
+    ]
+    for i, text in enumerate(["\n".join(rows), '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}']):
+        path = tmp_path / "in" / f"part-{i}.json"
+        path.write_text(text + "\n")
+        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    job = [sys.executable, "-c", READER_JOB, str(tmp_path), "n > 0"]
+    run = subprocess.run(job, capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(tmp_path / "in" / "part-0.json")).collect()
+    assert [r["n"] for r in read if r["user_id"] == "u-text"] == [None]  # what Spark's reader made of them
+    assert "u-broken" not in {r["user_id"] for r in read} and sum(r["user_id"] is None for r in read) == 1
+    assert {r["user_id"] for r in spark.read.parquet(str(tmp_path / "sink")).collect()} == {"u-good"}
+    cp = statelens.open(str(tmp_path / "cp"))
+    given = {"input_root": str(tmp_path / "in"), "sink": str(tmp_path / "sink")}
+    (r,) = cp.why_missing("u-text", event_log=str(tmp_path / "logs"), **given).to_dict()["results"]
+    assert (r["outcome"], r["cause"], r["cause_at"]["batch_id"], r["cause_at"]["row"]) == ("lost", "filtered", 0, 2)
+    assert "isnotnull(n" in r["cause_at"]["predicate"] and "> 0" in r["cause_at"]["predicate"], r["explanation"]
+    for log in (str(tmp_path / "logs"), None):
+        (b,) = cp.why_missing("u-broken", event_log=log, **given).to_dict()["results"]
+        assert b["outcome"] == "never_in_input", b["explanation"]
+        assert "part-0.json line 3" in b["fate"]["headline"] and "not valid JSON" in b["fate"]["headline"]

@@ -109,6 +109,14 @@ def judge(
         elif fate.input_searched and search.complete and not search.missing:
             fate.outcome = NEVER_IN_INPUT
             detail = f"none of the {search.files_searched:,} input files the query read holds {fate.key!r}"
+            unread = [r for r in search.unreadable if r.key == fate.key]
+            if unread:
+                lines = "; ".join(f"{r.source}/{r.file_name} line {r.row}" for r in unread[:3])
+                detail = (
+                    f"no record Spark read from the {search.files_searched:,} input files the query read holds {fate.key!r}: "
+                    f"{lines}{' and more' if len(unread) > 3 else ''} holds it in a line that is {unread[0].unreadable}, "
+                    "which Spark's reader reads as a row of nulls (its default mode, PERMISSIVE)"
+                )
             fate.cause = Cause(NEVER_IN_INPUT, None, None, None, None, detail)
         elif fate.input_searched and search.complete:
             why = (

@@ -30,6 +30,7 @@ class InputRecord:
     values: dict[str, Any] = field(hash=False, compare=False)
     near: str | None = None  # why it looks like the key when it is not the key exactly
     via: str | None = None  # how it gets the key when no column of it holds it (a static table maps its column to it)
+    unreadable: str = ""  # a line holding the key that Spark's reader cannot read as a record (why): a row of nulls
 
     @property
     def file_name(self) -> str:
@@ -70,6 +71,8 @@ class InputSearch:
     # files searched that are not as Spark read them ("<file> of the <source> source (how)"): an answer
     # from them says what they hold now
     changed: list[str] = field(default_factory=list)
+    # lines holding a key that Spark's reader could not read as a record (not valid JSON): it read them as nulls
+    unreadable: list[InputRecord] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:

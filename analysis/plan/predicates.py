@@ -80,11 +80,14 @@ class _Node:
 class _Attr(_Node):
     name: str
     event_time: bool = False  # the watermark's column: a timestamp
+    long: bool = False  # a bigint column (Spark's plan writes ``name#idL``)
 
     def eval(self, row: _Row) -> Any:
         v = row.get(self.name)
         if self.event_time and isinstance(v, str) and not v.strip().isdigit() and event_time_us(v) is None:
             return None  # text that is no time: Spark's reader makes it null in a timestamp column
+        if self.long and isinstance(v, str) and not re.fullmatch(r"\s*[+-]?\d+\s*", v):
+            return None  # text that is no whole number: Spark's reader makes it null in a bigint column
         return v
 
 
@@ -366,7 +369,7 @@ def _cast(v: Any, to: str) -> Any:
 # --------------------------------------------------------------------------- the printed grammar
 
 # a column as the plan names it: name#id, ``-T<delay>ms`` on an event-time column (a timestamp), a field
-_ATTR = re.compile(r"([A-Za-z_][\w$]*(?:\([\w$]*\))?)#\d+L?(-T\d+ms)?(?:\.([A-Za-z_][\w$]*))?")
+_ATTR = re.compile(r"([A-Za-z_][\w$]*(?:\([\w$]*\))?)#\d+(L)?(-T\d+ms)?(?:\.([A-Za-z_][\w$]*))?")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[LDSYBF]?(?=$|[\s),])")
 _COMPARE = ("<=>", "<=", ">=", "!=", "<>", "=", "<", ">")
 # a bare literal ends where the expression around it goes on
@@ -491,9 +494,9 @@ class _Parser:
         m = _ATTR.match(s, i)
         if m:
             self.i = m.end()
-            if m.group(3):
-                raise NotEvaluated(f"the field {m.group(3)} of {m.group(1)} is not evaluated")
-            return _Attr(m.group(1), bool(m.group(2)))
+            if m.group(4):
+                raise NotEvaluated(f"the field {m.group(4)} of {m.group(1)} is not evaluated")
+            return _Attr(m.group(1), bool(m.group(3)), bool(m.group(2)))
         m = re.match(r"([A-Za-z_][\w]*)\(", s[i:])
         if m:
             self.i += m.end()

@@ -247,6 +247,8 @@ def search_inputs(
         # ``any_column``: where some are missing, any other column too (after those: a column renamed later)
         wanted = [c for c in columns if _has_column(fs, c)]
         found = _exact(fs, keys, [*wanted, REST] if any_column and wanted and len(wanted) < len(columns) else wanted)
+        search.unreadable += [r for r in found if r.unreadable]
+        found = [r for r in found if not r.unreadable]
         search.records += found
         cols = sorted({r.column for r in found})
         search.columns[names.get(i, str(i))] = ", ".join(cols) if cols else (", ".join(wanted) if wanted else ANY)
@@ -267,7 +269,8 @@ class RecordSearch:
 
     def __call__(self, source: str, column: str, values: list[str]) -> list[InputRecord]:
         files = [f for f in self.files if f.source == source]
-        return _exact(files, values, [column]) if files and _has_column(files, column) else []
+        found = _exact(files, values, [column]) if files and _has_column(files, column) else []
+        return [r for r in found if not r.unreadable]
 
     def columns(self, source: str | None = None) -> set[str]:
         """The columns of every source's files (their first readable file's header, record or schema)."""
@@ -294,7 +297,7 @@ def _columns(files: list[ListedFile]) -> set[str]:
                 continue
             if f.format == "csv":
                 return set(next(csv.reader([lines[0]])))
-            return {k for line in lines if isinstance(obj := json.loads(line), dict) for k in obj}
+            return {k for line in lines if isinstance(obj := _parse_line(line, "json", None, 0), dict) for k in obj}
         except (OSError, ValueError):
             continue
     return set()
@@ -371,6 +374,12 @@ def _text_file(f: ListedFile, keys: list[str], columns: list[str]) -> list[Input
             seen.add(line_no)
             text = line.decode("utf-8", "replace").rstrip("\r")
             values = _parse_line(text, f.format, header, line_no)
+            if values is None and f.format == "json" and text.strip():
+                # Spark's JSON reader makes a line it cannot parse a row of nulls (PERMISSIVE, its default)
+                out.append(
+                    InputRecord(key, f.source, f.source_index, f.batch_id, f.uri, line_no, "", {}, unreadable="not valid JSON")
+                )
+                continue
             if values is None:
                 continue
             col = _pick(values, key, columns)
