@@ -245,3 +245,37 @@ def test_a_sink_or_input_folder_that_is_not_there_is_one_line_never_silently_unu
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, r.stderr
     assert lines[0].startswith(f"statelens: Invalid input: {says.format(p=given)}"), lines[0]
+
+
+FAILING_JOB = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+root = sys.argv[1]
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", 2).getOrCreate())
+boom = F.udf(lambda s: 1 // 0, "int")  # every record: the first batch fails
+df = spark.readStream.schema("user_id STRING, ts TIMESTAMP").json(root + "/in").where(boom("user_id") > 0)
+q = (df.withWatermark("ts", "5 minutes").groupBy("user_id").count().writeStream.outputMode("update").format("console")
+     .option("checkpointLocation", root + "/cp").trigger(availableNow=True).start())
+try:
+    q.awaitTermination()
+except Exception:
+    pass
+"""
+
+
+@pytest.mark.jvm  # a Spark process
+def test_a_query_that_failed_in_its_first_batch_is_one_line_for_each_diagnosis(tmp_path: Path) -> None:
+    """A job that died in batch 0 leaves offsets/0 and no commit: each diagnosis says so in one line
+    (exit 2), naming the batch; why-missing and growth crashed on it (an IndexError)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-0.json").write_text('{"user_id": "u-1", "ts": "2026-01-01T00:01:00Z"}\n')
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    job = subprocess.run([sys.executable, "-c", FAILING_JOB, str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    cp = tmp_path / "cp"
+    assert (cp / "offsets" / "0").is_file() and not any((cp / "commits").glob("[0-9]*")), job.stderr[-2000:]
+    for args in (["why-missing", "u-1"], ["growth"], ["skew"], ["unmatched"], ["report", "--out", str(tmp_path / "r.html")]):
+        r = run_cli(args[0], str(cp), *args[1:])
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, (args, r.stderr[-2000:])
+        assert "no committed batch yet: batch 0 is in offsets/ and not committed" in lines[0], lines[0]

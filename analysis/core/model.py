@@ -328,11 +328,22 @@ def validate_source(info: CheckpointInfo, source: StateSource) -> OperatorInfo:
     return op
 
 
+def require_committed(info: CheckpointInfo) -> None:
+    """A diagnosis reads committed batches: none yet is one clear refusal."""
+    if not info.committed_batches:
+        planned = (
+            f": batch {min(info.uncommitted)} is in offsets/ and not committed (the query is running it, or failed in it: "
+            "its error is in the driver's log)"
+            if info.uncommitted
+            else ""
+        )
+        raise BatchOutOfRange(f"{info.path} has no committed batch yet{planned}; there is no state to read.")
+
+
 def resolve_batch(info: CheckpointInfo, batch_id: int | None) -> int:
     """The batch to read: the given one if it is committed and retained, else the last committed."""
+    require_committed(info)
     committed = [b.batch_id for b in info.committed_batches]
-    if not committed:
-        raise BatchOutOfRange(f"{info.path} has no committed batch yet: there is no state to read.")
     if batch_id is None:
         return committed[-1]
     if batch_id not in committed:

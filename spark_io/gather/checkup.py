@@ -23,6 +23,7 @@ from analysis.core.model import (
     StateSource,
     default_operator,
     operator_of,
+    require_committed,
     require_state,
     resolve_batch,
     sources_of,
@@ -234,6 +235,7 @@ def growth(
 ) -> GrowthReport:
     info = info or read_checkpoint(path)
     require_state(info)
+    require_committed(info)
     ops = info.operators if operator_id is None else [operator_of(info, operator_id)]
     files = list_state_files(info.path)
     sources = [(op, src) for op in ops for src in ([source_for(op, store)] if store else _growth_sources(op))]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from analysis.core.errors import InvalidInput, StateLensError, option
-from analysis.core.model import CheckpointInfo, require_state
+from analysis.core.model import CheckpointInfo, require_committed, require_state
 from analysis.core.near_miss import near_miss_reason
 from analysis.core.question import KeyQuestion
 from analysis.core.state_access import StateAccess
@@ -113,6 +113,7 @@ def why_missing_whole(
     keys, key_field, join_type = list(q.keys), q.key_field, q.join_type
     input_root, sink, near_misses = q.input_root, q.sink, q.near_misses
     require_state(info)
+    require_committed(info)
     walk = _walk(info, access, progress, join_type, tuple(keys))
     plan, tz = walk.plan, walk.tz
     columns = search_columns(walk, None)
