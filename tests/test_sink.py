@@ -6,6 +6,7 @@ The truth is what Spark reads of the sink's files."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -262,3 +263,63 @@ def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(
         (b,) = cp.why_missing("u-broken", event_log=log, **given).to_dict()["results"]
         assert b["outcome"] == "never_in_input", b["explanation"]
         assert "part-0.json line 3" in b["fate"]["headline"] and "not valid JSON" in b["fate"]["headline"]
+
+
+COMPUTED_JOB = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+root, udf = sys.argv[1], sys.argv[2] == "udf"
+spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", 2)
+         .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
+         .config("spark.eventLog.dir", "file://" + root + "/logs").getOrCreate())
+df = spark.readStream.schema("user_id STRING, ts TIMESTAMP, items ARRAY<STRING>").option("maxFilesPerTrigger", 1).json(root + "/in")
+if udf:
+    df = df.withColumn("user_id", F.udf(lambda s: s.lower(), "string")("user_id"))
+df = df.withColumn("item", F.explode("items")).withWatermark("ts", "5 minutes")
+q = (df.groupBy(F.window("ts", "10 minutes"), "user_id", "item").count()
+     .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
+     .outputMode("append").trigger(availableNow=True).start())
+q.awaitTermination()
+"""
+
+
+@pytest.mark.parametrize("udf", [False, True])
+def test_a_key_column_the_query_computes_is_never_read_from_the_record(spark: Any, tmp_path: Path, udf: bool) -> None:
+    """``explode(items) AS item`` before the state: the record's rows are found by its other key
+    columns (it said 'cannot be told'); a key column a Python UDF computes (``lower(user_id)``) is not
+    the record's own: the answer is `unknown`, saying so, never "lost" (the record was written as the
+    UDF's value). Truth: the query's sink."""
+    import os
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "logs").mkdir()
+    files = [
+        '{"user_id": "U-1", "ts": "2026-01-01T00:01:00Z", "items": ["a", "b"]}\n',
+        '{"user_id": "u-9", "ts": "2026-01-01T00:30:00Z", "items": ["z"]}\n',
+    ]
+    for i, text in enumerate(files):
+        path = tmp_path / "in" / f"part-{i}.json"
+        path.write_text(text)
+        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    job = [sys.executable, "-c", COMPUTED_JOB, str(tmp_path), "udf" if udf else "plain"]
+    run = subprocess.run(job, capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = spark.read.parquet(str(tmp_path / "sink")).collect()
+    assert sorted((r["user_id"], r["item"]) for r in rows) == [("u-1" if udf else "U-1", "a"), ("u-1" if udf else "U-1", "b")]
+    cp = statelens.open(str(tmp_path / "cp"))
+    given = {"input_root": str(tmp_path / "in"), "sink": str(tmp_path / "sink"), "event_log": str(tmp_path / "logs")}
+    (r,) = cp.why_missing("U-1", key_field="user_id", **given).to_dict()["results"]
+    if udf:
+        assert (r["outcome"], r["cause"]) == ("unknown", "unknown"), r["explanation"]
+        assert "computed by the query" in r["explanation"]
+    else:
+        assert (r["outcome"], r["cause"]) == ("written", None), r["explanation"]
+        logged = {  # Spark's own record of the batch that wrote each sink file
+            (int(f.name), json.loads(line)["path"].rsplit("/", 1)[-1])
+            for f in (tmp_path / "sink" / "_spark_metadata").iterdir()
+            if f.name.isdigit()
+            for line in f.read_text().splitlines()[1:]
+        }
+        written = {(o["batch_id"], o["file"].rsplit("/", 1)[-1]) for o in r["fate"]["outputs"] if o["kind"] == "written"}
+        assert written and written <= logged, (written, logged)

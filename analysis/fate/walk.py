@@ -113,6 +113,8 @@ class Flow:
     unmatched_cause: Cause | None = None  # why it was not matched
     unevaluated: list[str] = field(default_factory=list)  # filters on its way that could not be evaluated
     maybe_late: str = ""  # why it may have been dropped as late at the operator it reaches (its watermark unknown)
+    # the operator's key columns the plan computes from the record (a function, explode...): not its values
+    computed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -597,7 +599,9 @@ class FateWalk:
             fate.cause = Cause(UNKNOWN, None, rec.batch_id, None, rec, why, why=why)
             return fate
         aliases = {name: rec.values[col] for name, col in self.renamed.items() if col in rec.values and name not in rec.values}
-        flows = [Flow({**rec.values, **aliases}, rec.batch_id)]
+        computed = self._computed(chain[0]) if chain else frozenset()
+        values = {k: v for k, v in {**rec.values, **aliases}.items() if k not in computed}
+        flows = [Flow(values, rec.batch_id, computed=computed)]
         last_results: list[StepResult] = []
         below: int | None = None
         probed: list[StepResult] = []  # the next operator's steps, already taken to see whether it holds the rows
@@ -633,6 +637,14 @@ class FateWalk:
             fate.outcome = REACHED_STATE if s.outcome == PASSED else s.outcome
             fate.operator_id, fate.at_batch, fate.side = s.operator_id, s.batch, s.side
         return fate
+
+    def _computed(self, first: tuple[OperatorInfo, str]) -> frozenset[str]:
+        """The first operator's key columns its plan computes from the record by an expression (a
+        function, ``explode``): the record's columns of those names are not what the state holds."""
+        view = self.view(first[0])
+        if not view.planned:
+            return frozenset()
+        return frozenset(c.name for c in view.keys.get(first[1], []) if c.source_column is None and c.window is None)
 
     def _emitted_if_outer(
         self,

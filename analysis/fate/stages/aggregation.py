@@ -34,7 +34,9 @@ class AggregationStage(Stage):
             return state
         col, value, [hist] = state
         wanted = {
-            c.name: column_value(flow.values, c) for c in view.keys.get("", []) if c.window is None and c.name not in TIME_KEYS
+            c.name: column_value(flow.values, c)
+            for c in view.keys.get("", [])
+            if c.window is None and c.name not in TIME_KEYS and c.name not in flow.computed  # explode's: any of its rows
         }
         t = t_us // 1000 if t_us is not None else None
         windows = window.of(t) if window is not None and t is not None else None

@@ -36,6 +36,12 @@ class Stage:
             )
         field_name, col = found
         value = key_text(column_value(flow.values, col))
+        if value is None and col.name in flow.computed:
+            why = (
+                f"Its {col.name} is computed by the query before {view.label} (a function or expression State Lens does "
+                "not evaluate), so the state row it became cannot be looked up by what the record holds."
+            )
+            return self.unknown(view, flow, rec, side, why)
         if value is None:
             name = col.source_column or col.name
             why = (

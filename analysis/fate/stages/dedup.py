@@ -23,7 +23,7 @@ class DedupStage(Stage):
         if isinstance(state, StepResult):
             return state
         col, value, [hist] = state
-        wanted = {c.name: column_value(flow.values, c) for c in cols}
+        wanted = {c.name: column_value(flow.values, c) for c in cols if c.name not in flow.computed}
         mine = sorted(
             (
                 c
