@@ -84,6 +84,7 @@ def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
         "files per batch:2",
         "join:window by another column",
         "restarted",
+        "source:cleanSource archive",
     }
     assert wanted <= parts, sorted(wanted - parts)
     assert len({p for p in parts if p.startswith("filter:")}) >= 10

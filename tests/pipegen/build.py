@@ -22,8 +22,13 @@ class Query:
         return "\n".join(self.code)
 
 
-def read(spark: Any, src: Source, folder: Path, streaming: bool, per_trigger: int = 1) -> Any:
+WRITTEN = "inputs_as_written"  # with cleanSource: a copy of every input file as written, for the truth
+
+
+def read(spark: Any, src: Source, folder: Path, streaming: bool, per_trigger: int = 1, archive: Path | None = None) -> Any:
     r = (spark.readStream.option("maxFilesPerTrigger", per_trigger) if streaming else spark.read).schema(src.ddl())
+    if archive is not None:
+        r = r.option("cleanSource", "archive").option("sourceArchiveDir", str(archive))
     if src.fmt == "csv":
         return r.option("header", "true").csv(str(folder))
     return r.parquet(str(folder)) if src.fmt == "parquet" else r.json(str(folder))
@@ -56,9 +61,14 @@ def prefix(
     frames = {}
     for s in p.sources:
         n = p.files_per_batch
-        df = read(spark, s, root / "inputs" / s.name, streaming, n)
+        if streaming:
+            df = read(spark, s, root / "inputs" / s.name, True, n, archive=root / "archive" if p.clean_source else None)
+        else:  # the truth reads the files as they were written (with cleanSource, Spark moved those it read)
+            df = read(spark, s, root / (WRITTEN if p.clean_source else "inputs") / s.name, False, n)
+        archive = ".option('cleanSource', 'archive').option('sourceArchiveDir', 'archive')" if p.clean_source else ""
         code.append(
-            f"{s.name} = spark.readStream.schema({s.ddl()!r}).option('maxFilesPerTrigger', {n}).{s.fmt}('inputs/{s.name}')"
+            f"{s.name} = spark.readStream.schema({s.ddl()!r}).option('maxFilesPerTrigger', {n}){archive}"
+            f".{s.fmt}('inputs/{s.name}')"
         )
         if streaming:
             df = df.withWatermark(s.cols["time"], f"{s.delay} minutes")

@@ -225,6 +225,10 @@ LATER = 7_000_003  # the later parts' draws: from the seed plus this
 NEWEST_SEEDS = 2200
 NEWEST_CHOICES = {"restart", "static_right"}
 NEWEST = 9_000_011
+# and the file source's options (``_source_parts``), from SOURCE_SEEDS on
+SOURCE_SEEDS = 2300
+SOURCE_CHOICES = {"clean_source"}
+SOURCE = 11_000_027
 PASS_TAG = "ok"
 
 
@@ -389,6 +393,8 @@ def compose(seed: int, forced: dict[str, Any] | None = None, name: str | None = 
         _later_parts(p, Choices(seed + LATER, forced))
     if seed >= NEWEST_SEEDS or NEWEST_CHOICES & set(c.forced):
         _newest_parts(p, Choices(seed + NEWEST, forced), n)
+    if seed >= SOURCE_SEEDS or SOURCE_CHOICES & set(c.forced):
+        _source_parts(p, Choices(seed + SOURCE, forced))
     d = Designer(p, c.rng, n)
     d.prefix = d.theme_prefix = theme["prefix"]
     design(d)
@@ -431,6 +437,12 @@ def _newest_parts(p: Pipeline, c: Choices, n_batches: int) -> None:
         p.restart_after = c.one("restart_at", (n_batches // 3, n_batches // 2, n_batches - 2))
     if p.static and p.static.kind == "left_outer" and c.chance("static_right", 0.5):
         p.static.kind = "right_outer"
+
+
+def _source_parts(p: Pipeline, c: Choices) -> None:
+    """The file source's options: ``cleanSource=archive`` (each file Spark read moved under
+    ``archive/`` once its batch committed: the answer finds them there, given it as the input root)."""
+    p.clean_source = c.chance("clean_source", 0.4)
 
 
 def _theme(c: Choices, themes: list[dict[str, Any]]) -> dict[str, Any]:

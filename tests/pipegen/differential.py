@@ -62,6 +62,12 @@ def engine(name: str) -> Iterator[None]:
         eng.configure("auto")
 
 
+def input_root(folder: Path) -> str:
+    """Where a pipeline's input files are: with cleanSource=archive, the files Spark read are under
+    archive/ (the rest where they were written, as the source's log records)."""
+    return str(folder / "archive" if (folder / "archive").is_dir() else folder / "inputs")
+
+
 def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) -> Any:
     from spark_io.gather.diagnosis import why_missing
 
@@ -71,7 +77,7 @@ def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) ->
             tuple(keys),
             key_field=key_field,
             event_log=str(folder / "event_log") if with_log else None,
-            input_root=str(folder / "inputs"),
+            input_root=input_root(folder),
             sink=str(folder / "sink"),
         ),
     )
@@ -80,7 +86,7 @@ def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) ->
 def cli_args(folder: Path, keys: list[str], with_log: bool = True) -> list[str]:
     """``cli.py why-missing``'s arguments for keys of a generated pipeline's folder (native engine)."""
     log = ["--event-log", str(folder / "event_log")] if with_log else []
-    paths = ["--input-root", str(folder / "inputs"), "--sink", str(folder / "sink")]
+    paths = ["--input-root", input_root(folder), "--sink", str(folder / "sink")]
     return ["why-missing", str(folder / "checkpoint"), *keys, *log, *paths, "--engine", "native"]
 
 

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pipegen.build import WRITTEN
 from pipegen.spec import HDFS, ROCKSDB, Pipeline
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -81,6 +82,9 @@ def write_inputs(p: Pipeline, root: Path, batches: range | None = None) -> None:
                 path = folder / name
                 write_file(path, s.ddl(), [input_row(r, s.cols["time"]) for r in rows], s.fmt)
                 os.utime(path, (BASE_MTIME + order, BASE_MTIME + order))
+                if p.clean_source:  # Spark moves the files it read: the truth reads this copy
+                    (root / WRITTEN / s.name).mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, root / WRITTEN / s.name / name)
     if p.static and batches.start == 0:
         st = p.static
         folder = root / "inputs" / st.name

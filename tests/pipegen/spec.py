@@ -70,6 +70,10 @@ def group_of(p: Pipeline, key: Any) -> Any:
     return f"{p.join['by'][:1]}-{key}"
 
 
+# fields a pipeline.json holds only where they differ from these (older readers load the rest)
+OPTIONAL: dict[str, Any] = {"clean_source": False}
+
+
 @dataclass
 class Pipeline:
     seed: int
@@ -95,6 +99,7 @@ class Pipeline:
     watermark_policy: str = "min"  # spark.sql.streaming.multipleWatermarkPolicy (two sources): min | max
     files_per_batch: int = 1  # each source's files per batch (its maxFilesPerTrigger)
     restart_after: int = 0  # >0: the query runs in two Spark applications, the second from this batch's files on
+    clean_source: bool = False  # the file source's cleanSource=archive: files read are moved under archive/
     batches: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)  # per batch: source -> rows
     keys: list[dict[str, Any]] = field(default_factory=list)  # key, ask (the column asked by, None: default), design
 
@@ -144,6 +149,8 @@ class Pipeline:
             out.append(f"files per batch:{self.files_per_batch}")
         if self.restart_after:
             out.append("restarted")
+        if self.clean_source:
+            out.append("source:cleanSource archive")
         return out
 
     def files(self, b: int, source: Source, rows: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str, Any]]]]:
@@ -155,7 +162,11 @@ class Pipeline:
         return [(f"part-{b:05d}-{i}.{source.fmt}", b * n + i, rows[i::n]) for i in range(n)]
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True, default=str) + "\n"
+        d = dataclasses.asdict(self)
+        for name, default in OPTIONAL.items():  # the newest parts: left out where not drawn
+            if d[name] == default:
+                del d[name]
+        return json.dumps(d, indent=1, sort_keys=True, default=str) + "\n"
 
     @staticmethod
     def from_json(text: str) -> Pipeline:
