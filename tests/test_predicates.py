@@ -74,6 +74,8 @@ CONDITIONS = [
     "coalesce(kind, 'none') = 'none'",
     "event_time >= '2026-01-01 00:05:00'",
     "event_time < TIMESTAMP '2026-01-01 00:00:00'",
+    "event_time + INTERVAL 2 MINUTES >= TIMESTAMP '2026-01-01 00:07:00'",
+    "event_time - INTERVAL '1' HOUR < TIMESTAMP '2025-12-31 23:01:00'",
     "page RLIKE '^/[a-c]'",
     "upper(kind) IN ('BUY', 'VIP') AND NOT is_bot",
 ]

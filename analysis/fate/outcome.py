@@ -174,6 +174,9 @@ def _repeats_of_written(fate: KeyFate) -> None:
             rf.outputs = list(original.outputs)
         elif original is not None and original.contribution == UNKNOWN:  # it is as its original: unknown too
             rf.contribution = UNKNOWN
+            told = original.cause.why or original.cause.detail if original.cause is not None else ""
+            why = f"{c.detail}; whether that record reached the output cannot be told" + (f": {told}" if told else "")
+            rf.cause = Cause(UNKNOWN, c.operator_id, c.batch_id, c.side, rf.record, why, why=why)
 
 
 def _written_unfollowed(

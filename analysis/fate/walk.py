@@ -86,6 +86,7 @@ class OpView:
     upstream_filters: dict[int, list[str]] = field(default_factory=dict)  # an operator below -> filters from it to here
     batch_joins: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # scan -> joins with static tables on the way
     planned: bool = False  # from the event log's plan
+    raw_condition: str | None = None  # a join's condition as the plan prints it (evaluated on a pair)
 
     @property
     def operator_id(self) -> int:
@@ -280,6 +281,7 @@ class FateWalk:
                 dict(planned.upstream_filters),
                 dict(planned.batch_joins),
                 planned=True,
+                raw_condition=planned.join.raw_condition if planned.join else None,
             )
         sides = ["left", "right"] if kind == JOIN else [""]
         keys = {}

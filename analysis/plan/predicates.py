@@ -248,7 +248,10 @@ class _Arith(_Node):
     right: _Node
 
     def eval(self, row: _Row) -> Any:
-        a, b = _number(self.left.eval(row)), _number(self.right.eval(row))
+        x, y = self.left.eval(row), self.right.eval(row)
+        if isinstance(x, dt.timedelta) or isinstance(y, dt.timedelta):  # a time plus or minus an interval
+            return _shifted(x, y, self.op)
+        a, b = _number(x), _number(y)
         if a is None or b is None:
             return None
         if self.op == "+":
@@ -260,6 +263,41 @@ class _Arith(_Node):
         if b == 0:
             return None  # Spark's / and % by zero: null (ANSI off), an error (ANSI on): the row is not kept either way
         return a / b if self.op == "/" else math.fmod(a, b)
+
+
+def _shifted(x: Any, y: Any, op: str) -> Any:
+    """A timestamp plus or minus an interval (either side for ``+``); null where one is null."""
+    if x is None or y is None:
+        return None
+    if isinstance(x, dt.timedelta) and op == "+":
+        x, y = y, x
+    t = _time(x)
+    if t is None or not isinstance(y, dt.timedelta) or op not in "+-":
+        raise NotEvaluated("an interval in arithmetic other than a time plus or minus it")
+    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=t)
+    return when + y if op == "+" else when - y
+
+
+_INTERVAL_UNITS = {
+    "microsecond": 1,
+    "millisecond": 1_000,
+    "second": 1_000_000,
+    "minute": 60_000_000,
+    "hour": 3_600_000_000,
+    "day": 86_400_000_000,
+    "week": 7 * 86_400_000_000,
+}
+# an interval as the plan prints it (``10 minutes``, ``1 hours 30 minutes``) or as SQL writes it
+# (``INTERVAL 10 MINUTES``, ``INTERVAL '10' MINUTE``)
+_INTERVAL = re.compile(
+    r"(?:INTERVAL\s+)?((?:'?[+-]?\d+'?\s+(?:microsecond|millisecond|second|minute|hour|day|week)s?\b\s*)+)", re.I
+)
+_INTERVAL_PART = re.compile(r"'?([+-]?\d+)'?\s+(microsecond|millisecond|second|minute|hour|day|week)s?", re.I)
+
+
+def _interval(text: str) -> dt.timedelta:
+    us = sum(int(n) * _INTERVAL_UNITS[u.lower()] for n, u in _INTERVAL_PART.findall(text))
+    return dt.timedelta(microseconds=us)
 
 
 _STRING_TESTS = {
@@ -501,6 +539,10 @@ class _Parser:
         if m:
             self.i += m.end()
             return _Func(m.group(1), self.items(")"))
+        m = _INTERVAL.match(s, i)
+        if m:
+            self.i = m.end()
+            return _Lit(_interval(m.group(1)))
         m = _NUMBER.match(s, i)
         if m:
             self.i = m.end()

@@ -64,6 +64,7 @@ class JoinPlan:
     left_keys: tuple[str, ...]  # field0, field1 ... of the left side's state key
     right_keys: tuple[str, ...]
     condition: str | None  # the condition besides the keys (usually the event-time range); None: keys only
+    raw_condition: str | None = None  # as the plan prints it (attribute ids kept: what the predicates evaluate)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -491,6 +492,7 @@ def _join(op_id: int, args: str, left_output: str = "", right_output: str = "") 
         tuple(readable(p) for p in split_top(m.group("left"))),
         tuple(readable(p) for p in split_top(m.group("right"))),
         None if cond == "null" else readable(_qualified(cond, left_output, right_output)),
+        None if cond == "null" else cond,
     )
 
 

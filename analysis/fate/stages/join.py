@@ -32,6 +32,7 @@ from analysis.fate.model import (
 from analysis.fate.stages.base import Stage
 from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
 from analysis.inputs.records import InputRecord, event_time_us
+from analysis.plan.predicates import filter_passes
 from analysis.plan.query_plan import readable
 from analysis.verdicts.key_verdicts import PRESERVED
 
@@ -108,7 +109,7 @@ class JoinStage(Stage):
             cause = Cause(UNKNOWN, op_id, row.added, side, rec, detail, why=detail)
             return StepResult(Step(op_id, REACHED_STATE, b, detail, side, group, evidence, cause=cause))
         semi_left = view.join_type == "left_semi" and side == "left"
-        if semi_left and row.matched_at is None and any(o.added == row.removed for o in others):
+        if semi_left and row.matched_at is None and any(o.added == row.removed and _may_join(view, row, o) for o in others):
             row.matched_at = row.removed  # a left semi join removes a left row once it has emitted it
         if row.matched_at is not None:
             return self._matched(walk, view, side, flow, row, others, group, evidence, final)
@@ -395,6 +396,19 @@ class JoinStage(Stage):
 
     def _rejection(self, view: OpView, side: str, row: SideRow, others: list[SideRow]) -> str:
         return f"{self._pairs(side, row, others)}: the join condition{self._condition(view)} rejected every pair"
+
+
+def _may_join(view: OpView, row: SideRow, other: SideRow) -> bool:
+    """Whether the join's condition may accept a pair of rows (a left semi join's left row gone in the
+    batch a right row came: matched, unless the condition rejects the pair, then it was evicted);
+    True where it cannot be evaluated (no plan, a column both rows have with other values)."""
+    if not view.raw_condition:
+        return True
+    mine = {k: v for k, v in row.value.items() if k != "matched"}
+    theirs = {k: v for k, v in other.value.items() if k != "matched"}
+    if any(k in theirs and theirs[k] != v for k, v in mine.items()):
+        return True  # the condition names a side for such a column: not told apart here
+    return filter_passes(view.raw_condition, {**theirs, **mine}).passes is not False
 
 
 def noun_of(source: str) -> str:
