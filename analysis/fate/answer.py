@@ -127,7 +127,7 @@ def answer(
     for k in q.keys:
         report = reports[chosen[k]]
         verdict = next(r for r in report.results if r.key == k)
-        results.append(key_answer(verdict, fates[k], chosen[k][0], report.kind, report.join_type))
+        results.append(key_answer(verdict, fates[k], chosen[k][0], report.kind, report.join_type, report.output_mode_assumed))
     first = reports[chosen[q.keys[0]]]
     fields = {f.name: getattr(first, f.name) for f in dataclasses.fields(WhyMissingReport)}
     fields.update(
@@ -141,7 +141,12 @@ def answer(
 
 
 def key_answer(
-    verdict: wm.KeyDiagnosis, fate: KeyFate, operator_id: int, kind: str, join_type: str | None = None
+    verdict: wm.KeyDiagnosis,
+    fate: KeyFate,
+    operator_id: int,
+    kind: str,
+    join_type: str | None = None,
+    mode_assumed: bool = False,
 ) -> wm.KeyDiagnosis:
     """One key's answer: the outcome and its root cause first, then the operator's verdict (the whole
     query's where it decides: every record dropped as late, never in the input). ``verdict`` is left
@@ -161,7 +166,7 @@ def key_answer(
         )
         fate.headline = ""
     if fate.outcome == UNKNOWN and not fate.records and operator_id == 0:
-        from_state(fate, d.verdict, d.was_matched, kind, d.explanation, operator_id, join_type)
+        from_state(fate, d.verdict, d.was_matched, kind, d.explanation, operator_id, join_type, mode_assumed)
     d.verdict_operator = operator_id
     if fate.verdict in (wm.DROPPED_AS_LATE, NEVER_IN_INPUT):
         d.verdict = fate.verdict

@@ -66,6 +66,8 @@ def key_fate(
         row_keys = {(o.batch_id, o.file, o.group): o.key for o in more if o.key}  # the key's own rows too: their state key
         written = written + list(dict.fromkeys(o for o in more if (o.batch_id, o.file, o.group) not in own))
     judge(fate, written, sink_searched, function_ops, search, sink_columns, row_keys)
+    if walk is not None and sink_searched and not written and sink_columns:
+        fate.sink_lacks_key = bool(set(key_columns_of(walk)) & sink_columns)
     return fate
 
 
@@ -208,11 +210,15 @@ def search_columns(walk: FateWalk, key_field: str | None) -> list[str]:
 def sink_columns(walk: FateWalk, columns: list[str]) -> list[str]:
     """The columns a key may be in among the query's output: the input columns it is searched in, and
     the operators' key columns as they name them (a column renamed before the state keeps that name)."""
-    names = [
+    return list(dict.fromkeys([*columns, *key_columns_of(walk)]))
+
+
+def key_columns_of(walk: FateWalk) -> list[str]:
+    """The operators' key columns (not windows or times), as they name them, from operator 0 up."""
+    return [
         c.name
         for op in sorted(walk.info.operators, key=lambda o: o.operator_id)
         for cols in walk.view(op).keys.values()
         for c in cols
         if c.window is None and c.name not in TIME_KEYS and not c.name.startswith("field")
     ]
-    return list(dict.fromkeys([*columns, *names]))

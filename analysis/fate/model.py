@@ -315,6 +315,8 @@ class KeyFate:
     near_fates: list[NearFate] = field(default_factory=list)
     summary: str = ""  # the records by what became of them
     written: list[Output] = field(default_factory=list, repr=False)  # the sink's rows of the key it was judged with
+    # a sink was searched, has the operators' key columns, and holds no row of the key
+    sink_lacks_key: bool = field(default=False, repr=False)
 
     @property
     def verdict(self) -> str | None:

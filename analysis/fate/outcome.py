@@ -515,12 +515,24 @@ def from_state(
     explanation: str,
     operator_id: int,
     join_type: str | None = None,
+    mode_assumed: bool = False,
 ) -> None:
     """No record of the key was followed (the input was not searched): the outcome as the last
     operator's state tells it, said to come from there. Only where the verdict says it: a key in a
     join's or an aggregation's state, evicted, matched or waiting; else it stays unknown. A join's row
     evicted unmatched is lost only where the join type is known (an outer join wrote it null-padded):
-    without it the key stays unknown, and says why."""
+    without it the key stays unknown, and says why; so does a window waiting where the output mode is
+    not known (``mode_assumed``: in update or complete mode it was emitted) and no sink holding the
+    operators' key columns lacks every row of it (it would hold one: append mode)."""
+    if verdict == "waiting_for_watermark" and mode_assumed and not fate.sink_lacks_key:
+        why = (
+            f"operator {operator_id}'s state holds its window: in append mode it waits for the watermark, in update or "
+            "complete mode it was emitted when counted; the output mode is not in the checkpoint (give the query's event "
+            "log, or its sink)"
+        )
+        fate.cause = Cause(UNKNOWN, operator_id, None, None, None, why, why=why)
+        fate.headline = f"{WORDS[UNKNOWN]}: {why}."
+        return
     outcome = _FROM_VERDICT.get(verdict)
     if verdict == "evicted":
         outcome = (

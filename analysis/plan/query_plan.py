@@ -64,7 +64,8 @@ class JoinPlan:
     left_keys: tuple[str, ...]  # field0, field1 ... of the left side's state key
     right_keys: tuple[str, ...]
     condition: str | None  # the condition besides the keys (usually the event-time range); None: keys only
-    raw_condition: str | None = None  # as the plan prints it (attribute ids kept: what the predicates evaluate)
+    # as the plan prints it (attribute ids kept: what the predicates evaluate); not part of the join's identity
+    raw_condition: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

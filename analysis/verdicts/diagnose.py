@@ -63,6 +63,8 @@ class WhyMissingReport:
     whole_query: bool = False  # each key followed from the input files through every operator (results' fate)
     input_search: InputSearch | None = None  # the input files searched for the keys
     plan_from: str | None = None  # the event log whose plan gave the operators, filters and watermarks
+    # a windowed operator's output mode was assumed (append): not in the checkpoint, one stateful operator
+    output_mode_assumed: bool = False
 
     @property
     def key_label(self) -> str:
@@ -199,7 +201,9 @@ def why_missing(
         single_operator=len(info.operators) == 1,
         output_mode=_output_mode(progress, op.operator_id),
     )
-    if ctx.output_mode is None and kind in (wm.AGGREGATION, wm.SESSION) and any(watermarks.values()):
+    # several stateful operators run in append mode only
+    mode_assumed = ctx.output_mode is None and len(info.operators) == 1
+    if mode_assumed and kind in (wm.AGGREGATION, wm.SESSION) and any(watermarks.values()):
         # the usual mode of a windowed aggregation with a watermark, said once (the state tells complete mode apart)
         ctx.notes.append("(The output mode is not in the checkpoint: append mode was assumed; the query's event log tells.)")
     # 2. history: the change feed, or the state batch by batch where there is none
@@ -279,6 +283,7 @@ def why_missing(
         engine=str(getattr(access, "engine", "spark")),
         engine_notes=list(dict.fromkeys(getattr(access, "fallbacks", []))),
         key_columns=key_columns.key_column(key_field, by_side),
+        output_mode_assumed=mode_assumed and kind in (wm.AGGREGATION, wm.SESSION),
     )
 
 

@@ -16,11 +16,18 @@ from analysis.inputs.records import event_time_us
 
 
 def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:
-    """The operator's output mode: the plan's, else append for windows with a watermark (said once)."""
-    mode = (view.output_mode or ("Append" if windowed and any(walk.watermarks.values()) else "Update")).lower()
-    if view.output_mode is None:
-        walk.note(f"The output mode is not in the checkpoint; {mode} mode was assumed (give the query's event log to know).")
+    """The operator's output mode: the plan's; append where the query has several stateful operators
+    (the only mode Spark runs them in); else append for windows with a watermark (said once)."""
+    if mode_known(walk, view):
+        return (view.output_mode or "Append").lower()
+    mode = "append" if windowed and any(walk.watermarks.values()) else "update"
+    walk.note(f"The output mode is not in the checkpoint; {mode} mode was assumed (give the query's event log to know).")
     return mode
+
+
+def mode_known(walk: FateWalk, view: OpView) -> bool:
+    """The plan gives the output mode, or the checkpoint's several stateful operators do (append only)."""
+    return view.output_mode is not None or len(walk.info.operators) > 1
 
 
 class AggregationStage(Stage):
@@ -84,7 +91,7 @@ class AggregationStage(Stage):
                     win = window_of_key(key)
                     if win is not None:
                         w = dataclasses.replace(walk.release(op_id, win[1], group, None, group), key=kid)
-                        if view.output_mode is None:  # append assumed: in update or complete mode it went out in batch b
+                        if not mode_known(walk, view):  # append assumed: in update or complete mode it went out
                             w = dataclasses.replace(w, unless_emitted=_unless_emitted(view, group))
                         waiting.append(w)
                     else:
