@@ -180,6 +180,21 @@ def test_input_files_spark_archived_are_found_under_the_archive(spark: Any, tmp_
     assert found["outcome"] == "written" or found["fate"]["records"], found["fate"]
 
 
+def run_job(job: str, root: Path, files: list[str], *args: str) -> None:
+    """``root/in/part-<i>.json`` (mtimes in order: one file a batch), then ``job`` run for real on them."""
+    import os
+
+    (root / "in").mkdir()
+    (root / "logs").mkdir()
+    for i, text in enumerate(files):
+        path = root / "in" / f"part-{i}.json"
+        path.write_text(text + "\n")
+        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    run = subprocess.run([sys.executable, "-c", job, str(root), *args], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 READER_JOB = """
 import sys
 from pyspark.sql import SparkSession
@@ -202,21 +217,11 @@ def test_a_time_spark_cannot_read_is_null_and_the_window_filters_it_out(spark: A
     """A record whose event time is text Spark's reader cannot read as a timestamp: Spark makes it null,
     and the window's own filter (``isnotnull(ts)``) removes it. With the event log the answer says so
     (filtered, that record), not "no filter removed it". Truth: Spark's own read of the file and its sink."""
-    import os
-
-    (tmp_path / "in").mkdir()
-    (tmp_path / "logs").mkdir()
     rows = [
         '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
         '{"user_id": "u-bad", "ts": "yesterday noon", "n": 1}',
     ]
-    for i, text in enumerate(["\n".join(rows), '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}']):
-        path = tmp_path / "in" / f"part-{i}.json"
-        path.write_text(text + "\n")
-        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    run = subprocess.run([sys.executable, "-c", READER_JOB, str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    run_job(READER_JOB, tmp_path, ["\n".join(rows), '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}'])
     read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(tmp_path / "in" / "part-0.json"))
     assert read.where("user_id = 'u-bad'").first()["ts"] is None  # what Spark's reader made of it
     assert {r["user_id"] for r in spark.read.parquet(str(tmp_path / "sink")).collect()} == {"u-good"}
@@ -233,23 +238,13 @@ def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(
     that record (it said no filter removed it). A line that is not valid JSON is a row of nulls to
     Spark: its key never reached the query, and the answer names the line (it said no file holds the
     key). Truth: Spark's own read of the file and the query's sink."""
-    import os
-
-    (tmp_path / "in").mkdir()
-    (tmp_path / "logs").mkdir()
     rows = [
         '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
         '{"user_id": "u-text", "ts": "2026-01-01T00:02:00Z", "n": "many"}',
         '{"user_id": "u-broken", "ts": "2026-01-01T00:02:00Z", "n": 1',
     ]
-    for i, text in enumerate(["\n".join(rows), '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}']):
-        path = tmp_path / "in" / f"part-{i}.json"
-        path.write_text(text + "\n")
-        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    job = [sys.executable, "-c", READER_JOB, str(tmp_path), "n > 0"]
-    run = subprocess.run(job, capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    last = '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}'
+    run_job(READER_JOB, tmp_path, ["\n".join(rows), last], "n > 0")
     read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(tmp_path / "in" / "part-0.json")).collect()
     assert [r["n"] for r in read if r["user_id"] == "u-text"] == [None]  # what Spark's reader made of them
     assert "u-broken" not in {r["user_id"] for r in read} and sum(r["user_id"] is None for r in read) == 1
@@ -289,22 +284,11 @@ def test_a_key_column_the_query_computes_is_never_read_from_the_record(spark: An
     columns (it said 'cannot be told'); a key column a Python UDF computes (``lower(user_id)``) is not
     the record's own: the answer is `unknown`, saying so, never "lost" (the record was written as the
     UDF's value). Truth: the query's sink."""
-    import os
-
-    (tmp_path / "in").mkdir()
-    (tmp_path / "logs").mkdir()
     files = [
-        '{"user_id": "U-1", "ts": "2026-01-01T00:01:00Z", "items": ["a", "b"]}\n',
-        '{"user_id": "u-9", "ts": "2026-01-01T00:30:00Z", "items": ["z"]}\n',
+        '{"user_id": "U-1", "ts": "2026-01-01T00:01:00Z", "items": ["a", "b"]}',
+        '{"user_id": "u-9", "ts": "2026-01-01T00:30:00Z", "items": ["z"]}',
     ]
-    for i, text in enumerate(files):
-        path = tmp_path / "in" / f"part-{i}.json"
-        path.write_text(text)
-        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    job = [sys.executable, "-c", COMPUTED_JOB, str(tmp_path), "udf" if udf else "plain"]
-    run = subprocess.run(job, capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    run_job(COMPUTED_JOB, tmp_path, files, "udf" if udf else "plain")
     rows = spark.read.parquet(str(tmp_path / "sink")).collect()
     assert sorted((r["user_id"], r["item"]) for r in rows) == [("u-1" if udf else "U-1", "a"), ("u-1" if udf else "U-1", "b")]
     cp = statelens.open(str(tmp_path / "cp"))

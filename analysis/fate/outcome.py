@@ -507,6 +507,11 @@ _CAUSE_OF_VERDICT = {
 }
 
 
+def _unknown(fate: KeyFate, operator_id: int, why: str) -> None:
+    fate.cause = Cause(UNKNOWN, operator_id, None, None, None, why, why=why)
+    fate.headline = f"{WORDS[UNKNOWN]}: {why}."
+
+
 def from_state(
     fate: KeyFate,
     verdict: str,
@@ -530,8 +535,7 @@ def from_state(
             "complete mode it was emitted when counted; the output mode is not in the checkpoint (give the query's event "
             "log, or its sink)"
         )
-        fate.cause = Cause(UNKNOWN, operator_id, None, None, None, why, why=why)
-        fate.headline = f"{WORDS[UNKNOWN]}: {why}."
+        _unknown(fate, operator_id, why)
         return
     outcome = _FROM_VERDICT.get(verdict)
     if verdict == "evicted":
@@ -548,8 +552,7 @@ def from_state(
                 "outer join preserving its side wrote it null-padded, and the checkpoint does not record the join type "
                 "(give the query's event log, or the join type)"
             )
-            fate.cause = Cause(UNKNOWN, operator_id, None, None, None, why, why=why)
-            fate.headline = f"{WORDS[UNKNOWN]}: {why}."
+            _unknown(fate, operator_id, why)
     if outcome is None:
         return
     first = explanation.split(". ")[0].rstrip(".")
