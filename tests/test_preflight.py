@@ -352,6 +352,7 @@ def test_a_scratch_run_writes_no_event_log_where_the_job_points(tmp_path_factory
     assert [b["batch_id"] for b in json.loads(progress.stdout)["batches"]] == logged_batches(checkpoint, "offsets")
 
 
+@pytest.mark.jvm  # the job's own Spark
 def test_a_job_logging_events_through_its_spark_defaults_keeps_its_event_log_untouched(tmp_path: Path) -> None:
     """The job logs events as a team deploys it: ``spark-defaults.conf`` in ``SPARK_CONF_DIR``. Its first
     version's run writes there; preflight (a change that restarts: exit 0; one that fails: exit 1) and
