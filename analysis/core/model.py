@@ -328,6 +328,12 @@ def validate_source(info: CheckpointInfo, source: StateSource) -> OperatorInfo:
     return op
 
 
+def append_only(info: CheckpointInfo) -> bool:
+    """Whether the checkpoint itself tells the output mode: several stateful operators run in append
+    mode only (Spark refuses any other), so the event log is not needed to know it."""
+    return len(info.operators) > 1
+
+
 def require_committed(info: CheckpointInfo) -> None:
     """A diagnosis reads committed batches: none yet is one clear refusal."""
     if not info.committed_batches:

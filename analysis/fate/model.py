@@ -214,6 +214,13 @@ class Output:
         }
 
 
+# why a window still in an aggregation's state may have been written, where the output mode is not known
+MODE_UNKNOWN = (
+    "in append mode it waits for the watermark, in update or complete mode it was emitted when counted; the output mode "
+    "is not in the checkpoint (give the query's event log, or its sink)"
+)
+
+
 @dataclass(frozen=True)
 class Waiting:
     operator_id: int

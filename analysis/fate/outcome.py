@@ -26,6 +26,7 @@ from analysis.fate.model import (
     HELD,
     LOST,
     MATCHED,
+    MODE_UNKNOWN,
     NEVER_IN_INPUT,
     NO_MATCH_IN_INPUT,
     NO_STATIC_MATCH,
@@ -530,12 +531,7 @@ def from_state(
     not known (``mode_assumed``: in update or complete mode it was emitted) and no sink holding the
     operators' key columns lacks every row of it (it would hold one: append mode)."""
     if verdict == "waiting_for_watermark" and mode_assumed and not fate.sink_lacks_key:
-        why = (
-            f"operator {operator_id}'s state holds its window: in append mode it waits for the watermark, in update or "
-            "complete mode it was emitted when counted; the output mode is not in the checkpoint (give the query's event "
-            "log, or its sink)"
-        )
-        _unknown(fate, operator_id, why)
+        _unknown(fate, operator_id, f"operator {operator_id}'s state holds its window: {MODE_UNKNOWN}")
         return
     outcome = _FROM_VERDICT.get(verdict)
     if verdict == "evicted":

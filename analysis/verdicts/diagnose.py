@@ -21,6 +21,7 @@ from analysis.core.model import (
     CheckpointInfo,
     OperatorInfo,
     StateSource,
+    append_only,
     default_operator,
     operator_of,
     resolve_batch,
@@ -201,8 +202,7 @@ def why_missing(
         single_operator=len(info.operators) == 1,
         output_mode=_output_mode(progress, op.operator_id),
     )
-    # several stateful operators run in append mode only
-    mode_assumed = ctx.output_mode is None and len(info.operators) == 1
+    mode_assumed = ctx.output_mode is None and not append_only(info)
     if mode_assumed and kind in (wm.AGGREGATION, wm.SESSION) and any(watermarks.values()):
         # the usual mode of a windowed aggregation with a watermark, said once (the state tells complete mode apart)
         ctx.notes.append("(The output mode is not in the checkpoint: append mode was assumed; the query's event log tells.)")

@@ -8,8 +8,9 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+from analysis.core.model import append_only
 from analysis.core.operator_kinds import AGGREGATION
-from analysis.fate.model import EMITTED, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
+from analysis.fate.model import EMITTED, MODE_UNKNOWN, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
 from analysis.fate.stages.base import Stage, key_has
 from analysis.fate.walk import TIME_KEYS, Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id, window_of_key
 from analysis.inputs.records import event_time_us
@@ -27,7 +28,7 @@ def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:
 
 def mode_known(walk: FateWalk, view: OpView) -> bool:
     """The plan gives the output mode, or the checkpoint's several stateful operators do (append only)."""
-    return view.output_mode is not None or len(walk.info.operators) > 1
+    return view.output_mode is not None or append_only(walk.info)
 
 
 class AggregationStage(Stage):
@@ -117,11 +118,7 @@ class AggregationStage(Stage):
 
 
 def _unless_emitted(view: OpView, group: str) -> str:
-    return (
-        f"{group} is still in {view.label}'s state: in append mode it waits for the watermark, in update or complete "
-        "mode it was emitted in the batch it was counted in; the output mode is not in the checkpoint (give the query's "
-        "event log, or its sink)"
-    )
+    return f"{group} is still in {view.label}'s state: {MODE_UNKNOWN}"
 
 
 def _closed_unseen(
