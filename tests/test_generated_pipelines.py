@@ -61,6 +61,8 @@ def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
         "static:inner",
         "static:left_outer",
         "static:right_outer",
+        "static:left_semi",
+        "static:left_anti",
         "delays:differ",
         "dedup:plain",
         "dedup:with_time",

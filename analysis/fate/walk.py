@@ -796,9 +796,10 @@ class FateWalk:
         )
 
     def static_join(self, view: OpView, side: str, flow: Flow, rec: InputRecord, node: int) -> StepResult | None:
-        """A row meeting a join with a static table on its way to an operator: it goes on with the table's
-        columns (its match's; nulls where an outer join keeps it unmatched), or is dropped (no match in an
-        inner join). A table that could not be read leaves its fate unknown."""
+        """A row meeting a join with a static table on its way to an operator: it goes on (with the table's
+        columns where the join adds them: its match's, nulls where an outer join keeps it unmatched), or
+        is dropped (no match in an inner or semi join; a match in an anti join). A table that could not
+        be read, or a join this walk does not follow, leaves its fate unknown."""
         assert self.plan is not None
         join = self.plan.batch_joins[node]
         mine = next((s for s, scans in join.scans.items() if any(self.scan_source(x) == rec.source for x in scans)), None)
@@ -808,24 +809,41 @@ class FateWalk:
         table = next((self.static_tables[x] for x in join.scans[other] if x in self.static_tables), None)
         op_id, b, sd = view.operator_id, flow.batch, side or None
         kind = (join.join_type or "").replace("_", " ")
-        if table is None or table.rows is None:
-            why = f"its {noun(rec)} ({record_text(rec)}) meets a {kind} join with a static table before {view.label}, " + (
-                f"and {table.label} cannot be read: {table.why}" if table else "which is not among the plan's scans"
+        behaviour = join.behaviour(mine)
+        why = ""
+        if behaviour is None:
+            why = (
+                f"on the condition `{join.condition}` besides its keys, which this walk does not evaluate"
+                if join.condition
+                else f"which this walk does not follow (the stream on its {mine} side)"
             )
+        elif table is None or table.rows is None:
+            why = f"and {table.label} cannot be read: {table.why}" if table else "which is not among the plan's scans"
+        if why:
+            why = f"its {noun(rec)} ({record_text(rec)}) meets a {kind} join with a static table before {view.label}, {why}"
             cause = Cause(UNKNOWN, op_id, b, sd, rec, why, why=why, static_table=table.label if table else None)
             return StepResult(Step(op_id, UNKNOWN, b, why[0].upper() + why[1:] + ".", sd, cause=cause))
+        assert behaviour is not None and table is not None
         values = [value_at(flow.values, k) for k in join.keys[mine]]
         found = table.matching(join.keys[other], values)
         shown = ", ".join(f"{k} {key_text(v)}" for k, v in zip(join.keys[mine], values, strict=False))
-        if found:
-            if len(found) > 1:
+        if found and behaviour.keeps_matched:
+            if len(found) > 1 and behaviour.adds_columns:
                 self.note(f"{shown} has {len(found)} rows in {table.label}: the first is followed.")
-            flow.values.update({c: v for c, v in found[0].items() if c not in flow.values or c not in join.keys[other]})
+            if behaviour.adds_columns:
+                flow.values.update({c: v for c, v in found[0].items() if c not in flow.values or c not in join.keys[other]})
             return None
-        keeps = join.join_type in ({"left": ("left_outer", "full_outer"), "right": ("right_outer", "full_outer")}[mine])
-        if keeps:
-            flow.values.update({c: None for c in join.output[other] if c not in flow.values})
+        if not found and behaviour.keeps_unmatched:
+            if behaviour.adds_columns:
+                flow.values.update({c: None for c in join.output[other] if c not in flow.values})
             return None
+        if found:  # an anti join drops a row the table holds: the table filters it out
+            detail = (
+                f"its {noun(rec)} ({record_text(rec)}) has {shown}, which {table.label} holds: the {kind} join with it "
+                f"before operator {op_id} removed the {noun(rec)} in batch {b}"
+            )
+            cause = Cause(FILTERED, op_id, b, sd, rec, detail, static_table=table.label)
+            return StepResult(Step(op_id, FILTERED, b, detail[0].upper() + detail[1:] + ".", sd, cause=cause))
         detail = (
             f"its {noun(rec)} ({record_text(rec)}) has {shown}, which no row of {table.label} holds: the {kind} join "
             f"with it before operator {op_id} dropped the {noun(rec)} in batch {b}"

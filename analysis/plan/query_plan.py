@@ -42,10 +42,12 @@ JOIN_TYPES = {
     "RightOuter": "right_outer",
     "FullOuter": "full_outer",
     "LeftSemi": "left_semi",
+    "LeftAnti": "left_anti",  # (a join with a static table: Spark runs no stream-stream anti join)
 }
 
 _TREE_LINE = re.compile(r"^(?P<prefix>[ :|+-]*?)(?:\* )?(?P<name>[A-Za-z][^()]*?) \((?P<id>\d+)\)\s*$")
 _SECTION = re.compile(r"^\((?P<id>\d+)\) (?P<name>.+?)(?: \[codegen id : \d+\])?\s*$")
+_REUSES = re.compile(r"\[Reuses operator id: (\d+)\]")  # ``(13) ReusedExchange [Reuses operator id: 7]``
 _DETAIL = re.compile(r"^(?P<k>[A-Z][A-Za-z ]*?)(?: \[\d+\])? ?: (?P<v>.*)$")
 # an attribute: ``name#id``, ``window_time(window)#212`` (a name Spark made of a function call), with a
 # watermark tag ``-T<delay>ms``
@@ -152,6 +154,25 @@ class BatchJoin:
     condition: str | None
     scans: dict[str, tuple[int, ...]]  # side -> the scan nodes under it
     output: dict[str, tuple[str, ...]]  # side -> the columns it brings
+
+    def behaviour(self, stream_side: str) -> StaticJoinBehaviour | None:
+        """What the join does with a stream row on ``stream_side`` (None: a join not followed: a type
+        not named, a condition besides the keys, or a semi or anti join whose output is the table's rows)."""
+        if self.condition is not None:
+            return None
+        kept = {"inner": (), "left_outer": ("left",), "right_outer": ("right",), "full_outer": ("left", "right")}
+        if self.join_type in kept:
+            return StaticJoinBehaviour(True, stream_side in kept[self.join_type], True)
+        if self.join_type in ("left_semi", "left_anti") and stream_side == "left":
+            return StaticJoinBehaviour(self.join_type == "left_semi", self.join_type == "left_anti", False)
+        return None
+
+
+@dataclass(frozen=True)
+class StaticJoinBehaviour:
+    keeps_matched: bool  # a row the table holds goes on (an anti join removes it)
+    keeps_unmatched: bool  # a row the table lacks goes on (an outer join on its side, an anti join)
+    adds_columns: bool  # the row goes on with the table's columns (a semi or anti join adds none)
 
 
 @dataclass
@@ -311,6 +332,9 @@ def parse_nodes(plan: str) -> PlanNode | None:
         m = _SECTION.match(line)
         if m and int(m.group("id")) in nodes:
             current, key = nodes[int(m.group("id"))], None
+            reused = _REUSES.search(m.group("name"))
+            if reused and int(reused.group(1)) in nodes and not current.children:  # its rows are the reused node's
+                current.children.append(nodes[int(reused.group(1))])
             continue
         if current is None or not line.strip():
             continue

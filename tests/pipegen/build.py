@@ -47,7 +47,7 @@ def group_column(p: Pipeline) -> str:
     """The column the last operator groups by (the key a user asks for by default)."""
     if p.join:
         return p.join.get("by") or p.sources[0].cols["key"]
-    return p.static.produces if p.static else p.col("key")
+    return p.static.produces if p.static and p.static.adds else p.col("key")
 
 
 def prefix(
@@ -102,7 +102,12 @@ def prefix(
     if p.static and static:
         st = p.static
         table = read_static(spark, p, root)
-        code.append(f"{st.name} = spark.read.{st.fmt}('inputs/{st.name}')  # a static table: {st.lookup} -> {st.produces}")
+        shown = (
+            f"{st.lookup} -> {st.produces}"
+            if st.adds
+            else f"the {st.lookup} values it {'keeps' if st.kind == 'left_semi' else 'drops'}"
+        )
+        code.append(f"{st.name} = spark.read.{st.fmt}('inputs/{st.name}')  # a static table: {shown}")
         if st.kind == "right_outer":  # the stream on the right: every stream row kept
             df = table.join(df, on=st.lookup, how=st.kind)
             code.append(f"df = {st.name}.join(df, on={st.lookup!r}, how={st.kind!r})")

@@ -229,6 +229,10 @@ NEWEST = 9_000_011
 SOURCE_SEEDS = 2300
 SOURCE_CHOICES = {"clean_source"}
 SOURCE = 11_000_027
+# and the parts at a query's edges (``_edge_parts``), from EDGE_SEEDS on
+EDGE_SEEDS = 2400
+EDGE_CHOICES = {"static_filter"}
+EDGE = 13_000_049
 PASS_TAG = "ok"
 
 
@@ -395,6 +399,8 @@ def compose(seed: int, forced: dict[str, Any] | None = None, name: str | None = 
         _newest_parts(p, Choices(seed + NEWEST, forced), n)
     if seed >= SOURCE_SEEDS or SOURCE_CHOICES & set(c.forced):
         _source_parts(p, Choices(seed + SOURCE, forced))
+    if seed >= EDGE_SEEDS or EDGE_CHOICES & set(c.forced):
+        _edge_parts(p, Choices(seed + EDGE, forced))
     d = Designer(p, c.rng, n)
     d.prefix = d.theme_prefix = theme["prefix"]
     design(d)
@@ -443,6 +449,13 @@ def _source_parts(p: Pipeline, c: Choices) -> None:
     """The file source's options: ``cleanSource=archive`` (each file Spark read moved under
     ``archive/`` once its batch committed: the answer finds them there, given it as the input root)."""
     p.clean_source = c.chance("clean_source", 0.4)
+
+
+def _edge_parts(p: Pipeline, c: Choices) -> None:
+    """The parts at a query's edges: a static table that filters the stream (a left semi join keeps the
+    rows whose value it holds, a left anti join those whose value it lacks; the group is the stream's key)."""
+    if p.static and p.static.kind in ("inner", "left_outer") and c.chance("static_filter", 0.7):
+        p.static.kind = c.one("static_filter_kind", ("left_semi", "left_anti"))
 
 
 def _theme(c: Choices, themes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -530,7 +543,7 @@ def design(d: Designer) -> None:
         _design_join(d)
         return
     ask = p.sources[0].cols["key"] if p.shape == "dedup" else None  # a dedup's state key is its id: ask by the user's column
-    if p.static:
+    if p.static and p.static.adds:
         _design_static(d)
         return
     steady = d.new_key("steady: a record in every batch of every source", ask)
@@ -555,6 +568,28 @@ def design(d: Designer) -> None:
     _design_filters(d, srcs, ask)
     _design_dedup(d, srcs, ask, steady)
     _design_absent(d, srcs, ask)
+    if p.static:
+        _design_static_filter(d, srcs, ask)
+
+
+def _design_static_filter(d: Designer, srcs: list[Source], ask: str | None) -> None:
+    """A static table that filters the stream (semi or anti join): every record so far has a value the
+    join keeps; a key whose record has one it drops, a key with one of each."""
+    st = d.p.static
+    assert st is not None
+    kept, dropped = [f"{st.lookup[:2]}-{i:02d}" for i in (1, 2)], f"{st.lookup[:2]}-90"
+    held = kept if st.kind == "left_semi" else [dropped]  # the table's rows
+    st.rows = [{st.lookup: v, st.produces: f"{st.produces[:1]}-{i}"} for i, v in enumerate(held)]
+    if st.kind == "left_semi":
+        dropped = f"{st.lookup[:2]}-99"  # a value the table lacks
+    for i, r in enumerate(d.recs):
+        r.values.setdefault("lookup", kept[i % 2])
+    how = "is not in" if st.kind == "left_semi" else "is in"
+    k = d.new_key(f"dropped by the static table: its {st.lookup} {how} {st.name} ({st.kind} join)", ask)
+    d.rec(srcs[0], 2, k, "static_miss", lookup=dropped)
+    k = d.new_key(f"partly written: one record kept, one dropped by the static table ({st.kind} join)", ask)
+    d.rec(srcs[0], 1, k, lookup=kept[0])
+    d.rec(srcs[-1], 3, k, "static_miss", lookup=dropped)
 
 
 def _design_filters(d: Designer, srcs: list[Source], ask: str | None) -> None:
@@ -713,12 +748,13 @@ def rows_of(d: Designer) -> tuple[list[dict[str, list[dict[str, Any]]]], list[di
     for i, r in enumerate(d.recs):
         src = p.source(r.source)
         r.rid = f"r{p.seed:04d}-{i:03d}"
-        group = r.key if not p.static else (r.key or f"?{r.values.get('lookup')}")
+        grouped = p.static is not None and p.static.adds  # the group is the table's column
+        group = r.key if not grouped else (r.key or f"?{r.values.get('lookup')}")
         bit = bits.get(group, 0)
         bits[group] = bit + 1
         values: dict[str, Any] = {
             "rid": r.rid,
-            "key": r.key if not p.static else f"{d.theme_prefix}-{i:03d}",
+            "key": r.key if not grouped else f"{d.theme_prefix}-{i:03d}",
             "eid": r.values.get("eid") or d.next_eid(),
             "time": r.minute,
             "tag": passing.get("tag", PASS_TAG),

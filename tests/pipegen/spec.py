@@ -56,10 +56,17 @@ class Static:
 
     name: str  # its folder under static/
     fmt: str
-    kind: str  # inner | left_outer | right_outer (the table on the left, the stream on the right)
+    # inner | left_outer | right_outer (the table on the left, the stream on the right) | left_semi |
+    # left_anti (the table filters the stream: keeps the rows it holds, or those it lacks)
+    kind: str
     lookup: str  # the column both share
-    produces: str  # the column the table adds (the group key downstream)
+    produces: str  # the column the table adds (the group key downstream; not with a semi or anti join)
     rows: list[dict[str, Any]]
+
+    @property
+    def adds(self) -> bool:
+        """The join adds the table's column to the stream's rows (not a semi or anti join's)."""
+        return self.kind not in ("left_semi", "left_anti")
 
 
 def group_of(p: Pipeline, key: Any) -> Any:

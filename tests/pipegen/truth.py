@@ -212,7 +212,7 @@ class Truth:
         for r in self.records:
             r.passed_filters = r.rid in filtered[r.side]
             r.passed = r.rid in kept[r.side]
-            if not p.static:
+            if not (p.static and p.static.adds):
                 r.group = group_of(p, r.values.get("key"))
 
     # ---- the sink: each file by the batch that wrote it
@@ -311,7 +311,9 @@ class Truth:
             return Fate(r, "lost", cause=Cause("filtered", first, r.batch, r))
         if not r.passed:
             assert self.p.static is not None
-            return Fate(r, "lost", cause=Cause("no_match_in_input", first, r.batch, r, f"static:{self.p.static.name}"))
+            st = self.p.static  # an anti join removes a row the table holds: a filter; another join found no row
+            kind = "filtered" if st.kind == "left_anti" else "no_match_in_input"
+            return Fate(r, "lost", cause=Cause(kind, first, r.batch, r, f"static:{st.name}"))
         late = next((op for op, _ in path if self.dropped(op, r.batch, "numRowsDroppedByWatermark")), None)
         if r.intent == "late":
             if late is None:

@@ -93,7 +93,7 @@ class AggregationStage(Stage):
                     if win is not None:
                         w = dataclasses.replace(walk.release(op_id, win[1], group, None, group), key=kid)
                         if not mode_known(walk, view):  # append assumed: in update or complete mode it went out
-                            w = dataclasses.replace(w, unless_emitted=_unless_emitted(view, group))
+                            w = dataclasses.replace(w, unless_emitted=unless_emitted(view, group))
                         waiting.append(w)
                     else:
                         waiting.append(Waiting(op_id, group, None, None, f"{group}: no window: append mode never emits it"))
@@ -117,7 +117,7 @@ class AggregationStage(Stage):
         return StepResult(step, flows, outputs, waiting)
 
 
-def _unless_emitted(view: OpView, group: str) -> str:
+def unless_emitted(view: OpView, group: str) -> str:
     return f"{group} is still in {view.label}'s state: {MODE_UNKNOWN}"
 
 

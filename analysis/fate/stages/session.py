@@ -4,6 +4,7 @@ stays open (the watermark that closes it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -22,7 +23,7 @@ from analysis.fate.model import (
     record_text,
     window_text,
 )
-from analysis.fate.stages.aggregation import output_mode
+from analysis.fate.stages.aggregation import mode_known, output_mode, unless_emitted
 from analysis.fate.stages.base import Stage, key_has
 from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id
 
@@ -119,7 +120,11 @@ class SessionStage(Stage):
             outputs.append(Output(op_id, group, out_at, EMITTED, text, null_padded=flow.null_padded, key=key_id(row)))
             flows.append(Flow(row, out_at, flow.null_padded, flow.unmatched_cause))
         elif any(key_id(r["key"]) == cur_key for r in hist.rows):
-            waiting.append(walk.release(op_id, e0, group, None, f"the session {window_text(s0, e0)[7:]}{merged}"))
+            w = walk.release(op_id, e0, group, None, f"the session {window_text(s0, e0)[7:]}{merged}")
+            if not mode_known(walk, view):  # append assumed: in update or complete mode it went out
+                row = {**wanted, "session_window": {"start": _utc(s0), "end": _utc(e0)}}
+                w = dataclasses.replace(w, unless_emitted=unless_emitted(view, group), key=key_id(row))
+            waiting.append(w)
             text = f"still open, waiting for the watermark{merged}"
         else:
             text = f"left the state without being emitted{merged}"
