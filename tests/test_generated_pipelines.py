@@ -87,6 +87,7 @@ def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
         "join:window by another column",
         "restarted",
         "source:cleanSource archive",
+        "source:file older than maxFileAge",
     }
     assert wanted <= parts, sorted(wanted - parts)
     assert len({p for p in parts if p.startswith("filter:")}) >= 10

@@ -118,6 +118,13 @@ def judge(
                     f"{lines}{' and more' if len(unread) > 3 else ''} holds it in a line that is {unread[0].unreadable}, "
                     "which Spark's reader reads as a row of nulls (its default mode, PERMISSIVE)"
                 )
+            unseen = list(dict.fromkeys(r.file for r in search.unread if r.key == fate.key))
+            if unseen:
+                told = "; ".join(
+                    f"{_named(search, f)} holds it, and no batch read it ({search.unread_why.get(f, 'not in the source log')})"
+                    for f in unseen[:3]
+                )
+                detail += f"; in the source's folder, {told}" + (f"; and {len(unseen) - 3} more files" if len(unseen) > 3 else "")
             fate.cause = Cause(NEVER_IN_INPUT, None, None, None, None, detail)
         elif fate.input_searched and search.complete:
             why = (
@@ -565,3 +572,9 @@ def from_state(
         why = f"{first} (operator {operator_id}'s state; {note})"
         fate.cause = Cause(kind_of_cause or UNKNOWN, operator_id, None, None, None, why, why=None if kind_of_cause else why)
     fate.headline = f"{WORDS[outcome]}, as operator {operator_id}'s state tells ({note})."  # its verdict follows
+
+
+def _named(search: InputSearch, uri: str) -> str:
+    """A file of the search as the answer names it: its source's folder and its name."""
+    rec = next((r for r in search.unread + search.records if r.file == uri), None)
+    return f"{rec.source}/{rec.file_name}" if rec else uri.rsplit("/", 1)[-1]

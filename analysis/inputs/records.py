@@ -73,6 +73,9 @@ class InputSearch:
     changed: list[str] = field(default_factory=list)
     # lines holding a key that Spark's reader could not read as a record (not valid JSON): it read them as nulls
     unreadable: list[InputRecord] = field(default_factory=list)
+    # records of keys found in no file Spark read, in files beside them that no batch read (batch None)
+    unread: list[InputRecord] = field(default_factory=list)
+    unread_why: dict[str, str] = field(default_factory=dict)  # such a file -> why no batch read it
 
     @property
     def complete(self) -> bool:

@@ -66,6 +66,7 @@ class ListedFile:
     format: str
     why: str | None = None
     changed: str | None = None  # the file at its logged place is not as Spark read it: how it differs
+    stamp: int | None = None  # its modification time (ms) as Spark listed it; a file no batch read: as it is now
 
 
 def _local(uri: str) -> str | None:
@@ -170,7 +171,7 @@ def listed_files(
             fmt = _format(uri, format_of(names.get(i, "")) if format_of else None)
             if why is None and fmt is None:
                 why = "a format searched only in JSON, CSV, Parquet and text files"
-            out.append(ListedFile(i, names.get(i, ""), batch, uri, None if why else path, fmt or "", why, changed))
+            out.append(ListedFile(i, names.get(i, ""), batch, uri, None if why else path, fmt or "", why, changed, stamp))
     return out, notes, names
 
 
@@ -257,7 +258,74 @@ def search_inputs(
             search.near += _near(fs, missing, wanted)
     search.records.sort(key=lambda r: (r.key, r.batch_id if r.batch_id is not None else -1, r.source_index, r.file, r.row))
     search.missing = [c for c in columns if not any(_has_column(fs, c) for fs in by_source.values())]
+    missing = [k for k in keys if not any(r.key == k for r in search.records)]
+    if missing:  # the files beside those Spark read, which it never read: what the folder holds and Spark did not see
+        for _, fs in sorted(by_source.items()):
+            wanted = [c for c in columns if _has_column(fs, c)]
+            unlisted = _unlisted(files, fs)
+            found = [r for r in _exact(unlisted, missing, wanted) if not r.unreadable]
+            search.unread += found
+            newest = max((f.stamp for f in fs if f.stamp is not None), default=None)
+            search.unread_why.update({f.uri: _passed_over(f, newest) for f in unlisted if any(r.file == f.uri for r in found)})
     return search
+
+
+MAX_FILE_AGE_MS = 7 * 86_400_000  # the file source's default maxFileAge
+
+
+def _passed_over(f: ListedFile, newest: int | None) -> str:
+    """Why no batch read a file of a source's folder, told by its modification time."""
+    if f.stamp is None or newest is None:
+        return "no batch read it"
+    when = f"modified {_when(f.stamp)}"
+    if f.stamp > newest:
+        return f"{when}, after the newest file Spark read: a batch to come reads it"
+    if f.stamp < newest - MAX_FILE_AGE_MS:
+        return (
+            f"{when}, more than 7 days (the file source's default maxFileAge) before the newest file Spark read "
+            f"({_when(newest)}): the source passes over a file that old when it comes"
+        )
+    return f"{when}, among the files Spark read: it was not there when Spark listed the folder, or the source's options passed over it"
+
+
+MAX_UNLISTED = 1_000  # files of a source's folder that no batch read, searched for keys never found
+
+
+def _unlisted(logged: list[ListedFile], fs: list[ListedFile]) -> list[ListedFile]:
+    """The data files in the folders a source's files are in (where Spark listed them, and where they
+    are now) that no batch of any source read (no entry of its log): newer than the last batch, or
+    passed over (older than the source's ``maxFileAge`` when they came, or written as Spark listed)."""
+    read = {f.uri.rsplit("/", 1)[-1] for f in logged}
+    first = fs[0]
+    logged_at = [p for p in (_local(f.uri) for f in fs) if p]
+    folders = [x for x in dict.fromkeys((_folder(logged_at), _folder([f.path for f in fs if f.path]))) if x]
+    out: list[ListedFile] = []
+    for folder in folders:
+        if not _may(folder):
+            continue
+        try:
+            entries = open_storage(folder, check=False).listdir("")
+        except (OSError, StateLensError):
+            continue
+        for e in sorted(entries, key=lambda e: e.name):
+            if e.is_dir or e.name in read or e.name.startswith(("_", ".")) or e.size > MAX_FILE_BYTES:
+                continue
+            fmt = _format(e.name, None)  # a file of the source's format (by its name, as the files read are named)
+            if (fmt != first.format and not (fmt is None and _format(first.uri, None) is None)) or len(out) >= MAX_UNLISTED:
+                continue
+            out.append(
+                ListedFile(
+                    first.source_index,
+                    first.source,
+                    None,
+                    _join(folder, e.name),
+                    _join(folder, e.name),
+                    first.format,
+                    stamp=e.mtime_ns // 1_000_000,
+                )
+            )
+            read.add(e.name)
+    return out
 
 
 class RecordSearch:

@@ -231,7 +231,7 @@ SOURCE_CHOICES = {"clean_source"}
 SOURCE = 11_000_027
 # and the parts at a query's edges (``_edge_parts``), from EDGE_SEEDS on
 EDGE_SEEDS = 2400
-EDGE_CHOICES = {"static_filter"}
+EDGE_CHOICES = {"static_filter", "stale_file"}
 EDGE = 13_000_049
 PASS_TAG = "ok"
 
@@ -404,6 +404,8 @@ def compose(seed: int, forced: dict[str, Any] | None = None, name: str | None = 
     d = Designer(p, c.rng, n)
     d.prefix = d.theme_prefix = theme["prefix"]
     design(d)
+    if p.stale_file:
+        _design_stale(d)
     p.batches, p.keys = rows_of(d)
     return p
 
@@ -456,6 +458,7 @@ def _edge_parts(p: Pipeline, c: Choices) -> None:
     rows whose value it holds, a left anti join those whose value it lacks; the group is the stream's key)."""
     if p.static and p.static.kind in ("inner", "left_outer") and c.chance("static_filter", 0.7):
         p.static.kind = c.one("static_filter_kind", ("left_semi", "left_anti"))
+    p.stale_file = bool(p.restart_after) and c.chance("stale_file", 0.6)
 
 
 def _theme(c: Choices, themes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -630,6 +633,25 @@ def _design_absent(d: Designer, srcs: list[Source], ask: str | None) -> None:
     upper = d.new_key("near miss: a look-alike (upper case) is written; this spelling never is", ask)
     d.keys[-1]["near"] = upper.upper()
     d.rec(srcs[-1], 2, upper.upper(), "reach")
+
+
+def _design_stale(d: Designer) -> None:
+    """A key whose only record is in a file written while the job was stopped, with an mtime a month
+    old: the restarted file source never reads it (older than its maxFileAge behind the newest file)."""
+    p, src, b = d.p, d.p.sources[0], d.p.restart_after
+    design = f"never read: its only record is in a file a month old, written while the job was stopped (batch {b} on)"
+    st = p.static
+    if st is not None and st.adds:  # the key is a group of the table: a looked-up value of its own
+        g = d.new_key(design, st.produces if p.shape == "dedup" else None)
+        value = f"{st.lookup[:2]}-{len(st.rows) + 50:02d}"
+        st.rows.append({st.lookup: value, st.produces: g})
+        d.rec(src, b, g, "stale", lookup=value)
+        return
+    k = d.new_key(design, src.cols["key"] if p.shape == "dedup" else None)
+    if st is not None:  # a semi or anti join keeps it
+        d.rec(src, b, k, "stale", lookup=f"{st.lookup[:2]}-01")
+    else:
+        d.rec(src, b, k, "stale")
 
 
 def _design_static(d: Designer) -> None:

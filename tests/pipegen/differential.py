@@ -181,6 +181,8 @@ def compare(t: KeyTruth, r: Any, with_log: bool) -> list[str]:
     elif t.outcome == NEVER:
         if r.cause != "never_in_input":
             problems.append(f"cause {r.cause}, truly never_in_input")
+        said = (r.cause_at or {}).get("detail") or ""
+        problems += [f"the file {f} that holds it and no batch read is not named" for f in t.unread if f not in said]
     else:
         accepted = t.causes or [t.cause]
         if t.cause not in accepted:

@@ -78,7 +78,8 @@ def group_of(p: Pipeline, key: Any) -> Any:
 
 
 # fields a pipeline.json holds only where they differ from these (older readers load the rest)
-OPTIONAL: dict[str, Any] = {"clean_source": False}
+OPTIONAL: dict[str, Any] = {"clean_source": False, "stale_file": False}
+STALE_AGE = 30 * 86_400  # seconds: a stale file's mtime behind the others' (past the file source's maxFileAge, 7 days)
 
 
 @dataclass
@@ -107,6 +108,9 @@ class Pipeline:
     files_per_batch: int = 1  # each source's files per batch (its maxFilesPerTrigger)
     restart_after: int = 0  # >0: the query runs in two Spark applications, the second from this batch's files on
     clean_source: bool = False  # the file source's cleanSource=archive: files read are moved under archive/
+    # with restart_after: a file written before the restart with an mtime a month old (its records' intent
+    # ``stale``): the restarted source never reads it (older than maxFileAge behind the newest file it saw)
+    stale_file: bool = False
     batches: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)  # per batch: source -> rows
     keys: list[dict[str, Any]] = field(default_factory=list)  # key, ask (the column asked by, None: default), design
 
@@ -158,15 +162,20 @@ class Pipeline:
             out.append("restarted")
         if self.clean_source:
             out.append("source:cleanSource archive")
+        if self.stale_file:
+            out.append("source:file older than maxFileAge")
         return out
 
     def files(self, b: int, source: Source, rows: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str, Any]]]]:
         """A source's files of batch b: (name, its place in the order Spark reads the source's files, its
         rows); the batch's rows dealt in turn to its files."""
+        stale = [r for r in rows if r.get("_intent") == "stale"]  # in a file of their own, a month old
+        rows = [r for r in rows if r.get("_intent") != "stale"]
         n = self.files_per_batch
+        old = [(f"part-{b:05d}-stale.{source.fmt}", -STALE_AGE, stale)] if stale else []
         if n == 1:
-            return [(f"part-{b:05d}.{source.fmt}", b, rows)]
-        return [(f"part-{b:05d}-{i}.{source.fmt}", b * n + i, rows[i::n]) for i in range(n)]
+            return [(f"part-{b:05d}.{source.fmt}", b, rows), *old]
+        return [(f"part-{b:05d}-{i}.{source.fmt}", b * n + i, rows[i::n]) for i in range(n)] + old
 
     def to_json(self) -> str:
         d = dataclasses.asdict(self)

@@ -91,6 +91,7 @@ class KeyTruth:
     fates: list[Fate]
     why: str = ""  # undetermined: what did not bear the design out
     near: KeyTruth | None = None  # the look-alike written, as a key of its own
+    unread: list[str] = field(default_factory=list)  # files holding the key that no batch read (source/name)
     in_sink: bool = False  # some column of the sink's rows holds the key as it is
     # causes as true without the plan, which alone tells what a join's row waits for (an outer join
     # emits it at the watermark; another waits for a match): the join's reason it is unmatched
@@ -377,11 +378,18 @@ class Truth:
             recs = [r for r in self.records if r.values.get(role) == key]
         else:
             recs = [r for r in self.records if r.group == key]
+        unread = [r for r in recs if r.batch is None]  # in a file Spark's source log does not list
+        recs = [r for r in recs if r.batch is not None]
         recs.sort(key=lambda r: (r.batch or 0, r.side, r.source, r.row))
         fates = [self.fate(r, recs) for r in recs]
         if p.join and p.join["type"] == "left_semi" and any(r.side == "left" for r in recs):
             fates = [f for f in fates if f.record.side == "left"]  # a semi join writes the left side's rows alone
         t = KeyTruth(key, ask, design, NEVER, None, [], fates, in_sink=key in self.sink_values)
+        t.unread = [f"{r.source}/{r.file}" for r in unread]
+        surprises = [r for r in unread if r.intent != "stale"] + [r for r in recs if r.intent == "stale"]
+        if surprises:  # a file read or not read against the design
+            t.outcome, t.why = UNDETERMINED, "; ".join(f"{r.where()}: designed {r.intent}" for r in surprises)
+            return t
         if not recs:
             t.cause = Cause("never_in_input", None, None)
             return t
