@@ -88,6 +88,9 @@ def test_the_generated_pipelines_cover_every_part_and_provider() -> None:
         "restarted",
         "source:cleanSource archive",
         "source:file older than maxFileAge",
+        "key:integer",
+        "python:map_in_pandas",
+        "python:udf",
     }
     assert wanted <= parts, sorted(wanted - parts)
     assert len({p for p in parts if p.startswith("filter:")}) >= 10

@@ -207,6 +207,11 @@ def search_columns(walk: FateWalk, key_field: str | None) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
+def python_columns(walk: FateWalk) -> dict[str, str]:
+    """The operators' key columns that Python code output (``MapInPandas`` ...): column -> that node."""
+    return {c.name: c.via for op in walk.info.operators for cols in walk.view(op).keys.values() for c in cols if c.via}
+
+
 def sink_columns(walk: FateWalk, columns: list[str]) -> list[str]:
     """The columns a key may be in among the query's output: the input columns it is searched in, and
     the operators' key columns as they name them (a column renamed before the state keeps that name)."""

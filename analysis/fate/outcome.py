@@ -100,11 +100,17 @@ def judge(
     held = [r for r in counted if r.contribution == HELD]
     lost = [r for r in counted if r.contribution == DROPPED]
     unknown = [r for r in counted if r.contribution == UNKNOWN]
+    made = [c for c in search.missing if c in search.computed_by]  # key columns Python code output
+    by_python = (
+        f"the operators' key {' and '.join(made)} is what Python code ("
+        + " and ".join(dict.fromkeys(search.computed_by[c] for c in made))
+        + ") output, which neither the plan nor the checkpoint shows"
+    )
     if not fate.records:
         if written:  # in the sink: a key computed from the input (no record holds it as is)
             why = (
                 "no input record holding it was found, so whether each of its records reached the output cannot be "
-                "told: it is computed from the input"
+                f"told: {by_python if made else 'it is computed from the input'}"
             )
             fate.outcome, fate.cause = OUTCOME_WRITTEN, Cause(UNKNOWN, None, None, None, None, why, why=why)
         elif fate.input_searched and search.complete and not search.missing:
@@ -126,6 +132,9 @@ def judge(
                 )
                 detail += f"; in the source's folder, {told}" + (f"; and {len(unseen) - 3} more files" if len(unseen) > 3 else "")
             fate.cause = Cause(NEVER_IN_INPUT, None, None, None, None, detail)
+        elif fate.input_searched and search.complete and made:
+            why = f"no input column holds {fate.key!r}: {by_python}: which input records hold the key cannot be told"
+            fate.outcome, fate.cause = UNKNOWN, Cause(UNKNOWN, None, None, None, None, why, why=why)
         elif fate.input_searched and search.complete:
             why = (
                 f"no input column holds {fate.key!r}, but no input column is named {' or '.join(search.missing)} as the "

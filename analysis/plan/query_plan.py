@@ -131,6 +131,7 @@ class Column:
     watermark_delay_ms: int | None = None  # the column carries the watermark (a -T<delay>ms tag)
     shift_us: int = 0
     scan: int | None = None  # the plan's scan node whose output it is (a static table's, or a source's)
+    via: str = ""  # the node of Python code that output it (``MapInPandas`` ...): what it holds is not in the plan
 
 
 @dataclass
@@ -403,6 +404,12 @@ def _lineage(root: PlanNode) -> dict[int, Column]:
         if node.name.startswith(("Scan", "BatchScan", "LocalTableScan")):
             for name, i, _ in _attrs(node.details.get("Output", "")):
                 out[i] = Column(name, name, scan=node.node_id)
+        elif node.name in PYTHON_NODES:  # rows through Python code: its new columns are whatever it made
+            # (``Arguments: fn(in#0, ...)#18, [out#19, ...], false``: the output after the call)
+            text = node.details.get("Arguments", "")
+            after = _bracketed(text, text.rfind("["))
+            for name, i, _ in _attrs(node.details.get("Output") or (after[0] if after else "")):
+                out.setdefault(i, Column(name, None, via=node.name))
         elif node.name == "Expand":  # sliding windows: one projection per window a row falls in
             args = split_top(node.details.get("Arguments", ""))
             projections = split_top(args[0][1:-1]) if len(args) == 2 and args[0].startswith("[") else []
@@ -442,6 +449,7 @@ def _lineage(root: PlanNode) -> dict[int, Column]:
                         src.window if src else None,
                         shift_us=src.shift_us if src else 0,
                         scan=src.scan if src else None,
+                        via=src.via if src else "",
                     )
                 elif i not in out:
                     out[i] = Column(alias, None)
@@ -456,7 +464,7 @@ def _column(text: str, lineage: dict[int, Column]) -> Column:
         return Column(readable(text), None)
     name, i, delay = refs[0]
     base = lineage.get(i, Column(name, None))
-    return Column(name, base.source_column, base.window, delay, base.shift_us, base.scan)
+    return Column(name, base.source_column, base.window, delay, base.shift_us, base.scan, base.via)
 
 
 def _marks(args: str, node: str = "") -> tuple[int | None, int | None]:
@@ -610,6 +618,8 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
     return QueryPlan(root, operators, scans, delays, batch_joins=joins)
 
 
+# nodes that run the user's Python over whole rows: the columns they output are not the input's
+PYTHON_NODES = ("MapInPandas", "MapInArrow", "PythonMapInArrow", "FlatMapGroupsInPandas", "FlatMapCoGroupsInPandas", "MapInBatch")
 BATCH_JOINS = ("BroadcastHashJoin", "SortMergeJoin", "ShuffledHashJoin", "BroadcastNestedLoopJoin", "CartesianProduct")
 _PLAN_JOIN_TYPE = re.compile(r"\b(Inner|LeftOuter|RightOuter|FullOuter|LeftSemi|LeftAnti|Cross)\b")
 

@@ -41,7 +41,7 @@ from analysis.fate import (
     sink_columns,
     static_lookups,
 )
-from analysis.fate.key import SinkSearch
+from analysis.fate.key import SinkSearch, python_columns
 from analysis.inputs.records import ANY, InputSearch
 from analysis.plan.query_plan import operator_watermarks
 from analysis.runs.progress import ProgressLog
@@ -149,6 +149,7 @@ def why_missing_whole(
             search = _through_static(search, lookups, keys, info, input_root, format_of, tz, listing)
         if not search.files_listed:
             why_not = search.note() or "The query reads no file source: its input cannot be searched here."
+    search.computed_by = python_columns(walk)
     walk.source_names = search.sources
     walk.assume_renames = plan is None and key_field is None
     walk.strict = bool(os.environ.get("STATELENS_DEBUG"))

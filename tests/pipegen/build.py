@@ -92,6 +92,7 @@ def prefix(
     common = [f for f in p.filters if not f.source] if filters else []
     if not p.rename_first:
         df = _where(df, common, code)
+    df = _python(p, df, code)
     if p.rename:
         cols = p.sources[0].cols
         df = df.select(*[col(c).alias(p.rename.get(role, c)) for role, c in cols.items()])
@@ -116,6 +117,25 @@ def prefix(
             code.append(f"df = df.join({st.name}, on={st.lookup!r}, how={st.kind!r})")
     out[""] = df
     return out
+
+
+def _python(p: Pipeline, df: Any, code: list[str]) -> Any:
+    """Python between the sources and the state (``Pipeline.python``): the rows as they came."""
+    if p.python == "map_in_pandas":
+
+        def as_they_came(batches: Any) -> Any:  # (local: pickled by value, for workers without this module)
+            yield from batches
+
+        code.append("df = df.mapInPandas(lambda batches: (b for b in batches), df.schema)")
+        return df.mapInPandas(as_they_came, df.schema)
+    if p.python == "udf":
+        from pyspark.sql.functions import col, pandas_udf
+
+        num = p.sources[0].cols["num"]
+        same = pandas_udf(lambda s: s, "long")
+        code.append(f"df = df.withColumn({num!r}, pandas_udf(lambda s: s, 'long')(col({num!r})))")
+        return df.withColumn(num, same(col(num)))
+    return df
 
 
 def _where(df: Any, filters: list[Any], code: list[str]) -> Any:
@@ -250,7 +270,9 @@ def _function(p: Pipeline, df: Any, group: str, time: str, code: list[str]) -> A
     (``gap`` minutes after the group's newest event)."""
     assert p.function is not None
     kind, gap_ms = p.function["kind"], p.function["gap"] * 60_000
-    out = f"{group} STRING, rids STRING, n LONG"
+    number = p.int_keys and group == p.col("key")  # the group is the stream's key column, a number
+    out = f"{group} {'BIGINT' if number else 'STRING'}, rids STRING, n LONG"
+    dtype = "int64" if number else str
     if kind == "group_state":
         from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -260,16 +282,16 @@ def _function(p: Pipeline, df: Any, group: str, time: str, code: list[str]) -> A
             f"GroupStateTimeout.EventTimeTimeout)  # emits the ids {p.function['gap']} minutes after the group's last event"
         )
         return df.groupBy(group).applyInPandasWithState(
-            _group_state_fn(group, time, gap_ms), out, state, "append", GroupStateTimeout.EventTimeTimeout
+            _group_state_fn(group, time, gap_ms, dtype), out, state, "append", GroupStateTimeout.EventTimeTimeout
         )
     code.append(
         f"df = df.groupBy({group!r}).transformWithStateInPandas(KeepIds{kind[4:].title()}(), {out!r}, 'Append', 'EventTime')"
         f"  # {kind[4:]} state; an event-time timer {p.function['gap']} minutes after the group's last event"
     )
-    return df.groupBy(group).transformWithStateInPandas(_processor(kind, group, time, gap_ms), out, "Append", "EventTime")
+    return df.groupBy(group).transformWithStateInPandas(_processor(kind, group, time, gap_ms, dtype), out, "Append", "EventTime")
 
 
-def _group_state_fn(group: str, time: str, gap_ms: int) -> Callable[..., Any]:
+def _group_state_fn(group: str, time: str, gap_ms: int, dtype: Any = str) -> Callable[..., Any]:
     def keep_ids(key: tuple[Any, ...], pdfs: Any, state: Any) -> Any:
         import pandas as pd
 
@@ -287,12 +309,12 @@ def _group_state_fn(group: str, time: str, gap_ms: int) -> Callable[..., Any]:
             first = low if first is None else min(first, low)
         state.update((",".join(ids), first, last))
         state.setTimeoutTimestamp(last + gap_ms)
-        yield pd.DataFrame({group: [], "rids": [], "n": []}).astype({group: str, "rids": str, "n": "int64"})
+        yield pd.DataFrame({group: [], "rids": [], "n": []}).astype({group: dtype, "rids": str, "n": "int64"})
 
     return keep_ids
 
 
-def _processor(kind: str, group: str, time: str, gap_ms: int) -> Any:
+def _processor(kind: str, group: str, time: str, gap_ms: int, dtype: Any = str) -> Any:
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -336,7 +358,7 @@ def _processor(kind: str, group: str, time: str, gap_ms: int) -> Any:
             for old in self.handle.listTimers():
                 self.handle.deleteTimer(old)
             self.handle.registerTimer(last + gap_ms)
-            yield pd.DataFrame({group: [], "rids": [], "n": []}).astype({group: str, "rids": str, "n": "int64"})
+            yield pd.DataFrame({group: [], "rids": [], "n": []}).astype({group: dtype, "rids": str, "n": "int64"})
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
             ids = self._all()

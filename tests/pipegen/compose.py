@@ -231,7 +231,7 @@ SOURCE_CHOICES = {"clean_source"}
 SOURCE = 11_000_027
 # and the parts at a query's edges (``_edge_parts``), from EDGE_SEEDS on
 EDGE_SEEDS = 2400
-EDGE_CHOICES = {"static_filter", "stale_file"}
+EDGE_CHOICES = {"static_filter", "stale_file", "int_keys", "python"}
 EDGE = 13_000_049
 PASS_TAG = "ok"
 
@@ -306,8 +306,9 @@ class Designer:
     # ---- keys
 
     def new_key(self, design: str, ask: str | None = None, value: str | None = None) -> str:
+        numbers = self.p.int_keys and self.prefix == self.theme_prefix  # (a static table's groups stay names)
         while value is None or value in self.used:
-            value = f"{self.prefix}-{self.rng.randrange(100, 9999):04d}"
+            value = str(self.rng.randrange(100, 99999)) if numbers else f"{self.prefix}-{self.rng.randrange(100, 9999):04d}"
         self.used.add(value)
         self.keys.append({"key": value, "ask": ask or self.ask, "design": design})
         return value
@@ -459,6 +460,19 @@ def _edge_parts(p: Pipeline, c: Choices) -> None:
     if p.static and p.static.kind in ("inner", "left_outer") and c.chance("static_filter", 0.7):
         p.static.kind = c.one("static_filter_kind", ("left_semi", "left_anti"))
     p.stale_file = bool(p.restart_after) and c.chance("stale_file", 0.6)
+    if c.chance("int_keys", 0.35):  # the key columns hold numbers: BIGINT in the files, the plan and the state
+        for src in p.sources:
+            src.key_type = "BIGINT"
+        p.filters = [_int_key_filter(f) for f in p.filters]
+    if not p.join and c.chance("python", 0.35):
+        p.python = c.one("python_kind", ("map_in_pandas", "udf"))
+
+
+def _int_key_filter(f: Filter) -> Filter:
+    """A filter on the key, for number keys: the same shape over numbers."""
+    if f.column != "key":
+        return f
+    return Filter(f.expr.replace("('bot-1', 'bot-2')", "(1, 2)"), f.shape, f.column, f.passing, "1", f.source)
 
 
 def _theme(c: Choices, themes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -626,6 +640,8 @@ def _design_dedup(d: Designer, srcs: list[Source], ask: str | None, other: str) 
 
 def _design_absent(d: Designer, srcs: list[Source], ask: str | None) -> None:
     d.new_key("never in the input", ask)
+    if d.p.int_keys:  # a number has no look-alike spelling in the files (a trailing space, upper case)
+        return
     if d.p.sink_fmt != "csv":  # Spark's CSV writer trims trailing spaces: the sink would hold this spelling
         seen = d.new_key("near miss: a look-alike (trailing space) is written; this spelling never is", ask)
         d.keys[-1]["near"] = seen + " "
@@ -776,7 +792,7 @@ def rows_of(d: Designer) -> tuple[list[dict[str, list[dict[str, Any]]]], list[di
         bits[group] = bit + 1
         values: dict[str, Any] = {
             "rid": r.rid,
-            "key": r.key if not grouped else f"{d.theme_prefix}-{i:03d}",
+            "key": _key_value(p, r.key) if not grouped else (i if p.int_keys else f"{d.theme_prefix}-{i:03d}"),
             "eid": r.values.get("eid") or d.next_eid(),
             "time": r.minute,
             "tag": passing.get("tag", PASS_TAG),
@@ -792,3 +808,8 @@ def rows_of(d: Designer) -> tuple[list[dict[str, list[dict[str, Any]]]], list[di
         row["_intent"] = r.intent
         batches[r.batch][src.name].append(row)
     return batches, d.keys
+
+
+def _key_value(p: Pipeline, key: str | None) -> Any:
+    """A designed key as its records hold it: a number where the key columns are numbers."""
+    return int(key) if p.int_keys and key is not None else key

@@ -35,9 +35,10 @@ class Source:
     cols: dict[str, str]  # role -> column name
     side: str = ""  # left | right in a stream-stream join
     index: int = 0  # its offset in the clock (seconds: 20 x index)
+    key_type: str = "STRING"  # its key column's type: STRING | BIGINT (a user id as a number)
 
     def ddl(self) -> str:
-        return ", ".join(f"{self.cols[r]} {TYPES[r]}" for r in ROLES if r in self.cols)
+        return ", ".join(f"{self.cols[r]} {self.key_type if r == 'key' else TYPES[r]}" for r in ROLES if r in self.cols)
 
 
 @dataclass
@@ -78,7 +79,7 @@ def group_of(p: Pipeline, key: Any) -> Any:
 
 
 # fields a pipeline.json holds only where they differ from these (older readers load the rest)
-OPTIONAL: dict[str, Any] = {"clean_source": False, "stale_file": False}
+OPTIONAL: dict[str, Any] = {"clean_source": False, "stale_file": False, "python": ""}
 STALE_AGE = 30 * 86_400  # seconds: a stale file's mtime behind the others' (past the file source's maxFileAge, 7 days)
 
 
@@ -111,8 +112,16 @@ class Pipeline:
     # with restart_after: a file written before the restart with an mtime a month old (its records' intent
     # ``stale``): the restarted source never reads it (older than maxFileAge behind the newest file it saw)
     stale_file: bool = False
+    # Python between the sources and the state: map_in_pandas (every row through a function, as it came)
+    # | udf (the number column through a pandas UDF, the same value)
+    python: str = ""
     batches: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)  # per batch: source -> rows
     keys: list[dict[str, Any]] = field(default_factory=list)  # key, ask (the column asked by, None: default), design
+
+    @property
+    def int_keys(self) -> bool:
+        """The key columns are numbers (a designed key is its digits as text, as a user types it)."""
+        return any(s.key_type == "BIGINT" for s in self.sources)
 
     def source(self, name: str) -> Source:
         return next(s for s in self.sources if s.name == name)
@@ -164,6 +173,10 @@ class Pipeline:
             out.append("source:cleanSource archive")
         if self.stale_file:
             out.append("source:file older than maxFileAge")
+        if self.int_keys:
+            out.append("key:integer")
+        if self.python:
+            out.append(f"python:{self.python}")
         return out
 
     def files(self, b: int, source: Source, rows: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str, Any]]]]:
@@ -182,6 +195,9 @@ class Pipeline:
         for name, default in OPTIONAL.items():  # the newest parts: left out where not drawn
             if d[name] == default:
                 del d[name]
+        for s in d["sources"]:
+            if s["key_type"] == "STRING":
+                del s["key_type"]
         return json.dumps(d, indent=1, sort_keys=True, default=str) + "\n"
 
     @staticmethod

@@ -175,6 +175,7 @@ class Truth:
                 for name, _, rows in p.files(b, s, batch.get(s.name, [])):
                     for i, row in enumerate(rows, 1):
                         values = {role_of[c]: v for c, v in row.items() if c in role_of}
+                        values["key"] = _norm(values.get("key"))  # a number key as the user types it
                         batch_id = read_in.get((s.name, name))
                         out.append(Record(row["rid"], s.name, s.side, name, i, batch_id, values, row["_intent"]))
         return out
@@ -237,10 +238,12 @@ class Truth:
         for r in self.records:
             by_group.setdefault(r.group, []).append(r)
         group = group_column(p)
+        keyed = {group, *(s.cols["key"] for s in p.sources), *p.rename.values()}  # the columns a number key is in
         left, right = (p.sources[0].name, p.sources[1].name) if p.join else ("", "")
         for name, batch in written.items():
             for row in _read(sink / name, p.sink_fmt):
                 self.sink_values |= {v for v in row.values() if isinstance(v, str)}
+                self.sink_values |= {str(v) for c, v in row.items() if c in keyed and isinstance(v, int)}
                 found: list[tuple[str, bool]] = []
                 if "rids" in row:
                     found = [(x, False) for x in (row["rids"] or "").split(",") if x]
@@ -252,7 +255,7 @@ class Truth:
                 else:
                     sums = {c: _int(row.get(c)) for c in ("total", "left_total", "right_total", "unmatched_total")}
                     unmatched = sums.pop("unmatched_total") or 0
-                    for r in by_group.get(row.get(group), []):
+                    for r in by_group.get(_norm(row.get(group)), []):
                         n = _int(r.values.get("num")) or 0
                         if n > 0 and any(v is not None and v & n for v in sums.values()):
                             found.append((r.rid, bool(unmatched & n)))
@@ -445,6 +448,11 @@ def _read(path: Path, fmt: str) -> list[dict[str, Any]]:
     return [{k: (v if v != "" else None) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))]
 
 
+def _norm(v: Any) -> Any:
+    """A key's value as the designed keys hold it: a number as its digits (a CSV sink's text alike)."""
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
 def _int(v: Any) -> int | None:
     if v is None or v == "":
         return None
@@ -462,7 +470,7 @@ def _rids_in(row: Any, by_group: dict[Any, list[Record]]) -> list[str]:
             out += [x for x in v.split(",") if x]
     if out:
         return out
-    strings = {v for _, v in key + value if isinstance(v, str)}
+    strings = {v for _, v in key + value if isinstance(v, str)} | {_norm(v) for _, v in key if isinstance(v, int)}
     ints = [(n, v) for n, v in value if isinstance(v, int) and not isinstance(v, bool)]
     bits = [v for n, v in ints if n in BITS]  # an aggregation's buffer: the records' powers of two, or'ed or summed
     for g in strings:
