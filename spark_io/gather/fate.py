@@ -201,6 +201,9 @@ def _through_static(
         found = search_inputs(info, values, [lk.stream_column], input_root, format_of, tz, listing=listing)
         for k, vs in wanted.items():
             search.records += [dataclasses.replace(r, key=k, via=lk.via(r.key, k)) for r in found.records if r.key in vs]
+            if not any(r.key == k for r in search.records):  # in files beside those read, that no batch read
+                search.unread += [dataclasses.replace(r, key=k, via=lk.via(r.key, k)) for r in found.unread if r.key in vs]
+        search.unread_why.update(found.unread_why)
         for source, col in found.columns.items():
             if col != ANY:
                 search.columns[source] = f"{col} (through {lk.table.label})"
