@@ -47,8 +47,9 @@ if CHECKPOINT_KEY not in st.session_state:
     # the query's event log (optional): ?event_log=..., else the bundled sample's own
     st.session_state[EVENT_LOG_KEY] = st.query_params.get("event_log") or sample_event_log(st.session_state[CHECKPOINT_KEY])
 # The other sidebar widgets keep their values across page switches the same way.
-for _key, _default in ((EVENT_LOG_KEY, ""), (TZ_KEY, "UTC"), ("live", False)):
-    st.session_state[_key] = st.session_state.get(_key, _default)
+_DEFAULTS: tuple[tuple[str, str | bool], ...] = ((EVENT_LOG_KEY, ""), (TZ_KEY, "UTC"), ("live", False))
+for _key, _value in _DEFAULTS:
+    st.session_state[_key] = st.session_state.get(_key, _value)
 
 
 def _pick() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 
 import pyarrow as pa
@@ -131,7 +132,7 @@ if info is not None:
                         for b in sorted({lo, hi}):
                             rows, _ = with_progress(
                                 f"Reading the key at batch {b}",
-                                lambda b=b: opened(info.path).read_state(source, b, only),
+                                functools.partial(opened(info.path).read_state, source, b, only),
                                 f"key-at-{b}",
                             )
                             st.caption(f"**At batch {b}: {rows.num_rows} row(s)**")

@@ -84,7 +84,7 @@ if info is not None:
         event_log = current_event_log()
         progress = progress_cached(info.path, event_log) if event_log else None
         log = progress.log if progress is not None else None
-        if log is None:
+        if progress is None or log is None:
             st.info(
                 "Rows, rates, durations and the rows dropped by the watermark are in the query's progress: give its "
                 "Spark event log (or progress JSON lines) in the sidebar. The sources below come from the checkpoint."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -147,7 +148,9 @@ if info is not None:
                 with guard():
                     sql = st.session_state[SQL_KEY]
                     result = with_progress(
-                        "Loading the tables the query names, then running it", lambda: ws.execute(sql, max_rows=MAX_ROWS), "sql"
+                        "Loading the tables the query names, then running it",
+                        functools.partial(ws.execute, sql, max_rows=MAX_ROWS),
+                        "sql",
                     )
                     st.session_state["sql_result"] = (run_key, sql, result)
                     st.query_params.update({"checkpoint": info.path, "batch": str(ws.batch), "sql": sql})
@@ -192,7 +195,7 @@ if info is not None:
                         file = f"statelens-query.{label.lower()}"
                         col.download_button(
                             label,
-                            audited(lambda convert=convert: convert(table), file),
+                            audited(functools.partial(convert, table), file),
                             file,
                             mime,
                             key=f"dl_{label.lower()}",

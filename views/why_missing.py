@@ -303,9 +303,9 @@ if info is not None and info.operators and info.committed_batches:
     run = (clicked and bool(keys)) or st.session_state.pop("wm_autorun", False)
     if clicked and not keys:
         st.warning("Type at least one key above, one per line.")
-    asked = (info.path, op_id, batch, key_field, tuple(keys), join_type, event_time_text, event_log, input_root, sink)
-    if run or (keys and st.session_state.get("wm_last") == asked):
-        st.session_state["wm_last"] = asked
+    typed = (info.path, op_id, batch, key_field, tuple(keys), join_type, event_time_text, event_log, input_root, sink)
+    if run or (keys and st.session_state.get("wm_last") == typed):
+        st.session_state["wm_last"] = typed
         link = {"checkpoint": info.path, "batch": str(batch), "key": keys} | ({} if whole else {"operator": str(op_id)})
         if whole:
             st.query_params.pop("operator", None)
