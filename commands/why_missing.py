@@ -84,28 +84,11 @@ def run(args: argparse.Namespace) -> None:
         return
     report = answers.report
     whole = isinstance(answers, statelens.QueryAnswers)  # the whole query's answer, else one operator's verdicts
-    inferred = f" [inferred from {report.inferred_from}]" if report.inferred_from else ""
-    said = None  # the note on the query's input, printed once above the keys
-    if whole:
-        s = report.input_search
-        searched = (
-            f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched"
-            + (" (" + ", ".join(f"{src}: {col}" for src, col in s.columns.items()) + ")" if s.columns else "")
-            if s is not None and s.files_listed
-            else "input not searched"
-        )
-        plan = (
-            f"plan from {report.plan_from}" if report.plan_from else "no event log: operators and watermarks from the checkpoint"
-        )
-        print(f"the whole query at batch {report.batch}: {searched}; {plan} (state read by {report.engine})")
-        said = s.note() if s is not None else None
-        if said:
-            print(f"input: {said}")
-    else:
-        print(
-            f"operator {report.operator_id} ({report.operator_name}){inferred} at batch {report.batch}, key field "
-            f"{report.key_label} (state read by {report.engine})"
-        )
+    print(answers.heading())
+    s = report.input_search if whole else None
+    said = s.note() if s is not None else None  # the note on the query's input, printed once above the keys
+    if said:
+        print(f"input: {said}")
     for note in report.engine_notes:
         print(f"note: read by Spark instead: the native reader does not read {note}")
     if report.join_plan is not None:

@@ -391,20 +391,32 @@ class Answers(list[KeyAnswer]):
     def to_pandas(self) -> Any:
         return self.to_arrow().to_pandas()
 
-    def _repr_html_(self) -> str:
+    def heading(self) -> str:
+        """What was asked and read, in one sentence (the CLI's first line, the notebook's, the page's)."""
         r = self.report
         if isinstance(self, QueryAnswers):
             s = r.input_search
             searched = (
                 f"{s.files_searched:,} of {s.files_listed:,} input file(s) searched"
+                + (" (" + ", ".join(f"{src}: {col}" for src, col in s.columns.items()) + ")" if s.columns else "")
                 if s is not None and s.files_listed
                 else "input not searched"
             )
             plan = f"plan from {r.plan_from}" if r.plan_from else "no event log: operators and watermarks from the checkpoint"
-            head = f"The whole query at batch {r.batch}: {searched}; {plan} (state read by {r.engine})"
-        else:
-            head = f"Operator {r.operator_id} ({r.operator_name}) at batch {r.batch}, key field {r.key_label} (state read by {r.engine})"
-        notes = [head, *(f"read by Spark instead: the native reader does not read {n}" for n in r.engine_notes)]
+            return f"the whole query at batch {r.batch}: {searched}; {plan} (state read by {r.engine})"
+        inferred = f" [inferred from {r.inferred_from}]" if r.inferred_from else ""
+        return (
+            f"operator {r.operator_id} ({r.operator_name}){inferred} at batch {r.batch}, key field {r.key_label} "
+            f"(state read by {r.engine})"
+        )
+
+    def _repr_html_(self) -> str:
+        r = self.report
+        head = self.heading()
+        notes = [
+            head[0].upper() + head[1:],
+            *(f"read by Spark instead: the native reader does not read {n}" for n in r.engine_notes),
+        ]
         if r.history_error:
             notes.append(f"history could not be read: {r.history_error}")
         body = [render.key_answer(a.result) + "<hr>" for a in self]

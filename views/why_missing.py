@@ -345,29 +345,13 @@ if info is not None and info.operators and info.committed_batches:
                 first.empty()
             report = answers.report
             searched = report.input_search
+            heading = answers.heading()
             st.caption(
-                (
-                    f"The whole query at batch {report.batch} · "
-                    + (
-                        f"{searched.files_searched:,} of {searched.files_listed:,} input files searched"
-                        + (
-                            " (" + ", ".join(f"{src}: `{col}`" for src, col in searched.columns.items()) + ")"
-                            if searched.columns
-                            else ""
-                        )
-                        if searched is not None and searched.files_listed
-                        else "input not searched"
-                    )
-                    + (
-                        " · plan, filters and watermarks from the event log"
-                        if report.plan_from
-                        else " · no event log: operators and watermarks from the checkpoint"
-                    )
-                    + f" · verdicts of operator {report.operator_id} ({report.operator_name}) · "
-                )
+                (heading[0].upper() + heading[1:] + f" · verdicts of operator {report.operator_id} ({report.operator_name}) · ")
                 if isinstance(answers, statelens.QueryAnswers)
-                else f"Operator {report.operator_id} ({report.operator_name}) at batch {report.batch} · key field "
-                f"`{report.key_label}` · "
+                else heading[0].upper()
+                + heading[1:]
+                + " · "
                 + (
                     f"history: batches {report.history[0]}–{report.history[1]} ({report.history_method})"
                     if report.history

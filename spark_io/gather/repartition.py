@@ -52,11 +52,6 @@ def _stores(op: OperatorInfo) -> list[tuple[str, StateSource, str]]:
     return out
 
 
-def _prefix(op: OperatorInfo, src: StateSource) -> int | None:
-    store = op.store(src.store_name) if src.store_name else None
-    return store.num_cols_prefix_key or None if store else None
-
-
 def _multi_row(t: pa.Table, prefix: int | None) -> bool:
     """Whether a key may hold several rows of this store (a join key's values, a list or map state's
     elements, a session window's sessions): only then is a key hotter than another."""
