@@ -30,26 +30,34 @@ class OperatorKind:
     kind: str
     names: tuple[str, ...]  # the state metadata's operatorName, lower case: exact, or a prefix ending in "*"
     plan_nodes: tuple[str, ...]  # the physical plan's nodes that write its state (a restore node shares the id)
+    label: str = ""  # how an answer names it ("operator 0 (aggregation)"); "": by the name Spark gives it
 
 
 # most specific first: "dedupeWithinWatermark" before "dedupe*"
 KINDS: tuple[OperatorKind, ...] = (
-    OperatorKind(JOIN, ("symmetrichashjoin",), ("StreamingSymmetricHashJoin",)),
+    OperatorKind(JOIN, ("symmetrichashjoin",), ("StreamingSymmetricHashJoin",), "stream-stream join"),
     OperatorKind(
-        TWS, ("transformwithstate*",), ("TransformWithState", "TransformWithStateInPandas", "TransformWithStateInPySpark")
+        TWS,
+        ("transformwithstate*",),
+        ("TransformWithState", "TransformWithStateInPandas", "TransformWithStateInPySpark"),
+        "transformWithState",
     ),
     OperatorKind(
         GROUP_STATE,
         ("flatmapgroupswithstate*", "applyinpandaswithstate*", "flatmapgroupsinpandaswithstate*"),
         ("FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState"),
+        "group state",
     ),
-    OperatorKind(SESSION, ("sessionwindow*",), ("SessionWindowStateStoreSave",)),
-    OperatorKind(DEDUP_WITHIN, ("dedupewithinwatermark",), ("StreamingDeduplicateWithinWatermark",)),
-    OperatorKind(DEDUP, ("dedupe*",), ("StreamingDeduplicate",)),
-    OperatorKind(AGGREGATION, ("statestoresave*",), ("StateStoreSave",)),
+    OperatorKind(SESSION, ("sessionwindow*",), ("SessionWindowStateStoreSave",), "session window"),
+    OperatorKind(
+        DEDUP_WITHIN, ("dedupewithinwatermark",), ("StreamingDeduplicateWithinWatermark",), "dropDuplicatesWithinWatermark"
+    ),
+    OperatorKind(DEDUP, ("dedupe*",), ("StreamingDeduplicate",), "dropDuplicates"),
+    OperatorKind(AGGREGATION, ("statestoresave*",), ("StateStoreSave",), "aggregation"),
     OperatorKind(LIMIT, ("globallimit*", "streaminggloballimit*"), ("StreamingGlobalLimit",)),
 )
 PLAN_NODES: dict[str, str] = {node: k.kind for k in KINDS for node in k.plan_nodes}
+LABELS: dict[str, str] = {k.kind: k.label for k in KINDS if k.label}  # kind -> how an answer names it
 
 
 class UnsupportedOperator(StateLensError):

@@ -9,7 +9,6 @@ from typing import Any
 
 from analysis.core.key_format import jsonable, to_ms
 from analysis.core.model import JOIN_ROW_FIELDS
-from analysis.core.operator_kinds import AGGREGATION, DEDUP, DEDUP_WITHIN, GROUP_STATE, JOIN, SESSION, TWS
 from analysis.core.state_access import key_text
 from analysis.inputs.records import InputRecord
 
@@ -55,15 +54,6 @@ REASONS = {  # the cause as the single-operator diagnosis names it (``KeyDiagnos
     DROPPED_AS_DUPLICATE: "duplicate",
     CONDITION_NOT_MET: "condition_not_met",
     FILTERED: "filtered",
-}
-KIND_WORDS = {
-    JOIN: "stream-stream join",
-    AGGREGATION: "aggregation",
-    DEDUP: "dropDuplicates",
-    DEDUP_WITHIN: "dropDuplicatesWithinWatermark",
-    SESSION: "session window",
-    GROUP_STATE: "group state",
-    TWS: "transformWithState",
 }
 
 

@@ -20,12 +20,11 @@ from typing import Any, Protocol
 from analysis.core.errors import StateLensError, StateReadError
 from analysis.core.key_format import fmt_duration, jsonable, to_ms
 from analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
-from analysis.core.operator_kinds import AGGREGATION, JOIN, SESSION, TWS, find_kind, unsupported
+from analysis.core.operator_kinds import AGGREGATION, JOIN, LABELS, SESSION, TWS, find_kind, unsupported
 from analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
 from analysis.fate.model import (
     DROPPED_AS_LATE,
     FILTERED,
-    KIND_WORDS,
     NO_MATCH_IN_INPUT,
     NO_STATIC_MATCH,
     PASSED,
@@ -94,7 +93,7 @@ class OpView:
 
     @property
     def label(self) -> str:
-        return f"operator {self.operator_id} ({KIND_WORDS.get(self.kind, self.op.operator_name)})"
+        return f"operator {self.operator_id} ({LABELS.get(self.kind, self.op.operator_name)})"
 
     def lookup(self, side: str) -> tuple[str, Column] | None:
         """The state key field a record is looked up by, and the column whose value it takes."""
