@@ -129,7 +129,7 @@ def test_pages_name_the_join_key_by_its_column() -> None:
     linked.run()
     linked.switch_page("views/why_missing.py").run()
     assert linked.selectbox(key="wm_field").value == "field0"
-    assert any("`field0 (order_id)`" in c.value for c in linked.caption)
+    assert any("key field field0 (order_id)" in c.value for c in linked.caption)
 
 
 def test_a_count_store_has_no_value_column_to_name_its_key() -> None:

@@ -702,6 +702,7 @@ def sink_column_names(folder: str) -> frozenset[str] | None:
         entries = [e for e in storage.listdir("") if not e.is_dir and not e.name.startswith((".", "_"))]
     except (OSError, StateLensError):
         return None
+    entries.sort(key=lambda e: e.size == 0)  # a batch that emitted nothing wrote an empty file: no columns in it
     files = [
         ListedFile(-1, "sink", None, path, path, fmt)
         for e in entries
