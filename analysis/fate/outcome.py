@@ -101,11 +101,8 @@ def judge(
     lost = [r for r in counted if r.contribution == DROPPED]
     unknown = [r for r in counted if r.contribution == UNKNOWN]
     made = [c for c in search.missing if c in search.computed_by]  # key columns Python code output
-    by_python = (
-        f"the operators' key {' and '.join(made)} is what Python code ("
-        + " and ".join(dict.fromkeys(search.computed_by[c] for c in made))
-        + ") output, which neither the plan nor the checkpoint shows"
-    )
+    nodes = " and ".join(dict.fromkeys(search.computed_by[c] for c in made))
+    by_python = f"the operators' key {' and '.join(made)} is what Python code ({nodes}) output, which neither the plan nor the checkpoint shows"
     if not fate.records:
         if written:  # in the sink: a key computed from the input (no record holds it as is)
             why = (
@@ -131,6 +128,11 @@ def judge(
                     for f in unseen[:3]
                 )
                 detail += f"; in the source's folder, {told}" + (f"; and {len(unseen) - 3} more files" if len(unseen) > 3 else "")
+            elif search.unlisted_why:
+                detail += (
+                    f"; whether a file beside them that no batch read holds it is not known: "
+                    f"{'; '.join(search.unlisted_why)} could not be listed"
+                )
             fate.cause = Cause(NEVER_IN_INPUT, None, None, None, None, detail)
         elif fate.input_searched and search.complete and made:
             why = f"no input column holds {fate.key!r}: {by_python}: which input records hold the key cannot be told"

@@ -235,9 +235,9 @@ class FateWalk:
         self._views: dict[int, OpView] = {}
         self._chains: dict[tuple[str, frozenset[str], str], list[tuple[OperatorInfo, str]]] = {}
         self._found: dict[tuple[str, str], dict[str, list[InputRecord]]] = {}
-        # no plan: per input column a key was found in, an operator's key column -> that column, taken to be it
-        # renamed (a key found in another column is another rename: each record by its own)
-        self.renamed: dict[str, dict[str, str]] = {}
+        # no plan: per input column a key was found in, the operators' key columns it is taken to be, renamed
+        # (a key found in another column is another rename: each record by its own column)
+        self.renamed: dict[str, set[str]] = {}
         self.assume_renames = False  # no plan, and the key's column not given: a key found in another column is a rename
         self.strict = False  # an unexpected error in a stage is raised (debugging), not the record's unknown step
         self.static_tables: dict[int, StaticTable] = {}  # the plan's scan -> the static table it reads
@@ -373,7 +373,7 @@ class FateWalk:
                     and rec.column not in self.key_columns()
                 ):
                     # the key was found in another column: taken to be the same column renamed before the state
-                    self.renamed.setdefault(rec.column, {})[missing[0]] = rec.column
+                    self.renamed.setdefault(rec.column, set()).add(missing[0])
                     self.note(
                         f"No event log: {view.label}'s key column {missing[0]} is not in the {rec.source or 'input'} files; "
                         f"their {rec.column} column, which holds the key, was taken to be it renamed (give the event log to know)."
@@ -601,8 +601,8 @@ class FateWalk:
             fate.steps.append(Step(-1, UNKNOWN, rec.batch_id, why))
             fate.cause = Cause(UNKNOWN, None, rec.batch_id, None, rec, why, why=why)
             return fate
-        renamed = self.renamed.get(rec.column, {})
-        aliases = {name: rec.values[col] for name, col in renamed.items() if col in rec.values and name not in rec.values}
+        col = rec.column
+        aliases = {name: rec.values[col] for name in self.renamed.get(col, ()) if col in rec.values and name not in rec.values}
         computed = self._computed(chain[0]) if chain else frozenset()
         values = {k: v for k, v in {**rec.values, **aliases}.items() if k not in computed}
         flows = [Flow(values, rec.batch_id, computed=computed)]

@@ -76,6 +76,7 @@ class InputSearch:
     # records of keys found in no file Spark read, in files beside them that no batch read (batch None)
     unread: list[InputRecord] = field(default_factory=list)
     unread_why: dict[str, str] = field(default_factory=dict)  # such a file -> why no batch read it
+    unlisted_why: list[str] = field(default_factory=list)  # "<folder> (why)": a source's folder not listed for them
     computed_by: dict[str, str] = field(default_factory=dict)  # a key column Python code output -> that plan node
 
     @property

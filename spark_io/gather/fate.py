@@ -204,6 +204,7 @@ def _through_static(
             if not any(r.key == k for r in search.records):  # in files beside those read, that no batch read
                 search.unread += [dataclasses.replace(r, key=k, via=lk.via(r.key, k)) for r in found.unread if r.key in vs]
         search.unread_why.update(found.unread_why)
+        search.unlisted_why += [w for w in found.unlisted_why if w not in search.unlisted_why]
         for source, col in found.columns.items():
             if col != ANY:
                 search.columns[source] = f"{col} (through {lk.table.label})"

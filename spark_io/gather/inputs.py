@@ -243,10 +243,11 @@ def search_inputs(
     by_source: dict[int, list[ListedFile]] = {}
     for f in readable:
         by_source.setdefault(f.source_index, []).append(f)
+    wanted_of: dict[int, list[str]] = {}
     for i, fs in sorted(by_source.items()):
         # the key columns this source has; none of them: any column that holds the key (named in the answer);
         # ``any_column``: where some are missing, any other column too (after those: a column renamed later)
-        wanted = [c for c in columns if _has_column(fs, c)]
+        wanted = wanted_of[i] = [c for c in columns if _has_column(fs, c)]
         found = _exact(fs, keys, [*wanted, REST] if any_column and wanted and len(wanted) < len(columns) else wanted)
         search.unreadable += [r for r in found if r.unreadable]
         found = [r for r in found if not r.unreadable]
@@ -260,10 +261,10 @@ def search_inputs(
     search.missing = [c for c in columns if not any(_has_column(fs, c) for fs in by_source.values())]
     missing = [k for k in keys if not any(r.key == k for r in search.records)]
     if missing:  # the files beside those Spark read, which it never read: what the folder holds and Spark did not see
-        for _, fs in sorted(by_source.items()):
-            wanted = [c for c in columns if _has_column(fs, c)]
-            unlisted = _unlisted(files, fs)
-            found = [r for r in _exact(unlisted, missing, wanted) if not r.unreadable]
+        for i, fs in sorted(by_source.items()):
+            unlisted, refused = _unlisted(files, fs)
+            search.unlisted_why += refused
+            found = [r for r in _exact(unlisted, missing, wanted_of[i]) if not r.unreadable]
             search.unread += found
             newest = max((f.stamp for f in fs if f.stamp is not None), default=None)
             search.unread_why.update({f.uri: _passed_over(f, newest) for f in unlisted if any(r.file == f.uri for r in found)})
@@ -291,21 +292,28 @@ def _passed_over(f: ListedFile, newest: int | None) -> str:
 MAX_UNLISTED = 1_000  # files of a source's folder that no batch read, searched for keys never found
 
 
-def _unlisted(logged: list[ListedFile], fs: list[ListedFile]) -> list[ListedFile]:
+def _unlisted(logged: list[ListedFile], fs: list[ListedFile]) -> tuple[list[ListedFile], list[str]]:
     """The data files in the folders a source's files are in (where Spark listed them, and where they
     are now) that no batch of any source read (no entry of its log): newer than the last batch, or
-    passed over (older than the source's ``maxFileAge`` when they came, or written as Spark listed)."""
+    passed over (older than the source's ``maxFileAge`` when they came, or written as Spark listed).
+    And each folder that could not be listed, with why (where Spark listed files and they moved
+    since, the folder is gone: not said)."""
     read = {f.uri.rsplit("/", 1)[-1] for f in logged}
     first = fs[0]
     logged_at = [p for p in (_local(f.uri) for f in fs) if p]
-    folders = [x for x in dict.fromkeys((_folder(logged_at), _folder([f.path for f in fs if f.path]))) if x]
+    now_at = _folder([f.path for f in fs if f.path])
+    folders = [x for x in dict.fromkeys((_folder(logged_at), now_at)) if x]
     out: list[ListedFile] = []
+    refused: list[str] = []
     for folder in folders:
         if not _may(folder):
+            refused.append(f"{folder} (outside the folders that may be opened)")
             continue
         try:
             entries = open_storage(folder, check=False).listdir("")
-        except (OSError, StateLensError):
+        except (OSError, StateLensError) as err:
+            if folder == now_at:  # the files read are there: listing it should have worked
+                refused.append(f"{folder} ({getattr(err, 'message', None) or err})")
             continue
         for e in sorted(entries, key=lambda e: e.name):
             if e.is_dir or e.name in read or e.name.startswith(("_", ".")) or e.size > MAX_FILE_BYTES:
@@ -325,7 +333,7 @@ def _unlisted(logged: list[ListedFile], fs: list[ListedFile]) -> list[ListedFile
                 )
             )
             read.add(e.name)
-    return out
+    return out, refused
 
 
 class RecordSearch:

@@ -109,6 +109,7 @@ class SessionStage(Stage):
         merged = f" (merged {merges} time(s))" if merges else ""
         mode = output_mode(walk, view, True)
         outputs, flows, waiting = [], [], []
+        row = {**wanted, "session_window": {"start": _utc(s0), "end": _utc(e0)}}  # the row it is, emitted
         if closed is not None or mode != "append":
             out_at = closed if closed is not None else b
             text = (
@@ -116,13 +117,11 @@ class SessionStage(Stage):
                 if closed is not None
                 else f"emitted updated in batch {b}"
             )
-            row = {**wanted, "session_window": {"start": _utc(s0), "end": _utc(e0)}}
             outputs.append(Output(op_id, group, out_at, EMITTED, text, null_padded=flow.null_padded, key=key_id(row)))
             flows.append(Flow(row, out_at, flow.null_padded, flow.unmatched_cause))
         elif any(key_id(r["key"]) == cur_key for r in hist.rows):
             w = walk.release(op_id, e0, group, None, f"the session {window_text(s0, e0)[7:]}{merged}")
             if not mode_known(walk, view):  # append assumed: in update or complete mode it went out
-                row = {**wanted, "session_window": {"start": _utc(s0), "end": _utc(e0)}}
                 w = dataclasses.replace(w, unless_emitted=unless_emitted(view, group), key=key_id(row))
             waiting.append(w)
             text = f"still open, waiting for the watermark{merged}"
