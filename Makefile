@@ -7,7 +7,7 @@ test:       ## install (first time) and run every test
 lint:
 	.venv/bin/python -m ruff check . && .venv/bin/python -m ruff format --check .
 check: lint test
-	.venv/bin/python -m mypy spark_io analysis statelens cli.py commands views app.py
+	.venv/bin/python -m mypy statelens  # every module: statelens/ links the layers
 samples:    ## regenerate the sample checkpoints (runs real streaming queries)
 	.venv/bin/python sample_checkpoints/generate.py
 compat-samples:  ## checkpoints of PySpark 3.4-4.3 (one venv per version under ~/.cache/statelens-compat)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from views import auth
-from views.common import (
+from statelens.views import auth
+from statelens.views.common import (
     CHECKPOINT_KEY,
     EVENT_LOG_KEY,
     TIMEZONES,

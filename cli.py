@@ -19,8 +19,8 @@ import sys
 from collections.abc import Iterator
 from typing import NoReturn
 
-from commands import COMMANDS, command
-from commands._out import invoked_as
+from statelens.commands import COMMANDS, command
+from statelens.commands._out import invoked_as
 
 
 class _Parser(argparse.ArgumentParser):

@@ -54,10 +54,10 @@ def main() -> None:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     cp = str(join_1m())
     spark_session()
-    from analysis.core.question import KeyQuestion
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers import engine
-    from views import common
+    from statelens.analysis.core.question import KeyQuestion
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers import engine
+    from statelens.views import common
 
     info = read_checkpoint(cp)
     batch = info.last_committed

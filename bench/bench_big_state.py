@@ -56,8 +56,8 @@ def decoded_mb(cp: str) -> float:
     process stays small: a child's peak memory counts its parent's at the fork)."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[2]);"
-        "from analysis.core.model import sources_of; from spark_io.logs.checkpoint import read_checkpoint;"
-        "from spark_io.readers.native.reader import NativeReader;"
+        "from statelens.analysis.core.model import sources_of; from statelens.spark_io.logs.checkpoint import read_checkpoint;"
+        "from statelens.spark_io.readers.native.reader import NativeReader;"
         "i = read_checkpoint(sys.argv[1]);"
         "print(NativeReader(i).state(sources_of(i.operators[0])[0], i.committed_batches[-1].batch_id).nbytes)"
     )
@@ -68,10 +68,10 @@ APP = """
 import logging, sys, time
 sys.path.insert(0, sys.argv[2])
 logging.disable(logging.WARNING)
-from analysis.core.question import KeyQuestion
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers import engine
-from views import common
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers import engine
+from statelens.views import common
 engine.configure("native")
 engine.warm_native_in_background().join()  # as the app does at launch
 cp, key = sys.argv[1], ("never-seen-key",)
@@ -125,8 +125,8 @@ def main() -> None:
             print(f"  {label:40s} {statistics.median(x[i] for x in shown):6.2f} s  (in the running app)")
     if args.skip_spark:
         return
-    from analysis.core.model import sources_of
-    from spark_io.logs.checkpoint import read_checkpoint
+    from statelens.analysis.core.model import sources_of
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
 
     spark = spark_session()
     for provider, cp in checkpoints.items():

@@ -164,7 +164,7 @@ def search_alone(runs: int) -> None:
     lines holding the key, against DuckDB parsing every file (the plain way to find a value in them)."""
     import duckdb
 
-    from spark_io.gather.inputs import ListedFile, _exact
+    from statelens.spark_io.gather.inputs import ListedFile, _exact
 
     paths = big_input()
     files = [ListedFile(0, "events", i, p, p, "json") for i, p in enumerate(paths)]

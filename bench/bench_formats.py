@@ -89,9 +89,9 @@ def _tws(events: Any) -> Any:
 
 
 def main() -> int:
-    from analysis.core.model import StateSource
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.native.reader import NativeReader
+    from statelens.analysis.core.model import StateSource
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.native.reader import NativeReader
 
     pairs = [
         (

@@ -28,9 +28,9 @@ def main() -> None:
     args = ap.parse_args()
     cp = str(join_1m())
     spark = spark_session()
-    from analysis.core.model import StateSource
-    from spark_io.gather.checkup import store_growth
-    from spark_io.logs.checkpoint import list_state_files, read_checkpoint
+    from statelens.analysis.core.model import StateSource
+    from statelens.spark_io.gather.checkup import store_growth
+    from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
 
     info = read_checkpoint(cp)
     op = info.operators[0]

@@ -32,7 +32,7 @@ def main() -> None:
     spark = spark_session()
     import duckdb
 
-    from spark_io.gather.workspace import Workspace
+    from statelens.spark_io.gather.workspace import Workspace
 
     def state():  # type: ignore[no-untyped-def]
         return spark.read.format("statestore").load(cp)

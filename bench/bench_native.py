@@ -120,11 +120,11 @@ def main() -> None:
     print(f"    target <= 1.2 s: {'met' if ours <= 1.2 else 'NOT met'} ({ours:.2f} s)")
 
     # 4. a key lookup with its history: the key's partition against every partition
-    from analysis.core.model import StateSource
-    from analysis.core.state_access import KeyQuery
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.native.access import NativeState
-    from spark_io.readers.native.reader import NativeReader
+    from statelens.analysis.core.model import StateSource
+    from statelens.analysis.core.state_access import KeyQuery
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.native.access import NativeState
+    from statelens.spark_io.readers.native.reader import NativeReader
 
     info = read_checkpoint(join)
     src = StateSource(0, store_name=store)
@@ -183,10 +183,10 @@ def main() -> None:
         import sys, tracemalloc
         sys.path.insert(0, {str(ROOT)!r})
         import pyarrow as pa
-        from analysis.core.model import StateSource
-        from spark_io.logs.checkpoint import read_checkpoint
-        from spark_io.readers.native.reader import NativeReader
-        from spark_io.readers.native import kernels
+        from statelens.analysis.core.model import StateSource
+        from statelens.spark_io.logs.checkpoint import read_checkpoint
+        from statelens.spark_io.readers.native.reader import NativeReader
+        from statelens.spark_io.readers.native import kernels
         kernels.warm()  # load the compiled loops (their memory is not the decoding's)
         info = read_checkpoint({agg!r})
         pool = pa.default_memory_pool()

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from timing import median_seconds  # noqa: E402
 
-from analysis.checkpoint.overview import overview_dict  # noqa: E402
-from spark_io.logs.checkpoint import read_checkpoint  # noqa: E402
+from statelens.analysis.checkpoint.overview import overview_dict  # noqa: E402
+from statelens.spark_io.logs.checkpoint import read_checkpoint  # noqa: E402
 
 
 def build(dest: Path, batches: int) -> None:
@@ -61,7 +61,7 @@ def main() -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from pyspark.sql import functions as F
 
-        from spark_io.runtime.session import get_spark
+        from statelens.spark_io.runtime.session import get_spark
 
         spark = get_spark()
 

@@ -71,11 +71,11 @@ APP = """
 import logging, statistics, sys, time
 sys.path.insert(0, sys.argv[3])
 logging.disable(logging.WARNING)
-from analysis.core.question import KeyQuestion
-from spark_io import storage
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers import engine
-from views import common
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io import storage
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers import engine
+from statelens.views import common
 engine.configure("native")
 engine.warm_native_in_background().join()  # as the app does at launch
 cp, key = sys.argv[1], sys.argv[2]

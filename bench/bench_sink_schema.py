@@ -45,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
     import pyarrow.dataset as ds
 
-    from spark_io.preflight.sink import sink_columns
+    from statelens.spark_io.preflight.sink import sink_columns
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = sink_of(args.files, Path(tmp))

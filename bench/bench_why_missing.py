@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis.core.question import KeyQuestion
+from statelens.analysis.core.question import KeyQuestion
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -34,9 +34,9 @@ def main() -> None:
     args = ap.parse_args()
     cp = str(join_1m())
     spark = spark_session()
-    from analysis.verdicts import diagnose
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.spark_state import SparkState
+    from statelens.analysis.verdicts import diagnose
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.spark_state import SparkState
 
     info = read_checkpoint(cp)
     batch = info.last_committed

@@ -25,7 +25,7 @@ def spark_session():  # type: ignore[no-untyped-def]
     sys.path.insert(0, str(HERE.parent))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from spark_io.runtime.session import get_spark
+    from statelens.spark_io.runtime.session import get_spark
 
     return get_spark()
 

@@ -33,4 +33,4 @@ def command(name: str) -> ModuleType:
     need a Spark engine in this process)."""
     if name not in COMMANDS:
         raise KeyError(f"no command {name!r}: the commands are {', '.join(COMMANDS)}")
-    return importlib.import_module(f"commands.{COMMANDS[name]}")
+    return importlib.import_module(f"statelens.commands.{COMMANDS[name]}")

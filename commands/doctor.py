@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump, table
+from statelens.commands._out import dump, table
 
 HELP = "is the checkpoint whole? missing commits or state files, retention, restart batch (no JVM)"
 SPARK = False

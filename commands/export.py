@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from commands._out import store_target
+from statelens.commands._out import store_target
 
 HELP = "a chart as PNG, SVG or HTML, or its data as CSV (by the file extension)"
 SPARK = True

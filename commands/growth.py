@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump, findings, store_target, table
+from statelens.commands._out import dump, findings, store_target, table
 
 HELP = "rows and bytes per batch from the change feed, with findings"
 SPARK = True

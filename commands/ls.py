@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump, fmt_ms, table
+from statelens.commands._out import dump, fmt_ms, table
 
 HELP = "every checkpoint under a folder or bucket prefix, one row each: batches, watermark lag, state, doctor (no JVM)"
 SPARK = False

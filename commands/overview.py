@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump, fmt_ms, table
+from statelens.commands._out import dump, fmt_ms, table
 
 HELP = "query id, batches, watermarks, operators and stores (no JVM)"
 SPARK = False

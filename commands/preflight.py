@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump, table
+from statelens.commands._out import dump, table
 
 HELP = "before a change is deployed: run the changed job against a scratch copy of the checkpoint and say whether it restarts (Spark's own checks), and what would behave otherwise"
 USAGE = "%(prog)s CHECKPOINT [--json] [--event-log LOG] -- COMMAND ..."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump, table
+from statelens.commands._out import dump, table
 
 HELP = "per batch: sources and offsets (from the checkpoint), rows, durations, late rows"
 SPARK = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from commands._out import dump, table
+from statelens.commands._out import dump, table
 
 HELP = "after a change that will not restart: replay the checkpoint's batches with the changed job into a new checkpoint (Spark writes the state; the job's output is not written), so the changed job continues where the old one stopped"
 USAGE = "%(prog)s CHECKPOINT --to NEW_CHECKPOINT [--sink-to NEW_SINK_FOLDER] [--json] [--accept-watermark-change] -- COMMAND ..."

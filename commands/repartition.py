@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump
+from statelens.commands._out import dump
 
 HELP = "what repartitioning the state to N partitions would do: rows and bytes per new partition, skew, hot keys' new homes, whether Spark would refuse, the command (nothing is written)"
 SPARK = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from commands._out import dump, table
+from statelens.commands._out import dump, table
 
 HELP = "run DuckDB SQL over the state tables (op0, op0_left, op0_changes ...)"
 SPARK = True

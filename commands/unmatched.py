@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from commands._out import dump, invoked_as, table
+from statelens.commands._out import dump, invoked_as, table
 
 HELP = "which keys never matched: a join's keys evicted unmatched, waiting, or rejected by the condition; an aggregation's windows still waiting"
 SPARK = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from commands._out import dump
+from statelens.commands._out import dump
 
 HELP = "explain, per key, why it produced no output (joins and every stateful operator)"
 SPARK = True

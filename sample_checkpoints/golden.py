@@ -77,7 +77,7 @@ def spark_at_batches(info: Any, src: Any, batches: list[int]) -> Any:
     """Spark's rows of a source at each batch, in one job (a union with the batch as a column)."""
     from pyspark.sql import functions as F
 
-    from spark_io.readers.state_reader import state_frame, to_arrow
+    from statelens.spark_io.readers.state_reader import state_frame, to_arrow
 
     frames = [state_frame(info.path, src, {"batchId": str(b)}).withColumn("_batch", F.lit(b)) for b in batches]
     df = frames[0]
@@ -88,7 +88,7 @@ def spark_at_batches(info: Any, src: Any, batches: list[int]) -> Any:
 
 def spark_feed(info: Any, src: Any, start: int, end: int) -> Any:
     """Spark's change feed: one read per piece around offline repartition batches (Spark fails across one)."""
-    from spark_io.readers.state_reader import change_frame, to_arrow
+    from statelens.spark_io.readers.state_reader import change_frame, to_arrow
 
     return to_arrow(change_frame(info, src, start, end), src.describe())
 
@@ -96,9 +96,9 @@ def spark_feed(info: Any, src: Any, start: int, end: int) -> Any:
 def spark_reads(name: str, at: Callable[[Any, Any, list[int]], list[int]] | None = None) -> list[dict[str, Any]]:
     """Every read of one sample through Spark, as golden lines (without the header): each store's
     state at every committed batch, or at the batches ``at(info, source, batches)`` picks."""
-    from analysis.core.model import sources_of
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers import state_reader
+    from statelens.analysis.core.model import sources_of
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers import state_reader
 
     info = read_checkpoint(str(HERE / name))
     out: list[dict[str, Any]] = [

@@ -21,10 +21,16 @@ if [ ! -x .venv/bin/python ]; then
     }
 fi
 stamp=.venv/.requirements.sha256
-want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+want="$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -r requirements.txt
+    # State Lens itself, as this folder (editable): `statelens` and `import statelens` from any folder
+    # (its build warns that a folder named statelens may shadow it: shown only if the install fails)
+    if ! out="$(.venv/bin/python -m pip install --quiet --no-deps -e . 2>&1)"; then
+        echo "$out" >&2
+        exit 1
+    fi
     echo "$want" > "$stamp"
 fi
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"

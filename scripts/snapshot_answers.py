@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 try:  # the CLI's entry, as installed (statelens.cli) or as the folder had it before (cli.py)
     from statelens.cli import main
 except ImportError:
-    from cli import main  # type: ignore[no-redef]
+    from statelens.cli import main  # type: ignore[no-redef]
 
 
 def ask(argv: list[str]) -> str:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from analysis.core.errors import InvalidInput, StateLensError, speaking_as
-from analysis.core.question import KeyQuestion
+from statelens.analysis.core.errors import InvalidInput, StateLensError, speaking_as
+from statelens.analysis.core.question import KeyQuestion
 from statelens.api import (
     Checkpoint,
     audit_refusals,
@@ -39,7 +39,7 @@ def __getattr__(name: str) -> Any:
     """``statelens.RowFilter`` (rows to keep: partitions, or keys of a key field), imported when asked:
     its module is the state reader's, which a command that reads no state does not import."""
     if name == "RowFilter":
-        from spark_io.readers.state_reader import RowFilter
+        from statelens.spark_io.readers.state_reader import RowFilter
 
         return RowFilter
     raise AttributeError(f"module 'statelens' has no attribute {name!r}")

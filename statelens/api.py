@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
-from analysis.core.errors import InvalidInput, StateLensError, option
 from statelens import results
+from statelens.analysis.core.errors import InvalidInput, StateLensError, option
 
 R = TypeVar("R")
 
@@ -25,7 +25,7 @@ R = TypeVar("R")
 def question() -> Iterator[None]:
     """The block is one question (a CLI command): each remote folder is listed once in it, whichever
     methods it calls."""
-    from spark_io.storage import question as asked
+    from statelens.spark_io.storage import question as asked
 
     with asked():
         yield
@@ -34,7 +34,7 @@ def question() -> Iterator[None]:
 def _question(method: Callable[..., R]) -> Callable[..., R]:
     @functools.wraps(method)
     def asked(*args: Any, **kwargs: Any) -> R:
-        from spark_io.storage import question
+        from statelens.spark_io.storage import question
 
         with question():
             return method(*args, **kwargs)
@@ -56,8 +56,8 @@ def configure(
     that need Spark go through it instead of starting one. ``single_question``: this process asks
     one question and ends (reads are not kept for a next one). ``served``: with neither ``master``
     nor ``remote`` nor ``SPARK_REMOTE``, Spark is the warm engine ``serve()`` started, if one runs."""
-    from spark_io.readers import engine as engines
-    from spark_io.runtime import session
+    from statelens.spark_io.readers import engine as engines
+    from statelens.spark_io.runtime import session
 
     if master and remote:
         raise InvalidInput(f"Give either {option('--master')} or {option('--remote')}, not both.")
@@ -81,8 +81,8 @@ def audit_refusals(door: str, command: str) -> None:
     the operating system's user: the CLI's ``command`` is audited as the app's pages are."""
     import getpass
 
-    from spark_io.runtime.policy import audit, load_policy
-    from spark_io.storage.gate import noting
+    from statelens.spark_io.runtime.policy import audit, load_policy
+    from statelens.spark_io.storage.gate import noting
 
     policy = load_policy()
     if policy is None or not policy.audit_log:
@@ -100,7 +100,7 @@ def audit_refusals(door: str, command: str) -> None:
 def refused(error: StateLensError) -> None:
     """A refusal this process answers with (a statement the SQL gateway does not run ...), noted where
     refusals are audited (``audit_refusals``; the gate notes its own)."""
-    from spark_io.storage.gate import note
+    from statelens.spark_io.storage.gate import note
 
     if error.refusal:
         note(error.message)
@@ -109,28 +109,28 @@ def refused(error: StateLensError) -> None:
 def serve() -> tuple[str, bool]:
     """Start a local Spark Connect server once (``statelens serve``): later processes that need Spark
     use it instead of starting a JVM. Its URL, and whether this call started it."""
-    from spark_io.runtime import serve as served
+    from statelens.spark_io.runtime import serve as served
 
     return served.start()
 
 
 def serving() -> str | None:
     """The URL of the warm engine ``serve()`` started, or None."""
-    from spark_io.runtime import serve as served
+    from statelens.spark_io.runtime import serve as served
 
     return served.running()
 
 
 def shown_url(url: str) -> str:
     """A Spark Connect URL without its token, to print."""
-    from spark_io.runtime import serve as served
+    from statelens.spark_io.runtime import serve as served
 
     return served.shown(url)
 
 
 def stop_serving() -> bool:
     """Stop the warm engine; whether one was running."""
-    from spark_io.runtime import serve as served
+    from statelens.spark_io.runtime import serve as served
 
     return served.stop()
 
@@ -139,7 +139,7 @@ def stop_serving() -> bool:
 def downloads(report: Callable[[int, int, int], None]) -> Iterator[None]:
     """Inside the block, downloads from object storage that take over a second call
     ``report(bytes_done, bytes_total, files)`` as they go."""
-    from spark_io.storage import downloads as storage_downloads
+    from statelens.spark_io.storage import downloads as storage_downloads
 
     with storage_downloads.reporting(report):
         yield
@@ -147,7 +147,7 @@ def downloads(report: Callable[[int, int, int], None]) -> Iterator[None]:
 
 def limits() -> dict[str, float]:
     """The SQL gateway's defaults: ``row_budget`` (most rows a table loads), ``timeout`` (seconds)."""
-    from spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+    from statelens.spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
 
     return {"row_budget": DEFAULT_ROW_BUDGET, "timeout": DEFAULT_TIMEOUT}
 
@@ -155,9 +155,9 @@ def limits() -> dict[str, float]:
 @_question
 def ls(prefix: str, sort: str = "problems") -> results.Listing:
     """Every checkpoint under a local folder or an object-storage prefix, one row each (no JVM)."""
-    from analysis.runs.fleet import sort_rows
-    from spark_io.gather.fleet import list_checkpoints
-    from spark_io.storage.gate import skipped_links
+    from statelens.analysis.runs.fleet import sort_rows
+    from statelens.spark_io.gather.fleet import list_checkpoints
+    from statelens.spark_io.storage.gate import skipped_links
 
     with skipped_links() as skipped:
         rows = list_checkpoints(prefix)
@@ -225,20 +225,20 @@ class Checkpoint:
     @_question
     def _files(self) -> Any:
         """The checkpoint's folders and files (``spark_io.logs.files.Files``), listed, not read."""
-        from spark_io.logs.files import open_files
+        from statelens.spark_io.logs.files import open_files
 
         return open_files(self.path)
 
     def fingerprint(self) -> tuple[int, int]:
         """Changes when the checkpoint starts or commits a batch (a listing of offsets/ and commits/)."""
-        from spark_io.logs.files import fingerprint
+        from statelens.spark_io.logs.files import fingerprint
 
         return fingerprint(self.path)
 
     @_question
     def info(self) -> Any:
         """The checkpoint's logs and metadata (``analysis.core.model.CheckpointInfo``), no JVM."""
-        from spark_io.logs.checkpoint import read_checkpoint
+        from statelens.spark_io.logs.checkpoint import read_checkpoint
 
         return self._once("info", None, lambda: read_checkpoint(self.path))
 
@@ -246,7 +246,7 @@ class Checkpoint:
         """The query's progress and plans from ``event_log`` (``analysis.runs.progress.ProgressLog``), or None."""
         if not event_log:
             return None
-        from spark_io.logs.event_logs import log_fingerprint, read_progress
+        from statelens.spark_io.logs.event_logs import log_fingerprint, read_progress
 
         key = (event_log, log_fingerprint(event_log) if self.keep else None)  # a running application's log grows
         return self._once("progress", key, lambda: read_progress(event_log, self.info()), 8)
@@ -254,14 +254,14 @@ class Checkpoint:
     @_question
     def key_schemas(self) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:
         """Each operator's key fields from the state schema files (no JVM), and why any could not be read."""
-        from spark_io.logs.checkpoint import read_key_fields
+        from statelens.spark_io.logs.checkpoint import read_key_fields
 
         return self._once("key_schemas", None, lambda: read_key_fields(self.path))
 
     @_question
     def state_files(self) -> results.StateFiles:
         """Every file under state/ (store, partition, version, kind, bytes), no JVM."""
-        from spark_io.logs.checkpoint import list_state_files
+        from statelens.spark_io.logs.checkpoint import list_state_files
 
         return results.StateFiles(self.info(), list_state_files(self.path))
 
@@ -269,7 +269,7 @@ class Checkpoint:
     def explain_error(self, error: str) -> Any:
         """A failed restart's error text (``query.exception()``, a driver log's lines), explained
         against this checkpoint (``analysis.checkpoint.doctor.RestartExplanation``)."""
-        from spark_io.logs.checkpoint import explain_restart_error
+        from statelens.spark_io.logs.checkpoint import explain_restart_error
 
         return explain_restart_error(self.path, error)
 
@@ -283,11 +283,11 @@ class Checkpoint:
         """Is the checkpoint whole; where a restart starts, what it reads, what it may change.
         ``event_log``: whether the query's last run still runs (or a repartition's duration);
         ``error``: a failed restart's error text or event log, explained."""
-        from spark_io.logs.checkpoint import doctor, read_checkpoint
+        from statelens.spark_io.logs.checkpoint import doctor, read_checkpoint
 
         run, runs = None, None
         if event_log:
-            from spark_io.logs.event_logs import read_progress, repartition_runs
+            from statelens.spark_io.logs.event_logs import read_progress, repartition_runs
 
             runs = repartition_runs(event_log)  # an application that repartitioned the state offline
             try:
@@ -297,9 +297,9 @@ class Checkpoint:
                     raise
         explained = None
         if error:
-            from analysis.checkpoint.doctor import RunState
-            from spark_io.logs.checkpoint import explain_restart_error
-            from spark_io.logs.event_logs import read_error_source
+            from statelens.analysis.checkpoint.doctor import RunState
+            from statelens.spark_io.logs.checkpoint import explain_restart_error
+            from statelens.spark_io.logs.event_logs import read_error_source
 
             try:
                 text = read_error_source(error)
@@ -314,8 +314,8 @@ class Checkpoint:
     def progress(self, event_log: str | None = None) -> results.Progress:
         """Per batch: what each source read (from the checkpoint), and with ``event_log`` rows,
         durations and the rows each operator dropped as late."""
-        from analysis.runs.progress import batch_rows, operator_mismatch, snapshot_lags
-        from spark_io.logs.checkpoint import read_source_offsets
+        from statelens.analysis.runs.progress import batch_rows, operator_mismatch, snapshot_lags
+        from statelens.spark_io.logs.checkpoint import read_source_offsets
 
         info = self.info()
         log = self._progress_log(event_log)
@@ -339,8 +339,8 @@ class Checkpoint:
     ) -> results.Answers:
         """Why each key never reached the output: by default the whole query (each input record of
         the key followed through every operator), or one ``operator``'s verdict. One answer per key."""
-        from analysis.core.question import KeyQuestion
-        from analysis.runs.progress import parse_event_time
+        from statelens.analysis.core.question import KeyQuestion
+        from statelens.analysis.runs.progress import parse_event_time
 
         if not keys:
             raise InvalidInput("Give the keys to explain: cp.why_missing('ord-42', ...).")
@@ -364,13 +364,13 @@ class Checkpoint:
         what ``why_missing`` asks: ``cp.ask(statelens.KeyQuestion(("ord-42",), event_log=...))``.
         Kept: the state read stays for the keys asked after, and the input files searched for a
         key's verdicts are not searched again for its look-alikes."""
-        from spark_io.gather.diagnosis import why_missing
+        from statelens.spark_io.gather.diagnosis import why_missing
 
         info, access = self.info(), self._access(q.operator, q.batch)
         searched = self._kept.peek("searched", q.but(near_misses=False)) if q.whole_query and q.near_misses else None
         report = why_missing(self.path, q, info, access, self._progress_log(q.event_log), searched)
         if self.keep and access is not None:
-            from spark_io.readers.access import between_questions
+            from statelens.spark_io.readers.access import between_questions
 
             if q.whole_query and not q.near_misses:
                 self._kept.put("searched", q, report.input_search, 64)
@@ -382,8 +382,8 @@ class Checkpoint:
         query), or one operator's at ``batch``, loaded for the keys after; None: read afresh."""
         if not self.keep:
             return None
-        from analysis.core.model import resolve_batch
-        from spark_io.readers.access import load_state, state_access
+        from statelens.analysis.core.model import resolve_batch
+        from statelens.spark_io.readers.access import load_state, state_access
 
         info = self.info()
         if operator is None:
@@ -396,8 +396,8 @@ class Checkpoint:
         """An operator's key fields and how each reads (a join's ``field0 (order_id)``), the default one
         first. Kept and read natively: through the state its questions will read (a join's columns);
         through Spark the fields only (a job per side before any question)."""
-        from spark_io.gather.diagnosis import key_field_labels
-        from spark_io.readers.engine import wants_native
+        from statelens.spark_io.gather.diagnosis import key_field_labels
+        from statelens.spark_io.readers.engine import wants_native
 
         info = self.info()
         if not (self.keep and wants_native(info)) or info.last_committed is None:
@@ -407,8 +407,8 @@ class Checkpoint:
     @_question
     def key_columns(self, event_log: str | None = None) -> list[str]:
         """The input columns a key may be in (every operator's key columns, operator 0's first)."""
-        from spark_io.gather.fate import key_columns_of
-        from spark_io.readers.access import state_access
+        from statelens.spark_io.gather.fate import key_columns_of
+        from statelens.spark_io.readers.access import state_access
 
         info = self.info()
         access = self._access(None) or state_access(info)
@@ -425,7 +425,7 @@ class Checkpoint:
     ) -> results.Unmatched:
         """Which keys never matched: a join's keys evicted unmatched, waiting, or rejected by the
         condition; an aggregation's windows still waiting."""
-        from spark_io.gather.unmatched import unmatched
+        from statelens.spark_io.gather.unmatched import unmatched
 
         report = unmatched(self.path, operator, batch, since, info=self.info(), join_type=join_type, event_log=event_log)
         return results.Unmatched(report)
@@ -433,14 +433,14 @@ class Checkpoint:
     @_question
     def skew(self, operator: int | None = None, store: str | None = None, batch: int | None = None) -> results.Skew:
         """Rows and bytes per partition of one store, skew ratios, hot keys."""
-        from spark_io.gather.checkup import skew
+        from statelens.spark_io.gather.checkup import skew
 
         return results.Skew(skew(self.path, operator, store, batch))
 
     @_question
     def growth(self, operator: int | None = None, store: str | None = None) -> results.Growth:
         """Rows and bytes per batch from the change feed, with findings."""
-        from spark_io.gather.checkup import growth
+        from statelens.spark_io.gather.checkup import growth
 
         return results.Growth(growth(self.path, operator, store))
 
@@ -448,7 +448,7 @@ class Checkpoint:
     def checkup(self, event_log: str | None = None) -> Any:
         """The whole health check (``spark_io.gather.checkup.Checkup``): skew and growth of every store,
         configuration, the doctor, and with ``event_log`` the rows dropped by the watermark."""
-        from spark_io.gather.checkup import checkup
+        from statelens.spark_io.gather.checkup import checkup
 
         return checkup(self.path, info=self.info(), event_log=event_log)
 
@@ -456,7 +456,7 @@ class Checkpoint:
     def chart(self, name: str, operator: int | None = None, store: str | None = None, batch: int | None = None) -> results.Chart:
         """One of the health charts with its data: ``watermark`` (per batch), ``skew`` (rows and bytes
         per partition of a store at ``batch``) or ``growth`` (rows and bytes per batch)."""
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         if name == "watermark":
             info = self.info()
@@ -482,8 +482,8 @@ class Checkpoint:
         c = self.checkup(event_log)
         answers = None
         if keys:
-            from analysis.core.question import KeyQuestion
-            from spark_io.gather.diagnosis import why_missing
+            from statelens.analysis.core.question import KeyQuestion
+            from statelens.spark_io.gather.diagnosis import why_missing
 
             q = KeyQuestion(tuple(str(k) for k in keys), event_log=event_log, input_root=input_root, sink=sink)
             answers = why_missing(self.path, q, info=c.info).results
@@ -492,7 +492,7 @@ class Checkpoint:
     @_question
     def repartition(self, partitions: int, operator: int | None = None) -> results.Repartition:
         """What repartitioning the state to ``partitions`` would do (nothing is written)."""
-        from spark_io.gather.repartition import repartition_preview
+        from statelens.spark_io.gather.repartition import repartition_preview
 
         return results.Repartition(repartition_preview(self.path, partitions, operator))
 
@@ -502,7 +502,7 @@ class Checkpoint:
     ) -> results.Preflight:
         """Run the changed job (``["python", "job.py", ...]``, as deployed, in ``cwd``) against a scratch
         copy: does it restart on this checkpoint, by Spark's own checks, and what would behave otherwise."""
-        from spark_io.preflight import preflight
+        from statelens.spark_io.preflight import preflight
 
         return results.Preflight(preflight(self.path, list(command), event_log=event_log, timeout=timeout, cwd=cwd))
 
@@ -527,10 +527,10 @@ class Checkpoint:
         DataFrame, replayed in this process's ``spark``). ``progress(n, of, batch, input_rows)`` is
         called after each batch. ``sink_to``: a new folder for the job's file sink, prepared so that it
         continues there (its ``_spark_metadata`` log holds an empty entry for every batch before)."""
-        from spark_io.preflight.rebuild import rebuild, rebuild_writer
+        from statelens.spark_io.preflight.rebuild import rebuild, rebuild_writer
 
         if build is not None:
-            from spark_io.runtime.session import get_spark
+            from statelens.spark_io.runtime.session import get_spark
 
             return results.Rebuild(
                 rebuild_writer(
@@ -544,7 +544,7 @@ class Checkpoint:
     @_question
     def example_queries(self) -> dict[str, str]:
         """SQL to start from over this checkpoint's tables: title -> query."""
-        from analysis.checkpoint.examples import example_queries
+        from statelens.analysis.checkpoint.examples import example_queries
 
         return example_queries(self.info())
 
@@ -558,7 +558,7 @@ class Checkpoint:
     ) -> Any:
         """The DuckDB workspace at ``batch`` (default: the last committed one), kept for later queries
         with the same options (``sql``'s)."""
-        from analysis.core.model import resolve_batch
+        from statelens.analysis.core.model import resolve_batch
 
         info = self.info()
         resolved = resolve_batch(info, batch) if info.operators else None
@@ -578,10 +578,10 @@ class Checkpoint:
     ) -> Any:
         """A DuckDB workspace of its own (``spark_io.gather.workspace.Workspace``: one connection, for
         one user); a kept checkpoint's tables are read once for every workspace."""
-        from spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
-        from spark_io.gather.workspace import Workspace, state_loader
-        from spark_io.readers.state_reader import RowFilter
-        from spark_io.runtime.scratch import session_dir
+        from statelens.spark_io.gather.limits import DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+        from statelens.spark_io.gather.workspace import Workspace, state_loader
+        from statelens.spark_io.readers.state_reader import RowFilter
+        from statelens.spark_io.runtime.scratch import session_dir
 
         spill_dir = session_dir("spill") if spill else None
 
@@ -634,9 +634,9 @@ class Checkpoint:
     ) -> results.Rows:
         """One store's rows at ``batch`` (default: the last committed one), or its change feed up to
         it: the operator's main store unless ``store`` names another (a join side, a variable)."""
-        from analysis.core.model import default_operator, operator_of, resolve_batch
-        from spark_io.gather.checkup import source_for
-        from spark_io.readers import engine
+        from statelens.analysis.core.model import default_operator, operator_of, resolve_batch
+        from statelens.spark_io.gather.checkup import source_for
+        from statelens.spark_io.readers import engine
 
         info = self.info()
         op = default_operator(info) if operator is None else operator_of(info, operator)
@@ -659,7 +659,7 @@ class Checkpoint:
         """One view's rows (``analysis.core.model.StateSource``: a store, a join side, a state variable,
         timers) at ``batch`` as Arrow, and the batch read; ``row_filter`` (``statelens.RowFilter``):
         only these partitions or keys; ``keys_only``: a store's keys without decoding its values."""
-        from spark_io.readers import engine
+        from statelens.spark_io.readers import engine
 
         info = self.info()
         key = (source, batch, row_filter, limit, keys_only)
@@ -672,7 +672,7 @@ class Checkpoint:
     ) -> tuple[Any, int, int]:
         """One store's change feed up to ``end`` (from ``start``, else the oldest retained) as Arrow,
         and the batches it covers."""
-        from spark_io.readers import engine
+        from statelens.spark_io.readers import engine
 
         info = self.info()
         key = (source, end, row_filter, limit, start)
@@ -682,7 +682,7 @@ class Checkpoint:
     @_question
     def state_metadata(self) -> Any:
         """Spark's ``state-metadata`` table (Arrow): natively from the operator metadata files, else through Spark."""
-        from spark_io.readers import engine
+        from statelens.spark_io.readers import engine
 
         return self._once("metadata", None, lambda: engine.read_state_metadata(self.path, self.info()))
 
@@ -690,29 +690,29 @@ class Checkpoint:
     # answered, and says whether they agree (``(same, detail)``)
 
     def check_state(self, source: Any, batch: int, table: Any) -> tuple[bool, str]:
-        from spark_io.gather import crosscheck
+        from statelens.spark_io.gather import crosscheck
 
         return crosscheck.check_state(self.info(), source, batch, table)
 
     def check_changes(self, source: Any, start: int, end: int, table: Any) -> tuple[bool, str]:
-        from spark_io.gather import crosscheck
+        from statelens.spark_io.gather import crosscheck
 
         return crosscheck.check_changes(self.info(), source, start, end, table)
 
     def check_state_metadata(self, table: Any) -> tuple[bool, str]:
-        from spark_io.gather import crosscheck
-        from spark_io.readers.state_reader import read_state_metadata
+        from statelens.spark_io.gather import crosscheck
+        from statelens.spark_io.readers.state_reader import read_state_metadata
 
         return crosscheck.rows_agree(table, read_state_metadata(self.path))
 
     def check_skew(self, report: Any) -> tuple[bool, str]:
-        from spark_io.gather import crosscheck
+        from statelens.spark_io.gather import crosscheck
 
         return crosscheck.check_skew(self.info(), report)
 
     def check_answers(self, answers: results.Answers, q: Any) -> tuple[bool, str]:
         """Why-missing's answers to ``q`` asked again with Spark reading the state."""
-        from spark_io.gather import crosscheck
+        from statelens.spark_io.gather import crosscheck
 
         progress = self._progress_log(q.event_log)
         if q.whole_query:

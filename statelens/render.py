@@ -37,7 +37,7 @@ def card(title: str, summary: Iterable[str] = (), body: Iterable[str] = (), figu
 
 def table(head: list[str], rows: list[list[Any]], total: int | None = None) -> str:
     """A table of text cells (escaped here), cut at MAX_ROWS_SHOWN with a line saying so."""
-    from analysis.charts.flow import table_html
+    from statelens.analysis.charts.flow import table_html
 
     shown = rows[:MAX_ROWS_SHOWN]
     total = len(rows) if total is None else total
@@ -84,8 +84,8 @@ def problems(items: list[Any]) -> str:
 def key_answer(r: Any) -> str:
     """One key's why-missing answer: its outcome badge and cause, the sentence a user reads first, the
     operator's verdict, then the flow."""
-    from analysis.charts.flow import NEAR_STYLE, badge_html, fate_html, shown_key
-    from analysis.fate.outcome import WORDS
+    from statelens.analysis.charts.flow import NEAR_STYLE, badge_html, fate_html, shown_key
+    from statelens.analysis.fate.outcome import WORDS
 
     if r.outcome is not None:
         style = (NEAR_STYLE.get(r.outcome, ("gray", r.outcome))[0], WORDS.get(r.outcome, r.outcome))

@@ -87,7 +87,7 @@ class Overview(Result):
         self.title = f"Checkpoint {info.path}"
 
     def _data(self) -> Any:
-        from analysis.checkpoint.overview import overview_dict
+        from statelens.analysis.checkpoint.overview import overview_dict
 
         return overview_dict(self.info)
 
@@ -105,7 +105,7 @@ class Overview(Result):
         )
 
     def _summary(self) -> list[str]:
-        from analysis.checkpoint.overview import repartition_lines
+        from statelens.analysis.checkpoint.overview import repartition_lines
 
         info = self.info
         pending = f"; planned, not committed: {', '.join(map(str, info.uncommitted))}" if info.uncommitted else ""
@@ -129,7 +129,7 @@ class Overview(Result):
 
     @property
     def figures(self) -> list[tuple[str, Any]]:
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return [("Watermark", charts.watermark_figure(self.info.batches))] if self.info.batches else []
 
@@ -137,31 +137,31 @@ class Overview(Result):
 
     def summary(self) -> dict[str, Any]:
         """Query id, batches, last committed, watermark, operators, provider, shuffle partitions, uncommitted."""
-        from analysis.checkpoint.overview import summary
+        from statelens.analysis.checkpoint.overview import summary
 
         return summary(self.info)
 
     def batches_table(self, tz: str = "UTC") -> pa.Table:
         """One row per batch: committed, watermark and timestamp in ``tz``, partitions."""
-        from analysis.checkpoint.overview import batches_table
+        from statelens.analysis.checkpoint.overview import batches_table
 
         return batches_table(self.info, tz)
 
     def conf_table(self) -> pa.Table:
         """The streaming configuration the query recorded in offsets/."""
-        from analysis.checkpoint.overview import conf_table
+        from statelens.analysis.checkpoint.overview import conf_table
 
         return conf_table(self.info)
 
     def operators_table(self, keys: dict[int, list[dict[str, Any]]], problems: dict[int, str] | None = None) -> pa.Table:
         """Every operator at a glance; ``keys``, ``problems``: ``Checkpoint.key_schemas()``."""
-        from analysis.checkpoint.overview import operators_table
+        from statelens.analysis.checkpoint.overview import operators_table
 
         return operators_table(self.info, keys, problems)
 
     def repartition_lines(self) -> list[str]:
         """Where the state was repartitioned between batches, one sentence each."""
-        from analysis.checkpoint.overview import repartition_lines
+        from statelens.analysis.checkpoint.overview import repartition_lines
 
         return repartition_lines(self.info)
 
@@ -230,13 +230,13 @@ class Progress(Result):
 
     def late_drops(self) -> list[Any]:
         """Per operator, the rows it dropped as late, by batch (from the event log)."""
-        from analysis.runs.progress import late_drops
+        from statelens.analysis.runs.progress import late_drops
 
         return late_drops(self.log) if self.log else []
 
     def duplicate_drops(self) -> list[Any]:
         """Per dedup operator, the duplicate rows it dropped, by batch (from the event log)."""
-        from analysis.runs.progress import duplicate_drops
+        from statelens.analysis.runs.progress import duplicate_drops
 
         return duplicate_drops(self.log) if self.log else []
 
@@ -294,7 +294,7 @@ class Progress(Result):
     def figures(self) -> list[tuple[str, Any]]:
         if self.log is None:
             return []
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return [
             ("Input per batch", charts.rates_figure(self.log)),
@@ -349,7 +349,7 @@ class KeyAnswer(Result):
     def figures(self) -> list[tuple[str, Any]]:
         if self.result.fate is not None or not self.result.timeline:
             return []
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return [(f"{self.key} against the watermark", charts.key_timeline_figure(self.result, self.report.watermarks))]
 
@@ -469,7 +469,7 @@ class Skew(Result):
         self.title = f"Skew: operator {report.operator_id} {report.store_name} at batch {report.batch_id}"
 
     def to_arrow(self) -> pa.Table:
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return charts.skew_table(self.report)
 
@@ -482,7 +482,7 @@ class Skew(Result):
         return [f"{self.report.headline} · state read by {self.report.engine}", *note]
 
     def _body(self) -> list[str]:
-        from analysis.checkpoint.health import key_json
+        from statelens.analysis.checkpoint.health import key_json
 
         hot = [[key_json(k["key"]), k["rows"]] for k in self.report.top_keys[:10] if k["rows"] > 1]
         return [render.findings(self.report.findings), render.arrow_table(self.to_arrow())] + (
@@ -491,7 +491,7 @@ class Skew(Result):
 
     @property
     def figures(self) -> list[tuple[str, Any]]:
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return [(self.title, charts.skew_figure(self.report))]
 
@@ -505,7 +505,7 @@ class Growth(Result):
         self.report = report
 
     def to_arrow(self) -> pa.Table:
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return charts.growth_table(self.report.stores)
 
@@ -518,7 +518,7 @@ class Growth(Result):
         return [f"{len(self.report.stores)} store(s) · state read by {self.report.engine}", *note]
 
     def _body(self) -> list[str]:
-        from analysis.checkpoint.health import human_bytes
+        from statelens.analysis.checkpoint.health import human_bytes
 
         stores = []
         for g in self.report.stores:
@@ -540,7 +540,7 @@ class Growth(Result):
 
     @property
     def figures(self) -> list[tuple[str, Any]]:
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return [("Growth", charts.growth_figure(self.report.stores))]
 
@@ -594,19 +594,19 @@ class StateFiles(list[Any]):
 
     def summary(self) -> pa.Table:
         """Files and bytes per operator and store."""
-        from analysis.checkpoint.layout import store_files_summary
+        from statelens.analysis.checkpoint.layout import store_files_summary
 
         return store_files_summary(self)
 
     def history(self, operator: int, store: str) -> pa.Table:
         """Per state version of a store (as on disk), its files of every partition, retained or purged."""
-        from analysis.checkpoint.layout import version_history
+        from statelens.analysis.checkpoint.layout import version_history
 
         return version_history(self, self.info.batches, operator, store)
 
     def schema_files(self, operator: int) -> pa.Table:
         """An operator's state schema files."""
-        from analysis.checkpoint.layout import schema_files
+        from statelens.analysis.checkpoint.layout import schema_files
 
         return schema_files(self, operator)
 
@@ -643,7 +643,7 @@ class Listing(list[Any]):
         return self.to_arrow().to_pandas()
 
     def _repr_html_(self) -> str:
-        from analysis.checkpoint.health import human_bytes
+        from statelens.analysis.checkpoint.health import human_bytes
 
         rows = [
             [
@@ -669,12 +669,12 @@ class Repartition(Result):
         self.title = f"Repartition to {preview.partitions} partitions"
 
     def lines(self) -> list[str]:
-        from analysis.checkpoint.repartition import lines
+        from statelens.analysis.checkpoint.repartition import lines
 
         return lines(self.report)
 
     def to_arrow(self) -> pa.Table:
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         tables = [charts.repartition_table(self.report, s) for s in self.report.stores]
         return pa.concat_tables(tables) if tables else pa.table({})
@@ -687,7 +687,7 @@ class Repartition(Result):
 
     @property
     def figures(self) -> list[tuple[str, Any]]:
-        from analysis.charts import charts
+        from statelens.analysis.charts import charts
 
         return [(f"operator {s.operator_id} {s.store}", charts.repartition_figure(self.report, s)) for s in self.report.stores]
 
@@ -776,7 +776,7 @@ class Chart(Result):
 
     def to_bytes(self, fmt: str) -> bytes:
         """The chart as ``png``, ``svg`` or ``html``, or its data as ``csv``."""
-        from analysis.charts.export import figure_bytes, to_csv_bytes
+        from statelens.analysis.charts.export import figure_bytes, to_csv_bytes
 
         return to_csv_bytes(self.table) if fmt == "csv" else figure_bytes(self.figure, fmt)
 
@@ -794,7 +794,7 @@ class Report(Result):
 
     @property
     def html(self) -> str:
-        from analysis.charts.report import checkup_report
+        from statelens.analysis.charts.report import checkup_report
 
         c = self.report
         return checkup_report(c.info, c.skews, c.growth.stores, c.findings, c.progress, c.doctor, self.answers)

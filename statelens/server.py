@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import threading
 
-from analysis.core.errors import NotAllowed, SparkUnavailable
-from spark_io.logs.event_logs import log_fingerprint
-from spark_io.logs.files import fingerprint
-from spark_io.readers.engine import NATIVE, SPARK, engine_of, fallback_of, spark_chosen_on_purpose
-from spark_io.readers.engine import configure as configure_engine
-from spark_io.readers.engine import current as current_engine
-from spark_io.runtime.jobs import Progress, run_cancellable
-from spark_io.runtime.policy import (
+from statelens.analysis.core.errors import NotAllowed, SparkUnavailable
+from statelens.spark_io.logs.event_logs import log_fingerprint
+from statelens.spark_io.logs.files import fingerprint
+from statelens.spark_io.readers.engine import NATIVE, SPARK, engine_of, fallback_of, spark_chosen_on_purpose
+from statelens.spark_io.readers.engine import configure as configure_engine
+from statelens.spark_io.readers.engine import current as current_engine
+from statelens.spark_io.runtime.jobs import Progress, run_cancellable
+from statelens.spark_io.runtime.policy import (
     Identity,
     Policy,
     audit,
@@ -25,12 +25,20 @@ from spark_io.runtime.policy import (
     load_policy,
     made_for,
 )
-from spark_io.runtime.scratch import bind as bind_scratch
-from spark_io.runtime.scratch import close_session as close_scratch
-from spark_io.runtime.scratch import open_session as open_scratch
-from spark_io.runtime.session import connect_problem, scratch_dir, target
-from spark_io.storage.gate import UserRoots, bind_user, bound_user, check_allowed, permitted, require_user, skipped_links
-from spark_io.storage.locations import is_local
+from statelens.spark_io.runtime.scratch import bind as bind_scratch
+from statelens.spark_io.runtime.scratch import close_session as close_scratch
+from statelens.spark_io.runtime.scratch import open_session as open_scratch
+from statelens.spark_io.runtime.session import connect_problem, scratch_dir, target
+from statelens.spark_io.storage.gate import (
+    UserRoots,
+    bind_user,
+    bound_user,
+    check_allowed,
+    permitted,
+    require_user,
+    skipped_links,
+)
+from statelens.spark_io.storage.locations import is_local
 
 __all__ = [
     "NATIVE",
@@ -83,7 +91,7 @@ def bound_roots() -> tuple[str, ...] | None:
 def configure_spark(master: str | None = None, remote: str | None = None) -> None:
     """Where Spark runs for every user of this server: locally (neither), a cluster ``master``, or a
     Spark Connect ``remote``."""
-    from spark_io.runtime import session
+    from statelens.spark_io.runtime import session
 
     session.configure(master=master, remote=remote)
 
@@ -92,8 +100,8 @@ def warm_up() -> threading.Thread:
     """Warm up what will read the state, in the background: Spark when it reads the state (the Spark
     engine, or a cluster chosen), else the native reader's compiled loops (a JVM would only take the
     CPU the first answers need; the first read that needs Spark starts it)."""
-    from spark_io.readers import engine
-    from spark_io.runtime import session
+    from statelens.spark_io.readers import engine
+    from statelens.spark_io.runtime import session
 
     if engine.current() == engine.SPARK or engine.spark_chosen_on_purpose():
         return session.start_in_background()

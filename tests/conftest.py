@@ -163,7 +163,7 @@ def chart_renderer() -> Any:
 
 @pytest.fixture(scope="session")
 def spark() -> Any:
-    from spark_io.runtime import session
+    from statelens.spark_io.runtime import session
 
     return session.get_spark()
 

@@ -48,15 +48,16 @@ def sample_checksums() -> dict[str, dict[str, str]]:
 
 def copy_package_sources(dest: Path) -> None:
     """What ``pip install .`` packages, copied to ``dest`` (building never writes into this folder):
-    pyproject.toml, the README, and the modules and packages pyproject.toml names."""
+    pyproject.toml, the README, and the one package pyproject.toml names, ``statelens`` (its links
+    to the layers copied as what they link to)."""
     import shutil
     import tomllib
 
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    for name in ("pyproject.toml", "README.md", *(f"{m}.py" for m in tool["py-modules"])):
+    assert tool["packages"]["find"]["include"] == ["statelens", "statelens.*"], "the wheel's one import name"
+    for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, dest / name)
-    for name in {p.split(".")[0] for p in tool["packages"]["find"]["include"]}:
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "statelens", dest / "statelens", ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def changed_samples() -> list[str]:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.core.errors import StateLensError
-from analysis.core.model import StateSource
-from analysis.core.question import KeyQuestion
-from spark_io.gather.diagnosis import why_missing
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.state_reader import read_state
+from statelens.analysis.core.errors import StateLensError
+from statelens.analysis.core.model import StateSource
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.state_reader import read_state
 from support import logged_batches
 
 
@@ -80,7 +80,7 @@ def test_a_batch_in_flight_reads_as_running_not_failed(spark, tmp_path: Path) ->
     as a query that stopped."""
     import threading
 
-    from spark_io.logs.checkpoint import doctor
+    from statelens.spark_io.logs.checkpoint import doctor
 
     cp = tmp_path / "in_flight"
     started, release = threading.Event(), threading.Event()

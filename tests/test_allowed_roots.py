@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.core.errors import NotAllowed
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.storage.gate import check_allowed
+from statelens.analysis.core.errors import NotAllowed
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.storage.gate import check_allowed
 from support import ROOT, SAMPLES
 
 

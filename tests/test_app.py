@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from analysis.runs.progress import snapshot_lags
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.event_logs import read_progress
+from statelens.analysis.runs.progress import snapshot_lags
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.event_logs import read_progress
 from support import ROOT, SAMPLES, sample, scenario
 
 APP = str(ROOT / "app.py")
@@ -365,7 +365,7 @@ def test_why_missing_link_carries_batch_key_field_and_join_type() -> None:
 
 
 def test_why_missing_page_finds_the_keys_that_never_matched() -> None:
-    from spark_io.gather.unmatched import unmatched
+    from statelens.spark_io.gather.unmatched import unmatched
 
     at = open_app(sample("join_hdfs"), "views/why_missing.py")
     at.selectbox(key="wm_op").set_value(0).run()
@@ -427,7 +427,7 @@ def test_health_page_on_a_healthy_sample() -> None:
 
 
 def test_spark_setting_rejects_an_unreachable_connect_server() -> None:
-    from spark_io.runtime import session
+    from statelens.spark_io.runtime import session
 
     at = open_app()
     at.radio(key="spark_kind").set_value("Spark Connect").run()
@@ -556,7 +556,7 @@ def test_a_native_why_missing_page_starts_no_jvm() -> None:
 import sys
 sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
 from streamlit.testing.v1 import AppTest
-from spark_io.runtime import session
+from statelens.spark_io.runtime import session
 P = {str(SAMPLES / "pipelines" / "user_sessions")!r}
 at = AppTest.from_file({str(APP)!r}, default_timeout=300)
 at.session_state["checkpoint"] = P + "/checkpoint"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import why_missing as wm
-from spark_io.gather.diagnosis import why_missing
-from spark_io.logs.checkpoint import read_source_offsets
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.logs.checkpoint import read_source_offsets
 
 
 def _ms(hhmm: str) -> int:

@@ -200,8 +200,8 @@ def test_one_sessions_spilled_state_is_out_of_anothers_sql(teams: Teams, spark: 
     the other's spill or DuckDB folder (each session's scratch is its own; DuckDB opens no file outside
     its own session's DuckDB folder)."""
     import statelens
-    from spark_io.runtime import scratch
-    from spark_io.storage.gate import UserRoots, as_user
+    from statelens.spark_io.runtime import scratch
+    from statelens.spark_io.storage.gate import UserRoots, as_user
 
     folders = [scratch.open_session(), scratch.open_session()]
     answers = []

@@ -17,13 +17,13 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from analysis.charts import charts
-from analysis.charts.export import figure_bytes
-from analysis.charts.report import checkup_figures
-from analysis.core.question import KeyQuestion
-from spark_io.gather import checkup as spark_health
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.event_logs import read_progress
+from statelens.analysis.charts import charts
+from statelens.analysis.charts.export import figure_bytes
+from statelens.analysis.charts.report import checkup_figures
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather import checkup as spark_health
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.event_logs import read_progress
 from support import ROOT, SAMPLES, sample
 
 pytestmark = pytest.mark.browser  # kaleido's Chromium draws the PNGs and SVGs it reads
@@ -139,7 +139,7 @@ def test_skew_with_too_little_state_says_so() -> None:
 def test_a_join_keys_timeline_draws_each_side_with_its_own_marker() -> None:
     """ord-6 entered, matched and left both sides of the join: each side's points are told apart in
     the drawing (marker) and the legend, not by hover alone."""
-    from spark_io.gather.diagnosis import why_missing
+    from statelens.spark_io.gather.diagnosis import why_missing
 
     [d] = why_missing(sample("join_hdfs"), KeyQuestion(("ord-6",), operator=0)).results
     fig = charts.key_timeline_figure(d, {b.batch_id: b.watermark_ms for b in read_checkpoint(sample("join_hdfs")).batches})

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.core.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
-from spark_io.logs.checkpoint import list_state_files, read_checkpoint, read_schema_file
+from statelens.analysis.core.errors import CheckpointNotFound, CorruptCheckpoint, NotACheckpoint
+from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint, read_schema_file
 from support import SAMPLE_NAMES, logged_batches, ms, sample, scenario
 
 
@@ -214,10 +214,10 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
     ``index`` counter is not part of its key)."""
     import pyarrow as pa
 
-    from analysis.checkpoint.overview import operators_table
-    from analysis.verdicts.diagnose import lookup_sources
-    from spark_io.logs.checkpoint import read_key_fields
-    from spark_io.readers.state_reader import read_state
+    from statelens.analysis.checkpoint.overview import operators_table
+    from statelens.analysis.verdicts.diagnose import lookup_sources
+    from statelens.spark_io.logs.checkpoint import read_key_fields
+    from statelens.spark_io.readers.state_reader import read_state
 
     def ours(fields: list[dict]) -> list[tuple[str, list[str]]]:  # type: ignore[type-arg]
         if fields and fields[0]["name"] == "key" and isinstance(fields[0]["type"], dict):
@@ -245,8 +245,8 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
 
 def test_a_damaged_schema_file_is_named_not_hidden(copy_sample) -> None:  # type: ignore[no-untyped-def]
     """The operators table says the key is unknown and why, instead of leaving it blank."""
-    from analysis.checkpoint.overview import operators_table
-    from spark_io.logs.checkpoint import read_key_fields
+    from statelens.analysis.checkpoint.overview import operators_table
+    from statelens.spark_io.logs.checkpoint import read_key_fields
 
     cp = copy_sample("windowed_agg")
     (cp / "state" / "0" / "0" / "_metadata" / "schema").write_bytes(b"\x00\x01garbage")

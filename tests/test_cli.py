@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.checkpoint import read_checkpoint
 from support import ROOT, SAMPLES, logged_batches, sample
 
 
@@ -96,7 +96,7 @@ def test_corrupt_commit_exits_2(copy_sample) -> None:  # type: ignore[no-untyped
 def test_sql_and_why_missing_json_text_and_errors() -> None:
     # one JVM start for all the Spark-backed CLI checks: a batch of commands in one process
     code = (
-        "import sys, io, contextlib, json; sys.argv=['cli.py']; import cli\n"
+        "import sys, io, contextlib, json; sys.argv=['cli.py']; from statelens import cli\n"
         "out = []\n"
         "for argv in json.loads(sys.stdin.read()):\n"
         "    o, e = io.StringIO(), io.StringIO()\n"
@@ -193,7 +193,7 @@ def _bad_input(tmp: Path) -> dict[str, tuple[list[str], str]]:
 
 
 def test_every_command_on_bad_input_prints_exactly_one_line(tmp_path: Path) -> None:
-    from cli import build_parser
+    from statelens.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     cases = _bad_input(tmp_path)

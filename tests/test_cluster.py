@@ -87,11 +87,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 
 DIAGNOSES = """
 import json, sys
-from spark_io.gather import checkup
-from spark_io.runtime import session
-from analysis.core.question import KeyQuestion
-from spark_io.gather.diagnosis import why_missing
-from spark_io.gather.workspace import Workspace
+from statelens.spark_io.gather import checkup
+from statelens.spark_io.runtime import session
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.gather.workspace import Workspace
 session.configure(master=sys.argv[1])
 cp = sys.argv[2]
 out = {

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from analysis.charts.report import checkup_report
-from analysis.checkpoint.doctor import examine
-from analysis.core.model import StateSource, table_name
-from analysis.core.operator_kinds import kind_of
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import why_missing as wm
-from spark_io.gather import checkup
-from spark_io.gather.diagnosis import why_missing
-from spark_io.gather.workspace import Workspace
-from spark_io.logs.checkpoint import list_state_files, read_checkpoint
-from spark_io.readers import state_reader
+from statelens.analysis.charts.report import checkup_report
+from statelens.analysis.checkpoint.doctor import examine
+from statelens.analysis.core.model import StateSource, table_name
+from statelens.analysis.core.operator_kinds import kind_of
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather import checkup
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.gather.workspace import Workspace
+from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from statelens.spark_io.readers import state_reader
 from support import COMPAT, COMPAT_NAMES
 
 KIND = {
@@ -72,7 +72,7 @@ def spark_feed(name: str, side: str) -> dict[str, list[Any]]:
     code): rows that entered and left state within one batch show here and in no batch's state."""
     from pyspark.sql import functions as F
 
-    from spark_io.runtime.session import get_spark
+    from statelens.spark_io.runtime.session import get_spark
 
     t = truth(name)
     if t["conf"].get("spark.sql.streaming.stateStore.providerClass", "").endswith("RocksDBStateStoreProvider") and not t[

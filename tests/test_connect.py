@@ -25,13 +25,13 @@ pytestmark = pytest.mark.jvm  # a Spark Connect server
 PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from spark_io.runtime import session
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.state_reader import StateSource, read_state
-from spark_io.gather.workspace import Workspace
-from analysis.core.question import KeyQuestion
-from spark_io.gather.diagnosis import why_missing
-from spark_io.gather.checkup import skew
+from statelens.spark_io.runtime import session
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.state_reader import StateSource, read_state
+from statelens.spark_io.gather.workspace import Workspace
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.gather.checkup import skew
 cp = sys.argv[2]
 out = {"remote": session.target().remote}
 info = read_checkpoint(cp)
@@ -42,7 +42,7 @@ out["sql"] = Workspace(cp).execute("SELECT value.matched AS m, count(*) AS n FRO
 out["why"] = [[r.key, r.verdict, r.side, r.evicted_at_batch, r.was_matched] for r in why_missing(cp, KeyQuestion(("ord-150", "ord-154", "ord-156", "ord-6", "ord-1000"))).results]
 out["skew"] = skew(cp).rows_by_partition
 import os
-from spark_io.logs.checkpoint import list_state_files
+from statelens.spark_io.logs.checkpoint import list_state_files
 os.environ["STATELENS_LOGS_VIA_SPARK"] = "1"  # the log facts through Spark's binaryFile reader
 via = read_checkpoint("file://" + cp)
 out["batches_via_spark"] = [[b.batch_id, b.watermark_ms, b.committed] for b in via.batches]

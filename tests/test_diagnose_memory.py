@@ -11,12 +11,12 @@ import datetime as dt
 
 import pyarrow as pa
 
-from analysis.core.errors import StateReadError
-from analysis.core.model import Batch, CheckpointInfo, OperatorInfo, StateSource, StoreInfo
-from analysis.core.question import KeyQuestion
-from analysis.core.state_access import ArrowState
-from analysis.verdicts import why_missing as wm
-from analysis.verdicts.diagnose import why_missing
+from statelens.analysis.core.errors import StateReadError
+from statelens.analysis.core.model import Batch, CheckpointInfo, OperatorInfo, StateSource, StoreInfo
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.core.state_access import ArrowState
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.analysis.verdicts.diagnose import why_missing
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 LEFT = StateSource(0, store_name="left-keyWithIndexToValue")

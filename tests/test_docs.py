@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.checkpoint import read_checkpoint
 from support import ROOT, SAMPLES, sample
 
 DOCS = [ROOT / "README.md", SAMPLES / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -47,7 +47,7 @@ def test_every_fence_is_closed(doc) -> None:  # type: ignore[no-untyped-def]
 
 
 def _commands() -> set[str]:
-    from cli import build_parser
+    from statelens.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
@@ -77,7 +77,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_cli_reference_is_written_from_the_parsers(site: Path) -> None:
-    from cli import build_parser
+    from statelens.cli import build_parser
 
     page = (site / "cli.html").read_text()
     for name in _commands():

@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from spark_io.logs.checkpoint import doctor
+from statelens.spark_io.logs.checkpoint import doctor
 from support import COMPAT, SAMPLES, logged_batches
 
 V2 = COMPAT / "4.3.0" / "checkpoint_v2"  # RocksDB, checkpoint format 2: Spark's CRC32C sidecars on state files
@@ -94,8 +94,8 @@ def test_the_restart_cost_is_the_newest_snapshot_and_the_changes_after_it() -> N
 
 
 def test_the_health_report_carries_the_doctor() -> None:
-    from analysis.charts.report import checkup_report
-    from spark_io.gather.checkup import checkup
+    from statelens.analysis.charts.report import checkup_report
+    from statelens.spark_io.gather.checkup import checkup
 
     c = checkup(str(V2))
     assert c.doctor is not None

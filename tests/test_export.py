@@ -9,7 +9,7 @@ import io
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.charts.export import flatten_all, to_csv_bytes, to_parquet_bytes
+from statelens.analysis.charts.export import flatten_all, to_csv_bytes, to_parquet_bytes
 
 
 def nested_table() -> pa.Table:

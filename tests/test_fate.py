@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from analysis import fate as F
-from analysis.core.question import KeyQuestion
-from spark_io.gather.diagnosis import why_missing
-from spark_io.readers import engine
+from statelens.analysis import fate as F
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.readers import engine
 from support import SAMPLES, ms, sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -273,9 +273,9 @@ def test_a_join_then_an_aggregation_per_customer(eng: str) -> None:
 def test_the_operator_watermarks_worked_out_equal_the_plans() -> None:
     """Without the event log's plans the per-operator watermarks are worked out as Spark's
     PropagateWatermarkSimulator does: they must equal what each batch's plan states."""
-    from analysis.plan.query_plan import operator_watermarks
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.logs.event_logs import read_progress
+    from statelens.analysis.plan.query_plan import operator_watermarks
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.logs.event_logs import read_progress
 
     for name in ("chained_join_agg", CHAIN, CLICKS):
         info = read_checkpoint(sample(name))

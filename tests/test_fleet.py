@@ -10,9 +10,9 @@ import sys
 
 from streamlit.testing.v1 import AppTest
 
-from analysis.checkpoint.overview import overview_dict
-from spark_io.gather.fleet import find_checkpoints, list_checkpoints
-from spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
+from statelens.analysis.checkpoint.overview import overview_dict
+from statelens.spark_io.gather.fleet import find_checkpoints, list_checkpoints
+from statelens.spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
 from support import ROOT, SAMPLE_NAMES, SAMPLES
 
 

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 import statelens
-from analysis.core.errors import NotAllowed
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.event_logs import read_progress
-from spark_io.runtime import policy, scratch
-from spark_io.storage import LocalStorage, gate
-from spark_io.storage.gate import UserRoots, as_user, check_allowed, vet_tree
+from statelens.analysis.core.errors import NotAllowed
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.event_logs import read_progress
+from statelens.spark_io.runtime import policy, scratch
+from statelens.spark_io.storage import LocalStorage, gate
+from statelens.spark_io.storage.gate import UserRoots, as_user, check_allowed, vet_tree
 from support import ROOT, SAMPLES
 
 PAYMENTS_QUERY = json.loads((SAMPLES / "file_sink_agg" / "metadata").read_text())["id"]
@@ -124,7 +124,7 @@ def test_an_event_log_folder_holding_a_link_is_refused(teams: Teams) -> None:
 
 
 def test_a_sink_folder_of_linked_files_is_not_searched_and_says_why(teams: Teams) -> None:
-    from spark_io.gather.inputs import search_sink
+    from statelens.spark_io.gather.inputs import search_sink
 
     with as_user(teams.bob()):
         rows, why = search_sink(str(teams.ads / "sink"), ["user-0"], ["user_id"])
@@ -175,7 +175,7 @@ def test_state_lenss_own_scratch_is_never_opened_for_a_user(monkeypatch: pytest.
 
 
 def test_input_files_outside_the_roots_are_named_the_same_whether_they_exist_or_not(teams: Teams, tmp_path: Path) -> None:
-    from spark_io.gather.inputs import listed_files
+    from statelens.spark_io.gather.inputs import listed_files
 
     crafted = teams.ads / "crafted"
     shutil.copytree(teams.orders, crafted)
@@ -261,7 +261,7 @@ def test_a_job_runs_only_as_the_policy_names_it(tmp_path: Path) -> None:
     ],
 )
 def test_a_wrong_job_or_serve_setting_is_one_message(text: str, says: str) -> None:
-    from analysis.core.errors import InvalidInput
+    from statelens.analysis.core.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match=says):
         policy.parse_policy(text, "policy.toml")

@@ -326,7 +326,7 @@ def test_the_flow_shows_a_dropped_repeat_as_written_through_its_original(truth: 
     original's), only that its original was written."""
     from pipegen.differential import ask
 
-    from analysis.charts.flow import flow_rows
+    from statelens.analysis.charts.flow import flow_rows
 
     name = "union_dedup_sessions"
     key = designed(truth(name), "written: a duplicate")[0]["key"]
@@ -441,7 +441,7 @@ def test_a_defect_in_one_stage_leaves_the_other_keys_answered(truth: Callable[[s
     and where to report it; keys that never reach it still answer; nothing raises."""
     from pipegen.differential import ask, engine
 
-    from analysis.fate.stages.aggregation import AggregationStage
+    from statelens.analysis.fate.stages.aggregation import AggregationStage
 
     name = "union_dedup_sessions"
     t = truth(name)
@@ -449,7 +449,7 @@ def test_a_defect_in_one_stage_leaves_the_other_keys_answered(truth: Callable[[s
     def broken(*_: Any) -> Any:
         raise ZeroDivisionError("a defect")
 
-    from analysis.fate.stages.session import SessionStage
+    from statelens.analysis.fate.stages.session import SessionStage
 
     monkeypatch.setattr(SessionStage, "step", broken)
     monkeypatch.setattr(AggregationStage, "step", broken)

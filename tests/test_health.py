@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import cli
-from analysis.checkpoint import health
-from analysis.core.model import Batch, StateSource
-from spark_io.gather.checkup import checkup, growth, skew
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.state_reader import read_state
+from statelens import cli
+from statelens.analysis.checkpoint import health
+from statelens.analysis.core.model import Batch, StateSource
+from statelens.spark_io.gather.checkup import checkup, growth, skew
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.state_reader import read_state
 from support import SAMPLES, sample, scenario
 
 # --------------------------------------------------------------------------- pure functions
@@ -159,7 +159,7 @@ def test_stuck_watermark_dedup_findings() -> None:
 def test_growth_from_the_change_feed_equals_rereading_every_batch(name: str) -> None:
     g = growth(sample(name))
     info = read_checkpoint(sample(name))
-    from spark_io.gather.checkup import source_for
+    from statelens.spark_io.gather.checkup import source_for
 
     for store in g.stores:
         src = source_for(info.operator(store.operator_id), store.store_name)  # type: ignore[arg-type]

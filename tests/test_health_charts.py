@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.charts import charts
-from analysis.charts.export import figure_bytes
-from analysis.charts.report import checkup_figures
-from analysis.checkpoint import health
-from analysis.core.model import Batch
-from spark_io.gather import checkup as spark_health
+from statelens.analysis.charts import charts
+from statelens.analysis.charts.export import figure_bytes
+from statelens.analysis.charts.report import checkup_figures
+from statelens.analysis.checkpoint import health
+from statelens.analysis.core.model import Batch
+from statelens.spark_io.gather import checkup as spark_health
 from support import COMPAT, sample
 
 HEALTHY = [

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from spark_io.runtime import jobs, session
+from statelens.spark_io.runtime import jobs, session
 
 
 class Cancelled(Exception):

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from analysis.core.question import KeyQuestion
-from analysis.plan.query_plan import join_plans, readable
-from analysis.verdicts import why_missing as wm
-from spark_io.gather.diagnosis import why_missing
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.event_logs import read_progress
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.plan.query_plan import join_plans, readable
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.event_logs import read_progress
 from support import ROOT, SAMPLES, generate, sample
 
 EVENT_LOGS = SAMPLES / "event_logs"

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from analysis.core.model import StateSource
-from analysis.core.question import KeyQuestion
-from spark_io.gather.diagnosis import key_field_labels, why_missing
-from spark_io.gather.unmatched import unmatched
-from spark_io.readers import engine
+from statelens.analysis.core.model import StateSource
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.diagnosis import key_field_labels, why_missing
+from statelens.spark_io.gather.unmatched import unmatched
+from statelens.spark_io.readers import engine
 from support import ROOT, sample
 
 JOINED_ON = {"join_hdfs": "order_id", "join_rocksdb": "order_id", "hot_key_join": "k", "chained_join_agg": "order_id"}
@@ -40,7 +40,7 @@ def each_engine(request: Any) -> Any:
 
 @pytest.mark.parametrize("name", sorted(JOINED_ON))
 def test_join_key_reads_as_the_column_the_query_joined_on(name: str, each_engine: str) -> None:
-    from spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
 
     info = read_checkpoint(sample(name))
     join = next(o for o in info.operators if o.is_join)
@@ -133,8 +133,8 @@ def test_pages_name_the_join_key_by_its_column() -> None:
 
 
 def test_a_count_store_has_no_value_column_to_name_its_key() -> None:
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.native.access import NativeState
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.native.access import NativeState
 
     info = read_checkpoint(sample("join_hdfs"))
     counts = StateSource(0, store_name="left-keyToNumValues")

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from analysis.core.model import sources_of
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import why_missing as wm
-from spark_io.gather.diagnosis import why_missing
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.native.key_index import KeyIndex
-from spark_io.readers.native.reader import NativeReader
+from statelens.analysis.core.model import sources_of
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.native.key_index import KeyIndex
+from statelens.spark_io.readers.native.reader import NativeReader
 from support import SAMPLES, scenario
 
 

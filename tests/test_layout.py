@@ -9,21 +9,64 @@ import pytest
 
 from support import ROOT
 
+# the folder's layers, each imported as statelens.<layer> (statelens/ links them): the one import name
+LAYERS = ("analysis", "spark_io", "commands", "views", "assets", "app", "cli")
+
+
+def local(name: str) -> str:
+    """A module's name in this folder: ``statelens.analysis.core`` is ``analysis.core`` (the notebook
+    API's own modules stay ``statelens...``)."""
+    parts = name.split(".")
+    return ".".join(parts[1:]) if parts[0] == "statelens" and len(parts) > 1 and parts[1] in LAYERS else name
+
 
 def top_imports(path: Path) -> set[str]:
-    """The top-level packages a module imports (at the top or inside a function)."""
+    """The layers and top-level packages a module imports (at the top or inside a function)."""
+    return {name.split(".")[0] for name in dotted_imports(path)}
+
+
+def dotted_imports(path: Path) -> set[str]:
+    """The modules a file imports, dotted in full (at the top or inside a function), layers by their
+    folder's name."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
+            names |= {local(a.name) for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(local(node.module))
     return names
 
 
 def imported_modules(folder: str) -> dict[str, set[str]]:
-    # every room and package below it
-    return {path.relative_to(ROOT / folder).as_posix(): top_imports(path) for path in sorted((ROOT / folder).rglob("*.py"))}
+    # every room and package below it (statelens/'s links to the layers are not its modules)
+    return {
+        path.relative_to(ROOT / folder).as_posix(): top_imports(path)
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if not path.is_symlink()
+    }
+
+
+def python_files() -> list[Path]:
+    """Every Python file of this folder: the layers, the tests, benchmarks, scripts and the docs' hooks."""
+    skip = {".venv", "test-artifacts", "__pycache__", "node_modules", ".tools"}
+    return [p for p in ROOT.rglob("*.py") if not skip & set(p.relative_to(ROOT).parts) and not p.is_symlink()]
+
+
+def test_one_import_name() -> None:
+    """``statelens`` is the one name the wheel installs and the code imports: no module imports a layer
+    by its bare folder name (``import analysis``, ``from commands import``), which a notebook folder's own
+    ``analysis.py`` or ``commands/`` would shadow; statelens/ links every layer."""
+    bare = []
+    for path in python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in LAYERS]
+    assert bare == []
+    for layer in LAYERS:
+        link = ROOT / "statelens" / (f"{layer}.py" if (ROOT / f"{layer}.py").exists() else layer)
+        assert link.is_symlink() and link.resolve() == (ROOT / link.name).resolve(), link
 
 
 def test_engine_code_does_not_import_the_ui() -> None:
@@ -79,7 +122,7 @@ def test_analysis_imports_without_pyspark_duckdb_or_streamlit() -> None:
         "import sys\n"
         "for name in ('pyspark', 'py4j', 'duckdb', 'streamlit'):\n"
         "    sys.modules[name] = None  # any import of it raises ImportError\n"
-        + "".join(f"import analysis.{m}\n" for m in modules)
+        + "".join(f"import statelens.analysis.{m}\n" for m in modules)
         + "print('ok', len(sys.modules))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -107,10 +150,10 @@ def _imports(package: str) -> dict[str, set[str]]:
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         deps: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
-                deps |= {module_of(f"{node.module}.{a.name}") for a in node.names}
+            if isinstance(node, ast.ImportFrom) and node.module and local(node.module).split(".")[0] == package:
+                deps |= {module_of(f"{local(node.module)}.{a.name}") for a in node.names}
             elif isinstance(node, ast.Import):
-                deps |= {a.name for a in node.names if a.name.split(".")[0] == package}
+                deps |= {local(a.name) for a in node.names if local(a.name).split(".")[0] == package}
         out[name] = deps - {name}
     return out
 
@@ -160,17 +203,6 @@ def test_the_notebook_api_sits_on_the_engine() -> None:
             assert "statelens" not in mods, f"{folder}/{name}"
 
 
-def dotted_imports(path: Path) -> set[str]:
-    """The modules a file imports, dotted in full (at the top or inside a function)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
-
-
 def test_the_pages_ask_through_statelens_only() -> None:
     """The app is a front door as the CLI is: ``app.py`` and the pages ask ``statelens`` (the
     checkpoint's kept object, and ``statelens.server`` for sign-in and the server's settings) and draw
@@ -207,7 +239,7 @@ def test_operator_kinds_are_read_in_one_registry() -> None:
 def test_the_cli_asks_through_statelens_only() -> None:
     """The CLI is a front door: ``cli.py`` and its commands (one module each) ask ``statelens`` and print
     what it answers; they import nothing from ``spark_io`` or ``analysis``, and no engine of their own."""
-    from commands import COMMANDS, command
+    from statelens.commands import COMMANDS, command
 
     paths = [ROOT / "cli.py", *sorted((ROOT / "commands").glob("*.py"))]
     for path in paths:

@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.checkpoint.overview import batches_table, overview_dict, summary
-from analysis.core.errors import StateLensError
-from spark_io.logs.checkpoint import MAX_MS, read_checkpoint
+from statelens.analysis.checkpoint.overview import batches_table, overview_dict, summary
+from statelens.analysis.core.errors import StateLensError
+from statelens.spark_io.logs.checkpoint import MAX_MS, read_checkpoint
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ms = st.integers(min_value=0, max_value=MAX_MS)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.core.model import sources_of
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers import engine, state_reader
+from statelens.analysis.core.model import sources_of
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers import engine, state_reader
 from support import COMPAT, SAMPLE_NAMES, SAMPLES, tree_checksums
 
 RECORDED = re.compile(r"file:(/[^\"]*?)(/state/\d+/_stateSchema/)")

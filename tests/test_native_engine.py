@@ -17,17 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import no_java_env, run_cli
 
-from analysis.core.errors import NativeUnsupported
-from analysis.core.model import StateSource, sources_of
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import diagnose
-from spark_io.gather import checkup
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers import engine
-from spark_io.readers.native.access import NativeState, simple_type
-from spark_io.readers.native.hashing import partition_of
-from spark_io.readers.native.reader import NativeReader
-from spark_io.readers.spark_state import SparkState
+from statelens.analysis.core.errors import NativeUnsupported
+from statelens.analysis.core.model import StateSource, sources_of
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import diagnose
+from statelens.spark_io.gather import checkup
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers import engine
+from statelens.spark_io.readers.native.access import NativeState, simple_type
+from statelens.spark_io.readers.native.hashing import partition_of
+from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.readers.spark_state import SparkState
 from support import COMPAT_NAMES, SAMPLE_NAMES, sample
 
 ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]
@@ -214,7 +214,7 @@ def test_key_codes_number_equal_keys_alike(keys: list[bytes]) -> None:
     of first appearance, whatever their bytes (empty keys, shared prefixes, hash collisions)."""
     import numpy as np
 
-    from spark_io.readers.native.records import Records, key_codes
+    from statelens.spark_io.readers.native.records import Records, key_codes
 
     sizes = np.array([len(k) for k in keys], np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if keys else np.zeros(0, np.int64)
@@ -234,7 +234,7 @@ def test_the_text_cut_keeps_exactly_the_keys_that_hold_a_text(keys: list[str], n
     longer than the key, multi-byte UTF-8)."""
     import numpy as np
 
-    from spark_io.readers.native.records import Records, containing
+    from statelens.spark_io.readers.native.records import Records, containing
 
     raw = [k.encode() for k in keys]
     sizes = np.array([len(k) for k in raw], np.int64)
@@ -250,8 +250,8 @@ def test_a_version_is_made_from_every_changelog_when_they_are_kept_or_small() ->
     """The native reader makes a RocksDB version from the changelogs since version 1 where they are
     all kept, or their files are at most twice the snapshot's SST files; from a snapshot it keeps,
     first. Both ways read the same rows as Spark (``test_native_equality``)."""
-    from spark_io.readers.native.stores import KeptFiles, PartitionFiles, RocksPartition
-    from spark_io.storage import LocalStorage
+    from statelens.spark_io.readers.native.stores import KeptFiles, PartitionFiles, RocksPartition
+    from statelens.spark_io.storage import LocalStorage
 
     part = PartitionFiles.of(LocalStorage(sample("join_rocksdb")), "state/0/0/left-keyWithIndexToValue")
     version = max(part.files["zip"])
@@ -268,7 +268,7 @@ def test_a_version_is_made_from_every_changelog_when_they_are_kept_or_small() ->
 def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike() -> None:
     """After a key's answer (its partition read), the other partitions' RocksDB snapshots are read
     in the background; the next keys are answered from them exactly as from a fresh reader."""
-    from spark_io.readers.access import between_questions
+    from statelens.spark_io.readers.access import between_questions
 
     info = read_checkpoint(sample("join_rocksdb"))
     warmed = NativeState(info)
@@ -290,8 +290,8 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
 
 
 def test_the_kept_files_keep_to_their_budget_and_read_the_same(tmp_path: Path) -> None:
-    from spark_io.readers.native.stores import KeptFiles, PartitionFiles
-    from spark_io.storage import LocalStorage
+    from statelens.spark_io.readers.native.stores import KeptFiles, PartitionFiles
+    from statelens.spark_io.storage import LocalStorage
 
     root = LocalStorage(sample("join_rocksdb"))
     parts = [PartitionFiles.of(root, f"state/0/{p}/left-keyWithIndexToValue") for p in range(2)]

@@ -22,12 +22,12 @@ import golden
 import pyarrow as pa
 import pytest
 
-from analysis.core.errors import StateReadError
-from analysis.core.model import CheckpointInfo, StateSource, sources_of
-from spark_io.logs.checkpoint import read_checkpoint, state_metadata_table
-from spark_io.readers.native.reader import NativeReader
-from spark_io.readers.native.stores import RocksPartition
-from spark_io.readers.state_reader import has_change_feed
+from statelens.analysis.core.errors import StateReadError
+from statelens.analysis.core.model import CheckpointInfo, StateSource, sources_of
+from statelens.spark_io.logs.checkpoint import read_checkpoint, state_metadata_table
+from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.readers.native.stores import RocksPartition
+from statelens.spark_io.readers.state_reader import has_change_feed
 from support import COMPAT_NAMES, SAMPLE_NAMES, SAMPLES, sample
 
 ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]

@@ -67,7 +67,7 @@ VARYING = {"watermark_lag_ms"}  # the time now minus the watermark: it moves bet
 
 
 def cli_json(args: list[str]) -> Any:
-    import cli
+    from statelens import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -208,7 +208,7 @@ def test_to_pandas(notebook: nbformat.NotebookNode) -> None:
 
 
 def test_errors_are_the_cli_lines(notebook: nbformat.NotebookNode) -> None:
-    import cli
+    from statelens import cli
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -230,7 +230,7 @@ def test_an_error_not_caught_is_its_one_line_not_a_traceback(notebook: nbformat.
 def test_the_apis_errors_name_its_arguments_not_the_clis_flags(notebook: nbformat.NotebookNode) -> None:
     kind, line = printed(notebook, f"try:\n    statelens.open({CHAIN!r}).repartition(").strip().split(" | ")
     assert (kind, line) == ("InvalidInput", "Invalid input: partitions must be 1 or more, not 0.")
-    import cli
+    from statelens import cli
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -71,7 +71,7 @@ def servers(local_copies: dict[str, str], tmp_path_factory: pytest.TempPathFacto
 def using(server: stores.Server, cache: Path | None = None, **extra: str) -> Iterator[None]:
     """The server's endpoint and credentials in the environment, as a user sets them, and a fresh
     cache folder (unless given)."""
-    from spark_io.storage.cloud import forget_filesystems
+    from statelens.spark_io.storage.cloud import forget_filesystems
 
     keys = set(server.env) | set(extra) | {"STATELENS_CACHE_DIR"}
     saved = {k: os.environ.get(k) for k in keys}
@@ -92,7 +92,7 @@ def using(server: stores.Server, cache: Path | None = None, **extra: str) -> Ite
 
 def cli(*args: str) -> tuple[int, str, str]:
     """The CLI in this process (the same code path as a process, without its start-up)."""
-    import cli as cli_module
+    import statelens.cli as cli_module
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -102,9 +102,9 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 def _key_of(path: str) -> list[str]:
     """A key the query really had (the first row of its first store's newest state) and one never seen."""
-    from analysis.core.model import sources_of
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.native.reader import NativeReader
+    from statelens.analysis.core.model import sources_of
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.native.reader import NativeReader
 
     info = read_checkpoint(path)
     if not info.operators or not info.committed_batches:
@@ -122,8 +122,8 @@ def _key_of(path: str) -> list[str]:
 
 
 def commands(cp: str, event_log: str | None, every: bool) -> list[list[str]]:
-    from analysis.core.model import sources_of, table_name
-    from spark_io.logs.checkpoint import read_checkpoint
+    from statelens.analysis.core.model import sources_of, table_name
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
 
     info = read_checkpoint(cp)
     table = table_name(sources_of(info.operators[0])[0]) if info.operators else "op0"
@@ -231,9 +231,9 @@ def test_a_key_lookup_lists_each_folder_once_and_fetches_only_the_keys_partition
     """why-missing of a key in state on an 8-partition join: the state files fetched are those of
     the key's partition (Spark's hash of the key, as the native reader computes it), each folder
     listed once."""
-    from analysis.core.model import sources_of
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.native.reader import NativeReader
+    from statelens.analysis.core.model import sources_of
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.native.reader import NativeReader
 
     server = servers["s3"]
     uri = stores.uri_of("s3", "checkpoints/hot_key_join")
@@ -373,7 +373,7 @@ def test_a_download_bar_drawn_inside_a_cached_read_is_not_replayed(
     earlier run: Streamlit would fail the cached function)."""
     from streamlit.testing.v1 import AppTest
 
-    from spark_io.storage import downloads
+    from statelens.spark_io.storage import downloads
 
     monkeypatch.setattr(downloads, "SHOW_AFTER_S", 0.0)
     with using(servers["s3"]):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.core.operator_kinds import KINDS, LIMIT, PLAN_NODES, UnsupportedOperator, find_kind, kind_of
-from analysis.fate.stages import STAGES
+from statelens.analysis.core.operator_kinds import KINDS, LIMIT, PLAN_NODES, UnsupportedOperator, find_kind, kind_of
+from statelens.analysis.fate.stages import STAGES
 from support import SAMPLES
 
 
@@ -44,7 +44,7 @@ def test_a_name_no_kind_claims_is_refused_not_guessed() -> None:
 
 def _answers(checkpoint: Path, keys: list[str]) -> dict[str, dict]:
     inputs = SAMPLES / "inputs" / "dedup_window_chain"
-    import cli
+    from statelens import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -7,13 +7,13 @@ from __future__ import annotations
 import golden
 import pytest
 
-from analysis.core.model import default_operator
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import diagnose
-from analysis.verdicts.diagnose import lookup_sources
-from spark_io.gather.diagnosis import key_fields_of
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.spark_state import SparkState
+from statelens.analysis.core.model import default_operator
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import diagnose
+from statelens.analysis.verdicts.diagnose import lookup_sources
+from statelens.spark_io.gather.diagnosis import key_fields_of
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.spark_state import SparkState
 from support import COMPAT_NAMES, SAMPLE_NAMES, SAMPLES
 
 ALL = SAMPLE_NAMES + [f"compat/{n}" for n in COMPAT_NAMES]

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from analysis.core.question import KeyQuestion
-from spark_io.gather.diagnosis import why_missing
-from spark_io.readers import engine
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.readers import engine
 from support import SAMPLES
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -421,7 +421,7 @@ def test_the_whole_query_answer_never_imports_pandas(name: str, keys: list[str])
     code = (
         "import sys; sys.modules['pandas'] = None\n"  # any import of it raises ImportError
         f"sys.argv = ['cli.py', 'why-missing', *{args!r}]\n"
-        "import cli; cli.run()\n"
+        "from statelens import cli; cli.run()\n"
     )
     env = {**__import__("os").environ, "STATELENS_ENGINE": "native"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=SAMPLES.parent, env=env, timeout=300)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.core.errors import InvalidInput, NotAllowed
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.runtime import policy as runtime_policy
-from spark_io.runtime.policy import groups_of, parse_policy
-from spark_io.storage import gate
-from spark_io.storage.gate import UserRoots, as_user, check_allowed
+from statelens.analysis.core.errors import InvalidInput, NotAllowed
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.runtime import policy as runtime_policy
+from statelens.spark_io.runtime.policy import groups_of, parse_policy
+from statelens.spark_io.storage import gate
+from statelens.spark_io.storage.gate import UserRoots, as_user, check_allowed
 from support import sample
 
 POLICY = """
@@ -168,7 +168,7 @@ def test_a_shared_server_refuses_a_path_asked_on_nobodys_behalf(monkeypatch: pyt
 def test_a_refusal_names_what_was_refused_and_not_the_servers_policy_file(tmp_path: Path) -> None:
     """A user refused an event log reads "Event log not allowed", not "Checkpoint"; the policy file's
     path is the server's business (the refusal is in the audit log), not shown to them."""
-    from spark_io.logs.event_logs import read_progress
+    from statelens.spark_io.logs.event_logs import read_progress
 
     cp = sample("dedup_window_chain")
     with as_user(roots(cp)), pytest.raises(NotAllowed) as refused:

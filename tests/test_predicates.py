@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from analysis.plan.predicates import filter_passes
-from analysis.plan.query_plan import parse_nodes
+from statelens.analysis.plan.predicates import filter_passes
+from statelens.analysis.plan.query_plan import parse_nodes
 
 SCHEMA = "id INT, kind STRING, page STRING, amount BIGINT, price STRING, is_bot BOOLEAN, event_time TIMESTAMP"
 RECORDS: list[dict[str, Any]] = [

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from test_cli import run_cli
 
-from spark_io.preflight import judge_writer
+from statelens.spark_io.preflight import judge_writer
 from support import ROOT, SAMPLES, logged_batches, tree_checksums
 
 sys.path.insert(0, str(ROOT / "tests" / "jobs"))
@@ -467,13 +467,13 @@ def test_an_unchanged_windowed_job_into_parquet_restarts_without_a_sink_warning(
     # the truth: Spark reads the sink's files as one schema, its window columns timestamps
     read = spark.read.parquet(str(output)).schema
     assert [(f.name, f.dataType.simpleString()) for f in read][:2] == [("window_start", "timestamp"), ("window_end", "timestamp")]
-    from spark_io.preflight.sink import stored_columns
+    from statelens.spark_io.preflight.sink import stored_columns
 
     assert stored_columns(str(next(output.glob("*.parquet"))))[:2] == [("window_start", "timestamp"), ("window_end", "timestamp")]
 
 
 def test_the_error_class_is_the_cause_not_the_stream_failed_around_it() -> None:
-    from spark_io.preflight.redirect import _error_class
+    from statelens.spark_io.preflight.redirect import _error_class
 
     class Failed(Exception):
         def getCondition(self) -> str:
@@ -495,8 +495,8 @@ def test_a_sink_file_that_cannot_be_read_is_said_not_compared(tmp_path: Path) ->
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analysis.core.errors import StateReadError
-    from spark_io.preflight.sink import sink_columns
+    from statelens.analysis.core.errors import StateReadError
+    from statelens.spark_io.preflight.sink import sink_columns
 
     out = tmp_path / "out"
     out.mkdir()

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from test_checkpoint import expected_watermarks
 
-from analysis.core.errors import ProgressNotFound, ProgressReadError
-from analysis.core.question import KeyQuestion
-from analysis.runs.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
-from analysis.verdicts import why_missing as wm
-from spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
-from spark_io.logs.event_logs import read_progress
+from statelens.analysis.core.errors import ProgressNotFound, ProgressReadError
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.runs.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
+from statelens.spark_io.logs.event_logs import read_progress
 from support import ROOT, SAMPLES, ms, sample, scenario
 
 EVENT_LOGS = SAMPLES / "event_logs"
@@ -207,7 +207,7 @@ def _first_late_batch(name: str, t: int) -> int:
 
 def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
     """ord-153's payment (case 3: 8 minutes before the order) never joined: it came late."""
-    from spark_io.gather.diagnosis import why_missing
+    from statelens.spark_io.gather.diagnosis import why_missing
 
     t = ms(_payment_time(153))
     arrived = next(
@@ -232,7 +232,7 @@ def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
 
 
 def test_event_time_never_behind_the_watermark_is_not_late() -> None:
-    from spark_io.gather.diagnosis import why_missing
+    from statelens.spark_io.gather.diagnosis import why_missing
 
     info = read_checkpoint(sample("join_hdfs"))
     t = info.batches[-1].watermark_ms + 3_600_000
@@ -243,7 +243,7 @@ def test_event_time_never_behind_the_watermark_is_not_late() -> None:
 
 
 def test_matched_key_keeps_its_verdict_with_an_event_time() -> None:
-    from spark_io.gather.diagnosis import why_missing
+    from statelens.spark_io.gather.diagnosis import why_missing
 
     output = json.loads((SAMPLES / "outputs" / "join_hdfs.json").read_text())
     assert [r for r in output if r["order_id"] == "ord-156"]  # it joined
@@ -256,7 +256,7 @@ def test_matched_key_keeps_its_verdict_with_an_event_time() -> None:
 
 def test_windowed_agg_late_event_in_a_window_never_in_state() -> None:
     """The batch-4 late event (user-0, 20 minutes old) fell in a window the state never held."""
-    from spark_io.gather.diagnosis import why_missing
+    from statelens.spark_io.gather.diagnosis import why_missing
 
     (late_ev,) = [r for r in scenario("windowed_agg").batches[4]["events"] if r["event_id"].startswith("late-")]
     t = ms(late_ev["event_time"])
@@ -339,7 +339,7 @@ def test_log_still_being_written_gives_its_complete_part_and_says_so(name: str, 
 def test_kafka_offsets_give_rows_per_partition() -> None:
     """Kafka cannot run here (its connector is not on PyPI); its offsets are the documented JSON
     {"topic": {"partition": offset}} in offsets/<batch>, the initial ones in sources/<n>/0."""
-    from analysis.inputs.sources import batch_sources, kind_of
+    from statelens.analysis.inputs.sources import batch_sources, kind_of
 
     offsets = {
         0: [{"orders": {"0": 10, "1": 7}}],
@@ -381,7 +381,7 @@ def test_rate_sources_are_named_by_their_kind() -> None:
 def test_kafka_sources_are_named_by_their_topics() -> None:
     """Kafka cannot run here: its offsets name the topics ({"topic": {"partition": offset}}), and
     a progress description without the checkpoint's offsets is Spark's KafkaV2[Subscribe[...]]."""
-    from analysis.inputs.sources import batch_sources, name_from_description
+    from statelens.analysis.inputs.sources import batch_sources, name_from_description
 
     out = batch_sources({0: [{"payments": {"0": 3}, "orders": {"0": 1}}, {"clicks": {"0": 2}}]}, {}, {})
     assert [s.name for s in out[0]] == ["orders, payments", "clicks"]
@@ -430,8 +430,8 @@ def test_the_event_log_tells_how_the_querys_last_run_ended() -> None:
 def test_snapshot_lag_is_what_spark_reported_and_its_snapshots_exist(name: str) -> None:
     """Spark's own SnapshotLastUploaded metrics of the newest batch: every snapshot it names is a file
     of the checkpoint, and the files hold one at least as new (Spark uploads snapshots after the batch)."""
-    from analysis.runs.progress import snapshot_lags
-    from spark_io.logs.checkpoint import doctor
+    from statelens.analysis.runs.progress import snapshot_lags
+    from statelens.spark_io.logs.checkpoint import doctor
 
     info = read_checkpoint(sample(name))
     lags = snapshot_lags(read_progress(str(EVENT_LOGS / name), info))

@@ -11,10 +11,10 @@ import datetime as dt
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.inputs.records import event_time_us
-from analysis.plan.query_plan import Window, join_plans, readable
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.event_logs import read_progress
+from statelens.analysis.inputs.records import event_time_us
+from statelens.analysis.plan.query_plan import Window, join_plans, readable
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.event_logs import read_progress
 from support import SAMPLES, sample
 
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import cli
-from analysis.charts.report import checkup_report
-from analysis.core.model import sources_of
-from analysis.core.question import KeyQuestion
-from spark_io.gather.checkup import checkup
-from spark_io.gather.diagnosis import why_missing
-from spark_io.gather.workspace import Workspace
-from spark_io.logs.checkpoint import list_state_files, read_checkpoint
-from spark_io.readers.state_reader import read_changes, read_state, read_state_metadata
+from statelens import cli
+from statelens.analysis.charts.report import checkup_report
+from statelens.analysis.core.model import sources_of
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.checkup import checkup
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.gather.workspace import Workspace
+from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from statelens.spark_io.readers.state_reader import read_changes, read_state, read_state_metadata
 from support import SAMPLE_NAMES, SAMPLES, tree_checksums
 
 pytestmark = pytest.mark.usefixtures("spark")

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from test_cli import run_cli
 
-from analysis.core.errors import InvalidInput
-from spark_io.preflight.rebuild import rebuild_writer
+from statelens.analysis.core.errors import InvalidInput
+from statelens.spark_io.preflight.rebuild import rebuild_writer
 from support import ROOT, logged_batches, tree_checksums
 
 sys.path.insert(0, str(ROOT / "tests" / "jobs"))

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from analysis.core.errors import CheckpointNotFound, NotACheckpoint
-from analysis.core.question import KeyQuestion
-from spark_io.gather.diagnosis import why_missing
-from spark_io.logs.checkpoint import list_state_files, read_checkpoint
-from spark_io.logs.files import SparkFiles, open_files
-from spark_io.storage.locations import is_local
+from statelens.analysis.core.errors import CheckpointNotFound, NotACheckpoint
+from statelens.analysis.core.question import KeyQuestion
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from statelens.spark_io.logs.files import SparkFiles, open_files
+from statelens.spark_io.storage.locations import is_local
 from support import SAMPLE_NAMES, sample
 
 pytestmark = [pytest.mark.usefixtures("spark"), pytest.mark.emulator]

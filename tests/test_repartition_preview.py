@@ -19,9 +19,9 @@ import golden
 import pytest
 from test_cli import run_cli
 
-from analysis.core.errors import InvalidInput
-from spark_io.gather.repartition import repartition_preview
-from spark_io.logs.checkpoint import read_checkpoint
+from statelens.analysis.core.errors import InvalidInput
+from statelens.spark_io.gather.repartition import repartition_preview
+from statelens.spark_io.logs.checkpoint import read_checkpoint
 from support import SAMPLES, tree_checksums
 
 SAMPLES_ROCKSDB = [

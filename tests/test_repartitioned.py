@@ -12,12 +12,12 @@ import golden
 import pytest
 from test_cli import run_cli
 
-from analysis.core.errors import BatchOutOfRange
-from analysis.core.model import StateSource
-from spark_io.logs.checkpoint import doctor, read_checkpoint
-from spark_io.readers import engine, state_reader
-from spark_io.readers.native.access import simple_type
-from spark_io.readers.native.reader import NativeReader
+from statelens.analysis.core.errors import BatchOutOfRange
+from statelens.analysis.core.model import StateSource
+from statelens.spark_io.logs.checkpoint import doctor, read_checkpoint
+from statelens.spark_io.readers import engine, state_reader
+from statelens.spark_io.readers.native.access import simple_type
+from statelens.spark_io.readers.native.reader import NativeReader
 from support import COMPAT_NAMES
 
 NAMES = [f"compat/{n}" for n in COMPAT_NAMES if n.endswith("/repartitioned")]

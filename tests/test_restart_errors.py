@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import restart_errors
 
-from analysis.checkpoint.restart_error import RestartExplanation
-from spark_io.logs.checkpoint import doctor, explain_restart_error
+from statelens.analysis.checkpoint.restart_error import RestartExplanation
+from statelens.spark_io.logs.checkpoint import doctor, explain_restart_error
 from support import ROOT, SAMPLES
 
 

@@ -17,13 +17,13 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.core.errors import StateReadError
-from analysis.core.model import StateSource
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.logs.codecs import decompress
-from spark_io.readers.native import kernels
-from spark_io.readers.native.reader import NativeReader
-from spark_io.readers.native.records import LZ4_SEED
+from statelens.analysis.core.errors import StateReadError
+from statelens.analysis.core.model import StateSource
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.codecs import decompress
+from statelens.spark_io.readers.native import kernels
+from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.readers.native.records import LZ4_SEED
 from support import COMPAT, ROOT
 
 HDFS_CHECKSUMS = "compat/4.3.0/row_checksum_hdfs"
@@ -209,8 +209,8 @@ def test_the_compiled_avro_decoder_equals_fastavro(records: list[dict[str, Any]]
     import fastavro
     import numpy as np
 
-    from spark_io.readers.native import avro_rows
-    from spark_io.readers.native.unsafe_row import Rows
+    from statelens.spark_io.readers.native import avro_rows
+    from statelens.spark_io.readers.native.unsafe_row import Rows
 
     schema = avro_rows.parsed(_SCHEMA)
     raw = bytearray()
@@ -308,7 +308,7 @@ def test_the_python_loops_run_until_they_have_cost_what_loading_the_compiled_one
     of many partitions alike counts for them all: there the same small walk loads them at once."""
     prelude = """
 import sys, struct, numpy as np
-from spark_io.readers.native import kernels as k
+from statelens.spark_io.readers.native import kernels as k
 rec = struct.pack(">i", 4) + b"key1" + struct.pack(">i", 3) + b"val"
 buf = np.frombuffer(rec * 1000 + struct.pack(">i", -1), np.uint8)
 z = np.zeros(0, np.int64)

@@ -7,10 +7,10 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from analysis.core.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
-from analysis.core.model import StateSource, sources_of
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.state_reader import read_changes, read_state, read_state_metadata
+from statelens.analysis.core.errors import BatchOutOfRange, NoState, StateReadError, UnknownOperator, UnknownStore
+from statelens.analysis.core.model import StateSource, sources_of
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.state_reader import read_changes, read_state, read_state_metadata
 from support import SAMPLE_NAMES, ms, sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -211,7 +211,7 @@ def test_a_read_bigger_than_the_driver_takes_goes_through_parquet(monkeypatch: p
     """A load estimated past the driver's limit is written to Parquet by the executors and read from
     there (nothing collected through the driver): the same rows and types as a direct read. The
     limit is made tiny here; the real one is spark.driver.maxResultSize and a quarter of the heap."""
-    from spark_io.readers import state_reader
+    from statelens.spark_io.readers import state_reader
 
     info = read_checkpoint(sample("windowed_agg"))
     src = StateSource(0)
@@ -226,8 +226,8 @@ def test_a_read_bigger_than_the_driver_takes_goes_through_parquet(monkeypatch: p
 
 
 def test_a_cluster_read_bigger_than_the_driver_takes_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spark_io.readers import state_reader
-    from spark_io.runtime import session
+    from statelens.spark_io.readers import state_reader
+    from statelens.spark_io.runtime import session
 
     info = read_checkpoint(sample("windowed_agg"))
     monkeypatch.setattr(state_reader, "driver_limit", lambda: (1, "spark.driver.maxResultSize=1b"))

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import cli
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import why_missing as wm
-from spark_io.gather.diagnosis import why_missing
+from statelens import cli
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather.diagnosis import why_missing
 from support import COMPAT, ROOT, SAMPLES, tree_checksums
 
 
@@ -132,13 +132,13 @@ LOADED = [
 @pytest.mark.parametrize("name", LOADED)
 def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ignore[no-untyped-def]
     """The app's loaded state (Arrow in memory) gives the verdicts of reading through Spark per key."""
-    from analysis.core.model import default_operator
-    from analysis.verdicts import diagnose
-    from analysis.verdicts.diagnose import lookup_sources
-    from spark_io.gather.diagnosis import key_fields_of
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.access import load_state
-    from spark_io.readers.spark_state import SparkState
+    from statelens.analysis.core.model import default_operator
+    from statelens.analysis.verdicts import diagnose
+    from statelens.analysis.verdicts.diagnose import lookup_sources
+    from statelens.spark_io.gather.diagnosis import key_fields_of
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.access import load_state
+    from statelens.spark_io.readers.spark_state import SparkState
 
     info = read_checkpoint(str(SAMPLES / name))
     op = default_operator(info)
@@ -162,9 +162,9 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
 
 
 def test_eviction_delay_in_spark_equals_the_python_reference(spark) -> None:  # type: ignore[no-untyped-def]
-    from analysis.core.model import StateSource
-    from spark_io.logs.checkpoint import read_checkpoint
-    from spark_io.readers.spark_state import SparkState
+    from statelens.analysis.core.model import StateSource
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.readers.spark_state import SparkState
 
     for name in ("join_hdfs", "compat/3.5.9/join_hdfs", "compat/4.3.0/full_outer_join"):
         info = read_checkpoint(str(SAMPLES / name))
@@ -217,7 +217,7 @@ def test_growth_without_a_change_feed_counts_what_each_batch_changed_the_first_i
 def test_damaged_schema_file_leaves_the_operator_unknown_and_says_why(tmp_path: Path) -> None:
     import shutil
 
-    from spark_io.logs.checkpoint import read_checkpoint
+    from statelens.spark_io.logs.checkpoint import read_checkpoint
 
     cp = tmp_path / "agg"
     shutil.copytree(COMPAT / "3.5.9" / "windowed_agg", cp)

@@ -9,12 +9,12 @@ import sys
 import pyarrow.compute as pc
 import pytest
 
-from analysis.core.errors import InvalidInput
-from analysis.core.model import StateSource
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import why_missing as wm
-from spark_io.gather.unmatched import unmatched
-from spark_io.readers import engine
+from statelens.analysis.core.errors import InvalidInput
+from statelens.analysis.core.model import StateSource
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather.unmatched import unmatched
+from statelens.spark_io.readers import engine
 from support import COMPAT, ROOT, SAMPLES, sample, scenario
 
 JOINS = [sample("join_hdfs"), sample("join_rocksdb"), str(COMPAT / "4.3.0" / "join_state_format_3")]
@@ -57,7 +57,7 @@ def test_unmatched_keys_are_the_orders_that_never_joined(path: str) -> None:
     )
     # each verdict is the one why-missing gives the key
     sample_keys = {k.verdict: k for k in report.keys}
-    from spark_io.gather.diagnosis import why_missing
+    from statelens.spark_io.gather.diagnosis import why_missing
 
     keys = [k for k in report.keys if k.verdict != wm.CONDITION_NOT_MET or k.side != "both"]
     sample_keys = {k.verdict: k for k in keys}

@@ -16,14 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.core.errors import BatchOutOfRange, InvalidInput, UnknownOperator
-from analysis.core.model import StateSource
-from analysis.core.question import KeyQuestion
-from analysis.verdicts import why_missing as wm
-from spark_io.gather.diagnosis import why_missing
-from spark_io.gather.workspace import Workspace
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.state_reader import read_changes
+from statelens.analysis.core.errors import BatchOutOfRange, InvalidInput, UnknownOperator
+from statelens.analysis.core.model import StateSource
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.gather.workspace import Workspace
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.state_reader import read_changes
 from support import SAMPLES, ms, sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -261,7 +261,7 @@ def test_timeline_draws_the_keys_own_event_times_from_batch_0() -> None:
     payment times, from the generator's data, not on the watermark line."""
     import datetime as dt
 
-    from analysis.charts.charts import key_timeline_figure
+    from statelens.analysis.charts.charts import key_timeline_figure
 
     report = why_missing(sample("join_hdfs"), KeyQuestion(("ord-3",)))
     (r,) = report.results
@@ -287,7 +287,7 @@ def test_near_miss_columns_equal_the_regular_expressions(words: list[str | None]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from analysis.core.arrow_numpy import ALNUM_LOWER, DIGITS, translate_ascii
+    from statelens.analysis.core.arrow_numpy import ALNUM_LOWER, DIGITS, translate_ascii
 
     column = pa.array(words, pa.string()).slice(min(cut, len(words)))
     digits = pc.replace_substring_regex(column, "[^0-9]", "")

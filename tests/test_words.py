@@ -3,11 +3,11 @@ write it, a place named once. Pure: no Spark, no browser."""
 
 from __future__ import annotations
 
-from analysis.charts.flow import shown_key
-from analysis.checkpoint.change import Field, readable_type
-from analysis.inputs.records import Arrival
-from analysis.verdicts.key_verdicts import KeyDiagnosis
-from analysis.verdicts.lateness import _arrival_text
+from statelens.analysis.charts.flow import shown_key
+from statelens.analysis.checkpoint.change import Field, readable_type
+from statelens.analysis.inputs.records import Arrival
+from statelens.analysis.verdicts.key_verdicts import KeyDiagnosis
+from statelens.analysis.verdicts.lateness import _arrival_text
 from statelens.render import key_answer
 
 
@@ -34,7 +34,7 @@ def test_a_file_read_by_one_batch_is_named_once() -> None:
 
 
 def test_a_write_the_job_repeats_is_named_once_with_its_count() -> None:
-    from analysis.checkpoint.change import named_once
+    from statelens.analysis.checkpoint.change import named_once
 
     writes = ["DataFrameWriter.parquet(/out/x)"] * 3 + ["DataFrameWriter.json(/out/y)"]
     assert named_once(writes) == ["DataFrameWriter.parquet(/out/x) (3 times)", "DataFrameWriter.json(/out/y)"]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.checkpoint.examples import example_queries
-from analysis.core.errors import BatchOutOfRange, SqlError
-from spark_io.gather.workspace import Workspace, table_specs
-from spark_io.logs.checkpoint import read_checkpoint
+from statelens.analysis.checkpoint.examples import example_queries
+from statelens.analysis.core.errors import BatchOutOfRange, SqlError
+from statelens.spark_io.gather.workspace import Workspace, table_specs
+from statelens.spark_io.logs.checkpoint import read_checkpoint
 from support import sample, scenario
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -105,9 +105,9 @@ def test_examples_run_on_every_sample() -> None:
 def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from collections import Counter
 
-    from analysis.core.errors import RowBudgetExceeded, speaking_as
-    from analysis.core.model import StateSource
-    from spark_io.readers.state_reader import RowFilter, read_state
+    from statelens.analysis.core.errors import RowBudgetExceeded, speaking_as
+    from statelens.analysis.core.model import StateSource
+    from statelens.spark_io.readers.state_reader import RowFilter, read_state
 
     full, _ = read_state(sample("unbounded_agg"), StateSource(0))
     per_part = Counter(full.column("partition_id").to_pylist())
@@ -134,7 +134,7 @@ def test_row_budget_filters_and_spill(tmp_path) -> None:  # type: ignore[no-unty
     assert loaded.engine == "native" and list(Path(loaded.spilled).glob("*.parquet"))  # written without Spark
     rows = spilled.execute("SELECT key, value, partition_id FROM op0").table  # every row as Spark reads it
     assert Counter(map(str, rows.to_pylist())) == Counter(map(str, full.select(["key", "value", "partition_id"]).to_pylist()))
-    from spark_io.readers import engine
+    from statelens.spark_io.readers import engine
 
     engine.configure("spark")  # --engine spark: Spark's executors write the files
     try:

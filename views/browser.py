@@ -9,11 +9,11 @@ import pyarrow as pa
 import streamlit as st
 
 import statelens
-from analysis.charts import charts
-from analysis.charts.export import arrow_schema_rows, display_table
 from statelens import server
+from statelens.analysis.charts import charts
+from statelens.analysis.charts.export import arrow_schema_rows, display_table
 from statelens.text import columns_equal_to_key
-from views.common import (
+from statelens.views.common import (
     chart,
     chart_downloads,
     check_with_spark,

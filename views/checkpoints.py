@@ -10,8 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from statelens.text import human_bytes
-from views import auth
-from views.common import checkpoints_under, guard, samples_folder
+from statelens.views import auth
+from statelens.views.common import checkpoints_under, guard, samples_folder
 
 st.header("Checkpoints")
 st.caption(

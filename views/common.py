@@ -27,10 +27,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 import statelens
-from analysis.charts.export import figure_bytes, to_csv_bytes
 from statelens import server
+from statelens.analysis.charts.export import figure_bytes, to_csv_bytes
 from statelens.text import human_bytes
-from views import auth
+from statelens.views import auth
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = Path(os.environ.get("STATELENS_SAMPLES", ROOT / "sample_checkpoints"))

@@ -10,9 +10,9 @@ from typing import Any
 
 import streamlit as st
 
-from analysis.charts.export import display_rows
-from analysis.charts.flow import STEP_STYLE, flow_rows, near_rows, outputs_rows, visible, where_text
-from views.common import grid_height
+from statelens.analysis.charts.export import display_rows
+from statelens.analysis.charts.flow import STEP_STYLE, flow_rows, near_rows, outputs_rows, visible, where_text
+from statelens.views.common import grid_height
 
 __all__ = ["render_fate", "visible"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.charts import charts
-from analysis.charts.report import checkup_report
+from statelens.analysis.charts import charts
+from statelens.analysis.charts.report import checkup_report
 from statelens.text import counted_stores_text, key_json, rows_in_state
-from views.common import (
+from statelens.views.common import (
     asked,
     audited,
     chart,

@@ -7,7 +7,7 @@ import streamlit as st
 
 from statelens import server
 from statelens.results import StateFiles
-from views.common import (
+from statelens.views.common import (
     asked,
     check_with_spark,
     checkpoint_info,

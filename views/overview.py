@@ -8,9 +8,9 @@ import zoneinfo
 
 import streamlit as st
 
-from analysis.charts import charts
+from statelens.analysis.charts import charts
 from statelens.text import human_bytes
-from views.common import (
+from statelens.views.common import (
     asked,
     chart,
     chart_downloads,

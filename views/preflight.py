@@ -11,8 +11,8 @@ from pathlib import Path
 import streamlit as st
 
 import statelens
-from views import auth
-from views.common import checkpoint_info, current_event_log, guard, metric_row, opened
+from statelens.views import auth
+from statelens.views.common import checkpoint_info, current_event_log, guard, metric_row, opened
 
 st.header("Will my change restart?")
 st.caption(

@@ -9,8 +9,8 @@ from typing import Any
 import streamlit as st
 
 import statelens
-from analysis.charts.export import display_table, to_csv_bytes, to_parquet_bytes
-from views.common import asked, audited, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
+from statelens.analysis.charts.export import display_table, to_csv_bytes, to_parquet_bytes
+from statelens.views.common import asked, audited, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor

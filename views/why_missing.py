@@ -10,11 +10,11 @@ from typing import Any
 import streamlit as st
 
 import statelens
-from analysis.charts.charts import key_timeline_figure
-from analysis.charts.export import display_rows
-from analysis.charts.flow import shown_key
+from statelens.analysis.charts.charts import key_timeline_figure
+from statelens.analysis.charts.export import display_rows
+from statelens.analysis.charts.flow import shown_key
 from statelens.text import parse_event_time
-from views.common import (
+from statelens.views.common import (
     asked,
     chart,
     chart_downloads,
@@ -35,7 +35,7 @@ from views.common import (
     why_missing_cached,
     with_progress,
 )
-from views.flow import render_fate, visible
+from statelens.views.flow import render_fate, visible
 
 VERDICT_STYLE = {
     "matched": ("green", "Matched"),

@@ -12,11 +12,11 @@ import plotly.graph_objects as go
 import pyarrow as pa
 from plotly.subplots import make_subplots
 
-from analysis.checkpoint.health import SkewReport, StoreGrowth
-from analysis.checkpoint.repartition import RepartitionPreview, StorePreview
-from analysis.core.model import Batch
-from analysis.runs.progress import PHASES, ProgressLog
-from analysis.verdicts.key_verdicts import KeyDiagnosis
+from statelens.analysis.checkpoint.health import SkewReport, StoreGrowth
+from statelens.analysis.checkpoint.repartition import RepartitionPreview, StorePreview
+from statelens.analysis.core.model import Batch
+from statelens.analysis.runs.progress import PHASES, ProgressLog
+from statelens.analysis.verdicts.key_verdicts import KeyDiagnosis
 
 EVENT_COLORS = {
     "entered state": "#1f77b4",
@@ -493,7 +493,7 @@ def durations_figure(log: ProgressLog) -> go.Figure:
 
 def late_rows_figure(log: ProgressLog) -> go.Figure:
     """Rows each stateful operator dropped by the watermark, per batch (one colour per operator)."""
-    from analysis.runs.progress import late_drops
+    from statelens.analysis.runs.progress import late_drops
 
     title = "Late rows dropped by the watermark"
     drops = late_drops(log)

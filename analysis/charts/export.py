@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from analysis.core.errors import ExportError
+from statelens.analysis.core.errors import ExportError
 
 
 def flatten_all(table: pa.Table) -> pa.Table:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from analysis.fate import (
+from statelens.analysis.fate import (
     CONDITION_NOT_MET,
     DROPPED_AS_DUPLICATE,
     DROPPED_AS_LATE,

@@ -13,8 +13,8 @@ import gzip
 import html
 from typing import Any
 
-from analysis.charts.flow import shown_key
-from analysis.checkpoint.health import Finding
+from statelens.analysis.charts.flow import shown_key
+from statelens.analysis.checkpoint.health import Finding
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1150px;color:#222}
@@ -116,7 +116,7 @@ def _plotly_loader() -> str:
 
 def checkup_figures(batches: list[Any], skews: list[Any], stores: list[Any], progress: Any = None) -> list[tuple[str, Any]]:
     """Every chart of a health check, titled, in report order (``progress``: a ProgressLog or None)."""
-    from analysis.charts import charts
+    from statelens.analysis.charts import charts
 
     figs: list[tuple[str, Any]] = [("Watermark", charts.watermark_figure(batches))]
     if progress is not None:
@@ -153,7 +153,7 @@ def checkup_report(
     """The health report of a checkpoint (``info`` a CheckpointInfo, the rest from spark_io.gather.checkup;
     ``progress`` the query's ProgressLog when an event log was given; ``doctor`` its DoctorReport;
     ``answers``: why-missing results of keys asked about, first)."""
-    from analysis.checkpoint.health import counted_stores_text, rows_in_state
+    from statelens.analysis.checkpoint.health import counted_stores_text, rows_in_state
 
     summary = {
         "checkpoint": info.path,

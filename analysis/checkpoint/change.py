@@ -17,9 +17,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.checkpoint.restart_error import explain
-from analysis.core.model import CheckpointInfo
-from analysis.plan.query_plan import QueryPlan
+from statelens.analysis.checkpoint.restart_error import explain
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.plan.query_plan import QueryPlan
 
 SHUFFLE = "spark.sql.shuffle.partitions"
 # confs the checkpoint pins whose change the user may expect to apply

@@ -14,9 +14,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.checkpoint.health import human_bytes, min_batches_to_retain, retention_finding
-from analysis.checkpoint.restart import PartitionCost, Setting, restart_cost, restart_settings
-from analysis.core.model import CheckpointInfo, StateFile
+from statelens.analysis.checkpoint.health import human_bytes, min_batches_to_retain, retention_finding
+from statelens.analysis.checkpoint.restart import PartitionCost, Setting, restart_cost, restart_settings
+from statelens.analysis.core.model import CheckpointInfo, StateFile
 
 SNAPSHOTS = ("snapshot", "zip")
 DELTAS = ("delta", "changelog")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.core.model import CheckpointInfo, sources_of, table_name
+from statelens.analysis.core.model import CheckpointInfo, sources_of, table_name
 
 
 def example_queries(info: CheckpointInfo) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.core.model import Batch, StateFile
+from statelens.analysis.core.model import Batch, StateFile
 
 SKEW_WARNING = 10.0
 SKEW_MIN_ROWS_PER_PARTITION = 10  # below this on average, partition counts are noise, not skew

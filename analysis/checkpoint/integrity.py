@@ -18,7 +18,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from analysis.checkpoint.doctor import Problem
+from statelens.analysis.checkpoint.doctor import Problem
 
 
 @dataclass

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from analysis.checkpoint.health import human_bytes
-from analysis.core.model import Batch, StateFile
+from statelens.analysis.checkpoint.health import human_bytes
+from statelens.analysis.core.model import Batch, StateFile
 
 VERSIONED_KINDS = ("delta", "snapshot", "changelog", "zip")
 

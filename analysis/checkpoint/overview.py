@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, streaming_conf
+from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, streaming_conf
 
 
 def overview_dict(info: CheckpointInfo) -> dict[str, Any]:

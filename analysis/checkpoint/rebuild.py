@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.checkpoint.change import Preflight, Warning
-from analysis.core.model import CheckpointInfo
-from analysis.inputs.sources import SourceBatch
+from statelens.analysis.checkpoint.change import Preflight, Warning
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.inputs.sources import SourceBatch
 
 # the sources whose batches Spark reads again from their logged offsets
 REPLAYABLE = {

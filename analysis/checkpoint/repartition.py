@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.core.model import CheckpointInfo
+from statelens.analysis.core.model import CheckpointInfo
 
 ROCKSDB = "RocksDBStateStoreProvider"
 

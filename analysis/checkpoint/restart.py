@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from analysis.core.model import CheckpointInfo, StateFile
+from statelens.analysis.core.model import CheckpointInfo, StateFile
 
 SNAPSHOTS = ("snapshot", "zip")
 DELTAS = ("delta", "changelog")

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.model import CheckpointInfo
+from statelens.analysis.core.model import CheckpointInfo
 
 _CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)?)\]")
 _SCHEMA = re.compile(r"Existing (key|value)_schema=(StructType\(.*?\)) and new \1_schema=(StructType\(.*?\))\.?\s*$", re.M)

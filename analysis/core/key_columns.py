@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.model import JOIN_ROW_FIELDS
+from statelens.analysis.core.model import JOIN_ROW_FIELDS
 
 
 def columns_equal_to_key(table: pa.Table) -> dict[str, str]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from analysis.core.errors import BatchOutOfRange, NoState, UnknownOperator, UnknownStore
-from analysis.core.operator_kinds import JOIN, find_kind
+from statelens.analysis.core.errors import BatchOutOfRange, NoState, UnknownOperator, UnknownStore
+from statelens.analysis.core.operator_kinds import JOIN, find_kind
 
 DEFAULT_STORE = "default"
 # conf keys worth showing: provider, partitions, state format versions and the like

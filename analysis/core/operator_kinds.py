@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.core.errors import StateLensError
+from statelens.analysis.core.errors import StateLensError
 
 JOIN, AGGREGATION, DEDUP, DEDUP_WITHIN, SESSION, GROUP_STATE, TWS, LIMIT = (
     "join",

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.errors import InvalidInput
+from statelens.analysis.core.errors import InvalidInput
 
 JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer", "left_semi")
 

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.arrow_numpy import (
+from statelens.analysis.core.arrow_numpy import (
     ALNUM_LOWER,
     DIGITS,
     arrow_of,
@@ -33,10 +33,10 @@ from analysis.core.arrow_numpy import (
     string_array,
     translate_ascii,
 )
-from analysis.core.errors import StateReadError
-from analysis.core.key_columns import columns_equal_to_key
-from analysis.core.model import JOIN_ROW_FIELDS, StateSource
-from analysis.core.near_miss import NearSeen, digits, near_miss_reason, normalize
+from statelens.analysis.core.errors import StateReadError
+from statelens.analysis.core.key_columns import columns_equal_to_key
+from statelens.analysis.core.model import JOIN_ROW_FIELDS, StateSource
+from statelens.analysis.core.near_miss import NearSeen, digits, near_miss_reason, normalize
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ to the sink (Spark numbers stateful operators from the sink: the last is 0):
 
 from __future__ import annotations
 
-from analysis.fate.key import StaticLookup, failed_fate, key_fate, search_columns, sink_columns, static_lookups
-from analysis.fate.model import (
+from statelens.analysis.fate.key import StaticLookup, failed_fate, key_fate, search_columns, sink_columns, static_lookups
+from statelens.analysis.fate.model import (
     CAUSES,
     CONDITION_NOT_MET,
     DROPPED_AS_DUPLICATE,
@@ -55,8 +55,8 @@ from analysis.fate.model import (
     fmt_time,
     group_text,
 )
-from analysis.fate.stages import STAGES
-from analysis.fate.walk import FateWalk, RecordFinder
+from statelens.analysis.fate.stages import STAGES
+from statelens.analysis.fate.walk import FateWalk, RecordFinder
 
 __all__ = [
     "CAUSES",

@@ -13,19 +13,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.errors import StateLensError, StateReadError
-from analysis.core.model import CheckpointInfo, default_operator, operator_of, resolve_batch
-from analysis.core.operator_kinds import UnsupportedOperator, find_kind
-from analysis.core.question import KeyQuestion
-from analysis.core.state_access import StateAccess
-from analysis.fate.model import NEVER_IN_INPUT, UNKNOWN, KeyFate
-from analysis.fate.outcome import from_state, headline
-from analysis.fate.walk import FateWalk, defect
-from analysis.inputs.records import ArrivalSearch, InputSearch
-from analysis.runs.progress import ProgressLog
-from analysis.verdicts import diagnose
-from analysis.verdicts import why_missing as wm
-from analysis.verdicts.diagnose import WhyMissingReport
+from statelens.analysis.core.errors import StateLensError, StateReadError
+from statelens.analysis.core.model import CheckpointInfo, default_operator, operator_of, resolve_batch
+from statelens.analysis.core.operator_kinds import UnsupportedOperator, find_kind
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.core.state_access import StateAccess
+from statelens.analysis.fate.model import NEVER_IN_INPUT, UNKNOWN, KeyFate
+from statelens.analysis.fate.outcome import from_state, headline
+from statelens.analysis.fate.walk import FateWalk, defect
+from statelens.analysis.inputs.records import ArrivalSearch, InputSearch
+from statelens.analysis.runs.progress import ProgressLog
+from statelens.analysis.verdicts import diagnose
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.analysis.verdicts.diagnose import WhyMissingReport
 
 Arrivals = Callable[[list[str], int], ArrivalSearch | None]  # (keys, operator) -> where their late records arrived
 

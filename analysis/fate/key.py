@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.operator_kinds import GROUP_STATE, TWS, find_kind
-from analysis.core.state_access import key_text
-from analysis.fate.model import (
+from statelens.analysis.core.operator_kinds import GROUP_STATE, TWS, find_kind
+from statelens.analysis.core.state_access import key_text
+from statelens.analysis.fate.model import (
     EMITTED,
     EMITTED_UNMATCHED,
     MATCHED,
@@ -24,10 +24,10 @@ from analysis.fate.model import (
     RecordFate,
     group_text,
 )
-from analysis.fate.outcome import judge, sink_value
-from analysis.fate.walk import TIME_KEYS, FateWalk, defect
-from analysis.inputs.records import InputSearch, event_time_us
-from analysis.plan.static_table import StaticTable
+from statelens.analysis.fate.outcome import judge, sink_value
+from statelens.analysis.fate.walk import TIME_KEYS, FateWalk, defect
+from statelens.analysis.inputs.records import InputSearch, event_time_us
+from statelens.analysis.plan.static_table import StaticTable
 
 # a file sink's rows whose column holds one of the values: (column, values) -> (batch, file, row values)
 SinkSearch = Callable[[str, list[str]], list[tuple[int | None, str, dict[str, Any]]]]

@@ -7,10 +7,10 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.key_format import jsonable, to_ms
-from analysis.core.model import JOIN_ROW_FIELDS
-from analysis.core.state_access import key_text
-from analysis.inputs.records import InputRecord
+from statelens.analysis.core.key_format import jsonable, to_ms
+from statelens.analysis.core.model import JOIN_ROW_FIELDS
+from statelens.analysis.core.state_access import key_text
+from statelens.analysis.inputs.records import InputRecord
 
 # what one operator did with one record (or with the row it became upstream): a step's outcome
 PASSED = "passed"  # the operator let the row through to the next one

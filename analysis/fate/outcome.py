@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from analysis.fate.model import (
+from statelens.analysis.fate.model import (
     CONDITION_NOT_MET,
     DROPPED,
     DROPPED_AS_DUPLICATE,
@@ -46,7 +46,7 @@ from analysis.fate.model import (
     RecordFate,
     Waiting,
 )
-from analysis.inputs.records import InputSearch
+from statelens.analysis.inputs.records import InputSearch
 
 WORDS = {
     OUTCOME_WRITTEN: "Written",

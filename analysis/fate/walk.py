@@ -17,12 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from analysis.core.errors import StateLensError, StateReadError
-from analysis.core.key_format import fmt_duration, jsonable, to_ms
-from analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
-from analysis.core.operator_kinds import AGGREGATION, JOIN, LABELS, SESSION, TWS, find_kind, unsupported
-from analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
-from analysis.fate.model import (
+from statelens.analysis.core.errors import StateLensError, StateReadError
+from statelens.analysis.core.key_format import fmt_duration, jsonable, to_ms
+from statelens.analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
+from statelens.analysis.core.operator_kinds import AGGREGATION, JOIN, LABELS, SESSION, TWS, find_kind, unsupported
+from statelens.analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
+from statelens.analysis.fate.model import (
     DROPPED_AS_LATE,
     FILTERED,
     NO_MATCH_IN_INPUT,
@@ -42,10 +42,10 @@ from analysis.fate.model import (
     record_text,
     window_text,
 )
-from analysis.inputs.records import InputRecord, event_time_us
-from analysis.plan.predicates import filter_passes
-from analysis.plan.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
-from analysis.plan.static_table import StaticTable
+from statelens.analysis.inputs.records import InputRecord, event_time_us
+from statelens.analysis.plan.predicates import filter_passes
+from statelens.analysis.plan.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
+from statelens.analysis.plan.static_table import StaticTable
 
 # state key fields that are an operator's time, not an input column (a window, a session's start)
 TIME_KEYS = ("window", "session_window", "sessionStartTime")
@@ -454,7 +454,7 @@ class FateWalk:
     def _changes(self, op: OperatorInfo, src: StateSource, query: KeyQuery) -> list[dict[str, Any]]:
         if self.access.has_change_feed(op.operator_id):
             return self.access.changes(src, self.first, self.last, query)
-        from analysis.verdicts.diagnose import replay_as_changes
+        from statelens.analysis.verdicts.diagnose import replay_as_changes
 
         batches = [b.batch_id for b in self.info.committed_batches][-MAX_STATE_BATCHES:]
         self.note(

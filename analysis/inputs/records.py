@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from analysis.core.key_format import jsonable
+from statelens.analysis.core.key_format import jsonable
 
 
 @dataclass(frozen=True)

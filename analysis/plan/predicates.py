@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.inputs.records import event_time_us
+from statelens.analysis.inputs.records import event_time_us
 
 
 class NotEvaluated(Exception):

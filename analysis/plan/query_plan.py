@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.operator_kinds import PLAN_NODES
+from statelens.analysis.core.operator_kinds import PLAN_NODES
 
 JOIN_TYPES = {
     "Inner": "inner",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.state_access import key_text
+from statelens.analysis.core.state_access import key_text
 
 MAX_ROWS = 2_000_000  # a larger static table is named, not read
 

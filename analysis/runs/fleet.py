@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.checkpoint.doctor import DoctorReport
-from analysis.core.model import CheckpointInfo, StateFile
+from statelens.analysis.checkpoint.doctor import DoctorReport
+from statelens.analysis.core.model import CheckpointInfo, StateFile
 
 GROWTH_RATIO = 1.5  # the newest snapshot total against the oldest retained one
 SKEW_RATIO = 10.0  # the largest partition's bytes against the median (as health's SKEW_WARNING)
@@ -148,7 +148,7 @@ def sort_rows(rows: list[CheckpointRow], by: str = "problems") -> list[Checkpoin
     """The rows in the order asked: ``problems`` (unreadable first, then errors, warnings, notes),
     ``path``, ``bytes`` (most first), ``lag`` (the watermark furthest behind first), ``behind``
     (most batches planned and not committed first)."""
-    from analysis.core.errors import InvalidInput
+    from statelens.analysis.core.errors import InvalidInput
 
     keys: dict[str, Callable[[CheckpointRow], Any]] = {
         "path": lambda r: r.path,

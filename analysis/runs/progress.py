@@ -20,14 +20,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.checkpoint.doctor import RunState
-from analysis.checkpoint.health import Finding
-from analysis.core.errors import InvalidInput, ProgressNotFound
-from analysis.core.key_format import fmt_duration
-from analysis.core.model import Batch, CheckpointInfo
-from analysis.inputs.records import ArrivalSearch
-from analysis.inputs.sources import name_from_description
-from analysis.plan.query_plan import JoinPlan, OperatorWatermarks, QueryPlan, batch_watermarks, join_plans, query_plan
+from statelens.analysis.checkpoint.doctor import RunState
+from statelens.analysis.checkpoint.health import Finding
+from statelens.analysis.core.errors import InvalidInput, ProgressNotFound
+from statelens.analysis.core.key_format import fmt_duration
+from statelens.analysis.core.model import Batch, CheckpointInfo
+from statelens.analysis.inputs.records import ArrivalSearch
+from statelens.analysis.inputs.sources import name_from_description
+from statelens.analysis.plan.query_plan import JoinPlan, OperatorWatermarks, QueryPlan, batch_watermarks, join_plans, query_plan
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 STARTED_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"

@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core import key_columns
-from analysis.core.errors import InvalidInput, StateReadError, UnknownOperator
-from analysis.core.model import (
+from statelens.analysis.core import key_columns
+from statelens.analysis.core.errors import InvalidInput, StateReadError, UnknownOperator
+from statelens.analysis.core.model import (
     JOIN_SIDES,
     CheckpointInfo,
     OperatorInfo,
@@ -29,13 +29,13 @@ from analysis.core.model import (
     table_name,
     validate_source,
 )
-from analysis.core.operator_kinds import TWS, find_kind, kind_of
-from analysis.core.question import KeyQuestion
-from analysis.core.state_access import KeyQuery, StateAccess, typed_values
-from analysis.inputs.records import ArrivalSearch, InputSearch
-from analysis.plan.query_plan import JoinPlan
-from analysis.runs.progress import Lateness, ProgressLog, lateness
-from analysis.verdicts import why_missing as wm
+from statelens.analysis.core.operator_kinds import TWS, find_kind, kind_of
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.core.state_access import KeyQuery, StateAccess, typed_values
+from statelens.analysis.inputs.records import ArrivalSearch, InputSearch
+from statelens.analysis.plan.query_plan import JoinPlan
+from statelens.analysis.runs.progress import Lateness, ProgressLog, lateness
+from statelens.analysis.verdicts import why_missing as wm
 
 MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches, newest first
 

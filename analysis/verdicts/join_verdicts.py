@@ -7,9 +7,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable
-from analysis.verdicts.key_timeline import history_rows, row_evidence
-from analysis.verdicts.key_verdicts import (
+from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable
+from statelens.analysis.verdicts.key_timeline import history_rows, row_evidence
+from statelens.analysis.verdicts.key_verdicts import (
     CONDITION_NOT_MET,
     IN_STATE,
     MATCHED,
@@ -20,7 +20,7 @@ from analysis.verdicts.key_verdicts import (
     KeyDiagnosis,
     StoreLookup,
 )
-from analysis.verdicts.verdict_common import matched_batch, near_misses, near_text, not_in_state, side_history
+from statelens.analysis.verdicts.verdict_common import matched_batch, near_misses, near_text, not_in_state, side_history
 
 
 def diagnose_join(key: str, ctx: Context, left: StoreLookup, right: StoreLookup) -> KeyDiagnosis:

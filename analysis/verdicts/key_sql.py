@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from analysis.core.key_format import sql_literal
-from analysis.verdicts.key_verdicts import JOIN, Context, StoreLookup
+from statelens.analysis.core.key_format import sql_literal
+from statelens.analysis.verdicts.key_verdicts import JOIN, Context, StoreLookup
 
 
 def evidence_queries(key: str, ctx: Context, lookups: list[StoreLookup]) -> list[dict[str, str]]:

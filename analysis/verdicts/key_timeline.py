@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from analysis.core.key_format import jsonable, row_time_ms
-from analysis.verdicts.key_verdicts import Context, StoreLookup
+from statelens.analysis.core.key_format import jsonable, row_time_ms
+from statelens.analysis.verdicts.key_verdicts import Context, StoreLookup
 
 
 def row_evidence(store: str, row: dict[str, Any], batch: int | None = None) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.near_miss import NearSeen
-from analysis.core.operator_kinds import AGGREGATION, DEDUP, DEDUP_WITHIN, GROUP_STATE, JOIN, SESSION, TWS  # noqa: F401
-from analysis.core.question import JOIN_TYPES  # noqa: F401
+from statelens.analysis.core.near_miss import NearSeen
+from statelens.analysis.core.operator_kinds import AGGREGATION, DEDUP, DEDUP_WITHIN, GROUP_STATE, JOIN, SESSION, TWS  # noqa: F401
+from statelens.analysis.core.question import JOIN_TYPES  # noqa: F401
 
 MATCHED = "matched"
 WAITING_OTHER_SIDE = "waiting_for_other_side"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from analysis.core.key_format import fmt_ms, to_ms
-from analysis.inputs.records import Arrival
-from analysis.verdicts.key_verdicts import (
+from statelens.analysis.core.key_format import fmt_ms, to_ms
+from statelens.analysis.inputs.records import Arrival
+from statelens.analysis.verdicts.key_verdicts import (
     AGGREGATION,
     DEDUP,
     DROPPED_AS_LATE,

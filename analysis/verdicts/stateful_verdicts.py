@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable, to_ms
-from analysis.verdicts.key_timeline import row_evidence
-from analysis.verdicts.key_verdicts import (
+from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable, to_ms
+from statelens.analysis.verdicts.key_timeline import row_evidence
+from statelens.analysis.verdicts.key_verdicts import (
     AGGREGATION,
     DEDUP,
     DEDUP_WITHIN,
@@ -21,7 +21,7 @@ from analysis.verdicts.key_verdicts import (
     KeyDiagnosis,
     StoreLookup,
 )
-from analysis.verdicts.verdict_common import near_misses, near_text, not_in_state
+from statelens.analysis.verdicts.verdict_common import near_misses, near_text, not_in_state
 
 
 def diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> KeyDiagnosis:

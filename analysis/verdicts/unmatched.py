@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.arrow_numpy import one_array
-from analysis.core.key_format import fmt_ms, to_ms
-from analysis.verdicts.key_verdicts import (
+from statelens.analysis.core.arrow_numpy import one_array
+from statelens.analysis.core.key_format import fmt_ms, to_ms
+from statelens.analysis.verdicts.key_verdicts import (
     CONDITION_NOT_MET,
     EMITTED_UNMATCHED,
     EVICTED,

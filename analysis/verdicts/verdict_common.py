@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from analysis.core.key_format import fmt_ms
-from analysis.core.near_miss import near_miss_reason
-from analysis.verdicts.key_timeline import history_rows, row_evidence
-from analysis.verdicts.key_verdicts import (
+from statelens.analysis.core.key_format import fmt_ms
+from statelens.analysis.core.near_miss import near_miss_reason
+from statelens.analysis.verdicts.key_timeline import history_rows, row_evidence
+from statelens.analysis.verdicts.key_verdicts import (
     AGGREGATION,
     DEDUP,
     DEDUP_WITHIN,

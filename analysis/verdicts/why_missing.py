@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable, row_time_ms, sql_literal, to_ms
-from analysis.core.near_miss import digits, near_miss_reason, normalize
-from analysis.verdicts.join_verdicts import diagnose_join, eviction_horizon
-from analysis.verdicts.key_sql import evidence_queries
-from analysis.verdicts.key_timeline import key_timeline
-from analysis.verdicts.key_verdicts import (
+from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable, row_time_ms, sql_literal, to_ms
+from statelens.analysis.core.near_miss import digits, near_miss_reason, normalize
+from statelens.analysis.verdicts.join_verdicts import diagnose_join, eviction_horizon
+from statelens.analysis.verdicts.key_sql import evidence_queries
+from statelens.analysis.verdicts.key_timeline import key_timeline
+from statelens.analysis.verdicts.key_verdicts import (
     AGGREGATION,
     CONDITION_NOT_MET,
     DEDUP,
@@ -56,9 +56,9 @@ from analysis.verdicts.key_verdicts import (
     KeyDiagnosis,
     StoreLookup,
 )
-from analysis.verdicts.lateness import apply_lateness
-from analysis.verdicts.stateful_verdicts import diagnose_stateful
-from analysis.verdicts.verdict_common import near_misses
+from statelens.analysis.verdicts.lateness import apply_lateness
+from statelens.analysis.verdicts.stateful_verdicts import diagnose_stateful
+from statelens.analysis.verdicts.verdict_common import near_misses
 
 
 def _evidence_order(row: dict[str, Any]) -> tuple[Any, ...]:

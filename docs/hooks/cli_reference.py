@@ -15,7 +15,7 @@ def reference() -> str:
     if root not in sys.path:
         sys.path.insert(0, root)
     os.environ["COLUMNS"] = "100"  # argparse wraps help at the terminal's width: the page's, fixed
-    from cli import build_parser
+    from statelens.cli import build_parser
 
     parser = build_parser()
     parser.prog = "statelens"

@@ -8,10 +8,10 @@ remote, outside the allowed roots or of another format are named, never guessed.
 
 from __future__ import annotations
 
-from analysis.core.model import CheckpointInfo, default_operator, operator_of
-from analysis.inputs.records import Arrival, ArrivalSearch, holds_time
-from analysis.runs.progress import ProgressLog, lateness
-from spark_io.runtime.engine_choice import reads_natively
+from statelens.analysis.core.model import CheckpointInfo, default_operator, operator_of
+from statelens.analysis.inputs.records import Arrival, ArrivalSearch, holds_time
+from statelens.analysis.runs.progress import ProgressLog, lateness
+from statelens.spark_io.runtime.engine_choice import reads_natively
 
 
 def arrivals_for(
@@ -30,7 +30,7 @@ def arrivals_for(
 def find_arrivals(info: CheckpointInfo, keys: list[str], event_time_ms: int) -> ArrivalSearch:
     """Per key, the batches (and files) whose input holds the key's record with this event time
     (``spark_io.gather.inputs``: the files each batch read, any column holding the key)."""
-    from spark_io.gather.inputs import search_inputs
+    from statelens.spark_io.gather.inputs import search_inputs
 
     found = search_inputs(info, keys, [])
     search = ArrivalSearch(found={k: [] for k in keys}, seen={k: [] for k in keys}, searched=found.files_searched)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.checkpoint import health
-from analysis.checkpoint.doctor import DoctorReport
-from analysis.core.errors import UnknownStore
-from analysis.core.model import (
+from statelens.analysis.checkpoint import health
+from statelens.analysis.checkpoint.doctor import DoctorReport
+from statelens.analysis.core.errors import UnknownStore
+from statelens.analysis.core.model import (
     JOIN_V4_ROWS,
     CheckpointInfo,
     OperatorInfo,
@@ -29,21 +29,21 @@ from analysis.core.model import (
     sources_of,
     validate_source,
 )
-from analysis.core.operator_kinds import find_kind
-from analysis.runs.progress import ProgressLog, progress_findings
-from analysis.verdicts import why_missing as wm
-from analysis.verdicts.diagnose import MAX_STATE_BATCHES, lookup_sources
-from spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
-from spark_io.logs.event_logs import read_progress
-from spark_io.readers import engine
-from spark_io.readers.spark_stats import SparkStats, StateStats
-from spark_io.readers.state_reader import has_change_feed
+from statelens.analysis.core.operator_kinds import find_kind
+from statelens.analysis.runs.progress import ProgressLog, progress_findings
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.analysis.verdicts.diagnose import MAX_STATE_BATCHES, lookup_sources
+from statelens.spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
+from statelens.spark_io.logs.event_logs import read_progress
+from statelens.spark_io.readers import engine
+from statelens.spark_io.readers.spark_stats import SparkStats, StateStats
+from statelens.spark_io.readers.state_reader import has_change_feed
 
 
 def stats_for(info: CheckpointInfo, which: str) -> StateStats:
     """The health figures of one checkpoint from the native reader or from Spark."""
     if which == engine.NATIVE:
-        from spark_io.readers.native.stats import NativeStats
+        from statelens.spark_io.readers.native.stats import NativeStats
 
         return NativeStats(info, engine.native_reader(info))
     return SparkStats(info)

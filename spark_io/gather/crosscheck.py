@@ -9,11 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.core.model import CheckpointInfo, StateSource
-from analysis.core.question import KeyQuestion
-from analysis.runs.progress import ProgressLog
-from analysis.verdicts import diagnose
-from spark_io.readers import state_reader
+from statelens.analysis.core.model import CheckpointInfo, StateSource
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.runs.progress import ProgressLog
+from statelens.analysis.verdicts import diagnose
+from statelens.spark_io.readers import state_reader
 
 
 def _multiset(table: pa.Table) -> Counter[str]:
@@ -58,7 +58,7 @@ def check_why_missing(
     info: CheckpointInfo, report: diagnose.WhyMissingReport, q: KeyQuestion, progress: ProgressLog | None = None
 ) -> tuple[bool, str]:
     """One operator's answer again with Spark reading its state (the input files searched are the same)."""
-    from spark_io.readers.spark_state import SparkState
+    from statelens.spark_io.readers.spark_state import SparkState
 
     one = q.but(operator=report.operator_id, batch=report.batch, key_field=report.key_field)
     arrivals = report.lateness.arrivals if report.lateness is not None else None  # the input search is not state
@@ -70,8 +70,8 @@ def check_why_missing_whole(
     info: CheckpointInfo, report: diagnose.WhyMissingReport, q: KeyQuestion, progress: ProgressLog | None = None
 ) -> tuple[bool, str]:
     """The whole query's answer again with Spark reading every operator's state (the input files are the same)."""
-    from spark_io.gather.fate import why_missing_whole
-    from spark_io.readers.spark_state import SparkState
+    from statelens.spark_io.gather.fate import why_missing_whole
+    from statelens.spark_io.readers.spark_state import SparkState
 
     spark = why_missing_whole(info, q.but(batch=report.batch), SparkState(info), progress)
     return _agree(report, spark, "fates, verdicts and evidence")
@@ -86,8 +86,8 @@ def _agree(report: diagnose.WhyMissingReport, spark: diagnose.WhyMissingReport, 
 
 
 def check_skew(info: CheckpointInfo, report: Any) -> tuple[bool, str]:
-    from spark_io.gather import checkup
-    from spark_io.readers import engine
+    from statelens.spark_io.gather import checkup
+    from statelens.spark_io.readers import engine
 
     spark = checkup.skew(info.path, report.operator_id, report.store_name, report.batch_id, info=info, only=engine.SPARK)
     return reports_agree(report.to_dict(), spark.to_dict(), "rows per partition and hottest keys")

@@ -5,21 +5,21 @@ the late arrivals in the input files, the event log's plan and progress, handed 
 
 from __future__ import annotations
 
-from analysis.core import key_columns
-from analysis.core.errors import InvalidInput, StateLensError, option
-from analysis.core.model import CheckpointInfo, operator_of, resolve_batch
-from analysis.core.question import KeyQuestion
-from analysis.core.state_access import StateAccess
-from analysis.inputs.records import InputSearch
-from analysis.runs.progress import ProgressLog
-from analysis.verdicts import diagnose
-from analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
-from spark_io.gather.arrivals import arrivals_for
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers.access import state_access
-from spark_io.runtime.engine_choice import reads_natively
-from spark_io.storage import open_storage
-from spark_io.storage.gate import check_allowed
+from statelens.analysis.core import key_columns
+from statelens.analysis.core.errors import InvalidInput, StateLensError, option
+from statelens.analysis.core.model import CheckpointInfo, operator_of, resolve_batch
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.core.state_access import StateAccess
+from statelens.analysis.inputs.records import InputSearch
+from statelens.analysis.runs.progress import ProgressLog
+from statelens.analysis.verdicts import diagnose
+from statelens.analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
+from statelens.spark_io.gather.arrivals import arrivals_for
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers.access import state_access
+from statelens.spark_io.runtime.engine_choice import reads_natively
+from statelens.spark_io.storage import open_storage
+from statelens.spark_io.storage.gate import check_allowed
 
 
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
@@ -88,12 +88,12 @@ def why_missing(
     if (
         progress is None and q.event_log
     ):  # its plan: a join's type and condition, an aggregation's output mode; its progress: late rows
-        from spark_io.logs.event_logs import read_progress
+        from statelens.spark_io.logs.event_logs import read_progress
 
         progress = read_progress(q.event_log, info)
     access = access or state_access(info)
     if q.whole_query:
-        from spark_io.gather.fate import why_missing_whole
+        from statelens.spark_io.gather.fate import why_missing_whole
 
         return why_missing_whole(info, q, access, progress, searched=searched)
     arrivals = arrivals_for(info, list(q.keys), q.operator, q.event_time_ms, progress)

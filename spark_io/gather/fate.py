@@ -18,12 +18,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from analysis.core.errors import InvalidInput, StateLensError, option
-from analysis.core.model import CheckpointInfo, require_committed, require_state
-from analysis.core.near_miss import near_miss_reason
-from analysis.core.question import KeyQuestion
-from analysis.core.state_access import StateAccess
-from analysis.fate import (
+from statelens.analysis.core.errors import InvalidInput, StateLensError, option
+from statelens.analysis.core.model import CheckpointInfo, require_committed, require_state
+from statelens.analysis.core.near_miss import near_miss_reason
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.core.state_access import StateAccess
+from statelens.analysis.fate import (
     STAGES,
     UNKNOWN,
     WRITTEN,
@@ -41,13 +41,13 @@ from analysis.fate import (
     sink_columns,
     static_lookups,
 )
-from analysis.fate.key import SinkSearch, python_columns
-from analysis.inputs.records import ANY, InputSearch
-from analysis.plan.query_plan import operator_watermarks
-from analysis.runs.progress import ProgressLog
-from analysis.verdicts import why_missing as wm
-from spark_io.gather.arrivals import arrivals_for
-from spark_io.gather.inputs import (
+from statelens.analysis.fate.key import SinkSearch, python_columns
+from statelens.analysis.inputs.records import ANY, InputSearch
+from statelens.analysis.plan.query_plan import operator_watermarks
+from statelens.analysis.runs.progress import ProgressLog
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.gather.arrivals import arrivals_for
+from statelens.spark_io.gather.inputs import (
     NOT_TOLD,
     Listing,
     RecordSearch,
@@ -58,8 +58,8 @@ from spark_io.gather.inputs import (
     sink_column_names,
     sink_folder,
 )
-from spark_io.gather.static import static_tables
-from spark_io.runtime.engine_choice import reads_natively
+from statelens.spark_io.gather.static import static_tables
+from statelens.spark_io.runtime.engine_choice import reads_natively
 
 MAX_NEAR = 3  # look-alikes of a key followed as keys of their own
 

@@ -9,11 +9,11 @@ import contextvars
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from analysis.checkpoint.doctor import examine
-from analysis.core.errors import NotACheckpoint, StateLensError
-from analysis.runs.fleet import CheckpointRow, row_of
-from spark_io.logs.checkpoint import list_state_files, read_checkpoint
-from spark_io.storage import open_storage
+from statelens.analysis.checkpoint.doctor import examine
+from statelens.analysis.core.errors import NotACheckpoint, StateLensError
+from statelens.analysis.runs.fleet import CheckpointRow, row_of
+from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from statelens.spark_io.storage import open_storage
 
 MAX_DEPTH = 8  # folders below the prefix a checkpoint may sit at
 MAX_CHECKPOINTS = 1000

@@ -31,17 +31,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.arrow_numpy import rows_of
-from analysis.core.errors import StateLensError
-from analysis.core.model import CheckpointInfo
-from analysis.core.near_miss import digits, near_miss_reason, normalize
-from analysis.inputs.records import ANY, InputRecord, InputSearch
-from spark_io.logs.checkpoint import read_source_offsets
-from spark_io.runtime import scratch
-from spark_io.runtime.engine_choice import reads_natively
-from spark_io.storage import Entry, open_storage
-from spark_io.storage.gate import check_allowed
-from spark_io.storage.locations import is_local, local_path
+from statelens.analysis.core.arrow_numpy import rows_of
+from statelens.analysis.core.errors import StateLensError
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.core.near_miss import digits, near_miss_reason, normalize
+from statelens.analysis.inputs.records import ANY, InputRecord, InputSearch
+from statelens.spark_io.logs.checkpoint import read_source_offsets
+from statelens.spark_io.runtime import scratch
+from statelens.spark_io.runtime.engine_choice import reads_natively
+from statelens.spark_io.storage import Entry, open_storage
+from statelens.spark_io.storage.gate import check_allowed
+from statelens.spark_io.storage.locations import is_local, local_path
 
 MAX_FILE_BYTES = 512 * 1024**2  # a larger input file is named, not read
 FORMATS = {

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.checkpoint.repartition import RepartitionPreview, StorePreview, command, hazards, refusal
-from analysis.checkpoint.restart import load_cost
-from analysis.core.arrow_numpy import numpy_of
-from analysis.core.errors import InvalidInput, StateLensError, option
-from analysis.core.model import (
+from statelens.analysis.checkpoint.repartition import RepartitionPreview, StorePreview, command, hazards, refusal
+from statelens.analysis.checkpoint.restart import load_cost
+from statelens.analysis.core.arrow_numpy import numpy_of
+from statelens.analysis.core.errors import InvalidInput, StateLensError, option
+from statelens.analysis.core.model import (
     JOIN_ROW_FIELDS,
     JOIN_SIDES,
     CheckpointInfo,
@@ -27,11 +27,11 @@ from analysis.core.model import (
     require_state,
     sources_of,
 )
-from spark_io.logs.checkpoint import list_state_files, read_checkpoint
-from spark_io.readers.native import kernels
-from spark_io.readers.native.hashing import key_hashes
-from spark_io.readers.native.reader import NativeReader
-from spark_io.readers.native.stats import spark_json
+from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
+from statelens.spark_io.readers.native import kernels
+from statelens.spark_io.readers.native.hashing import key_hashes
+from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.readers.native.stats import spark_json
 
 HOT_KEYS = 3
 

@@ -14,12 +14,12 @@ import json
 import re
 import urllib.parse
 
-from analysis.core.errors import StateLensError
-from analysis.plan.query_plan import QueryPlan
-from analysis.plan.static_table import MAX_ROWS, StaticTable
-from spark_io.gather.inputs import MAX_FILE_BYTES, _format, _join, _local, _read
-from spark_io.storage import open_storage
-from spark_io.storage.gate import check_allowed
+from statelens.analysis.core.errors import StateLensError
+from statelens.analysis.plan.query_plan import QueryPlan
+from statelens.analysis.plan.static_table import MAX_ROWS, StaticTable
+from statelens.spark_io.gather.inputs import MAX_FILE_BYTES, _format, _join, _local, _read
+from statelens.spark_io.storage import open_storage
+from statelens.spark_io.storage.gate import check_allowed
 
 _URI = re.compile(r"(?:[a-z][a-z0-9+.-]*:)?/[^,\]\s]+")
 
@@ -125,7 +125,7 @@ def _rows(path: str, fmt: str, columns: list[str]) -> list[dict[str, object]]:
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        from analysis.core.arrow_numpy import rows_of
+        from statelens.analysis.core.arrow_numpy import rows_of
 
         return rows_of(pq.read_table(io.BytesIO(data)))
     text = data.decode("utf-8", "replace")

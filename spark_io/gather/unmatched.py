@@ -3,16 +3,23 @@ the batch and its change feed, or an aggregation's state) through the chosen eng
 
 from __future__ import annotations
 
-from analysis.core import key_columns
-from analysis.core.errors import InvalidInput
-from analysis.core.key_columns import columns_equal_to_key
-from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, default_operator, operator_of, resolve_batch
-from analysis.core.operator_kinds import kind_of
-from analysis.verdicts import why_missing as wm
-from analysis.verdicts.unmatched import UnmatchedReport, join_unmatched, waiting_windows
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers import engine
-from spark_io.readers.state_reader import has_change_feed
+from statelens.analysis.core import key_columns
+from statelens.analysis.core.errors import InvalidInput
+from statelens.analysis.core.key_columns import columns_equal_to_key
+from statelens.analysis.core.model import (
+    JOIN_ROW_FIELDS,
+    CheckpointInfo,
+    StateSource,
+    default_operator,
+    operator_of,
+    resolve_batch,
+)
+from statelens.analysis.core.operator_kinds import kind_of
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.analysis.verdicts.unmatched import UnmatchedReport, join_unmatched, waiting_windows
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers import engine
+from statelens.spark_io.readers.state_reader import has_change_feed
 
 # why an operator kind has no keys that "never matched", said when it is asked
 _WHY_NOT = {
@@ -40,7 +47,7 @@ def unmatched(
     if join_type is not None and join_type not in wm.JOIN_TYPES:
         raise InvalidInput(f"Unknown join type '{join_type}': use one of {', '.join(wm.JOIN_TYPES)}.")
     if join_type is None and event_log and op.is_join:
-        from spark_io.logs.event_logs import read_progress
+        from statelens.spark_io.logs.event_logs import read_progress
 
         plan = read_progress(event_log, info).joins.get(op.operator_id)
         join_type = plan.join_type if plan else None

@@ -30,13 +30,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analysis.core.errors import RowBudgetExceeded, SqlError, SqlRefused, option
-from analysis.core.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
-from spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers import engine
-from spark_io.readers.state_reader import RowFilter
-from spark_io.runtime.scratch import session_dir
+from statelens.analysis.core.errors import RowBudgetExceeded, SqlError, SqlRefused, option
+from statelens.analysis.core.model import CheckpointInfo, StateSource, resolve_batch, sources_of, table_name
+from statelens.spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers import engine
+from statelens.spark_io.readers.state_reader import RowFilter
+from statelens.spark_io.runtime.scratch import session_dir
 
 LOCKED = (
     "State Lens SQL reads only this checkpoint's state tables: file functions (read_csv, read_parquet "

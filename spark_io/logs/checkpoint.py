@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.doctor import (
+from statelens.analysis.checkpoint.doctor import (
     DoctorReport,
     RunState,
     damaged_offsets,
@@ -32,14 +32,14 @@ from analysis.checkpoint.doctor import (
     repartition_history,
     unreadable_report,
 )
-from analysis.checkpoint.integrity import integrity_problems
-from analysis.checkpoint.restart_error import RestartExplanation, explain
-from analysis.core.errors import (
+from statelens.analysis.checkpoint.integrity import integrity_problems
+from statelens.analysis.checkpoint.restart_error import RestartExplanation, explain
+from statelens.analysis.core.errors import (
     CheckpointUnreadable,
     CorruptCheckpoint,
     StateLensError,
 )
-from analysis.core.model import (
+from statelens.analysis.core.model import (
     DEFAULT_STORE,
     JOIN_STORES,
     JOIN_V4_ROWS,
@@ -49,12 +49,12 @@ from analysis.core.model import (
     StateFile,
     StoreInfo,
 )
-from analysis.core.operator_kinds import JOIN, find_kind
-from analysis.inputs.sources import SourceBatch, batch_sources, offset_lines, parse_offset
-from spark_io.logs.files import DIGITS, VERSIONED, Files, StorageFiles, open_files
-from spark_io.logs.integrity import verify_sidecars
-from spark_io.storage import LocalStorage
-from spark_io.storage.locations import is_local, local_path
+from statelens.analysis.core.operator_kinds import JOIN, find_kind
+from statelens.analysis.inputs.sources import SourceBatch, batch_sources, offset_lines, parse_offset
+from statelens.spark_io.logs.files import DIGITS, VERSIONED, Files, StorageFiles, open_files
+from statelens.spark_io.logs.integrity import verify_sidecars
+from statelens.spark_io.storage import LocalStorage
+from statelens.spark_io.storage.locations import is_local, local_path
 
 # --------------------------------------------------------------------------- file access
 
@@ -558,7 +558,7 @@ def read_source_offsets(path: str) -> dict[int, list[SourceBatch]]:
 
 def _schema_families(files: Files, folder: str) -> list[Any] | str:
     """The column families (``Family``) of the newest v3 schema file in ``folder``, or why not."""
-    from spark_io.logs.state_schema import read_v3
+    from statelens.spark_io.logs.state_schema import read_v3
 
     def version(rel: str) -> tuple[int, str]:
         head = rel.rsplit("/", 1)[-1].split("_")[0]

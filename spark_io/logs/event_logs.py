@@ -25,13 +25,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.core.errors import InvalidInput, ProgressNotFound, ProgressReadError, StateLensError
-from analysis.core.model import CheckpointInfo
-from analysis.runs.progress import ProgressLog, collect, progress_of
-from spark_io.logs.codecs import Cut, codec_of, decompress
-from spark_io.runtime.engine_choice import reads_natively
-from spark_io.storage import Entry, Storage, open_storage
-from spark_io.storage.gate import check_allowed
+from statelens.analysis.core.errors import InvalidInput, ProgressNotFound, ProgressReadError, StateLensError
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.runs.progress import ProgressLog, collect, progress_of
+from statelens.spark_io.logs.codecs import Cut, codec_of, decompress
+from statelens.spark_io.runtime.engine_choice import reads_natively
+from statelens.spark_io.storage import Entry, Storage, open_storage
+from statelens.spark_io.storage.gate import check_allowed
 
 _ROLLING_EVENTS = re.compile(r"^events_(\d+)_")
 MAX_BYTES = 2 * 1024**3  # a decoded event log larger than this is refused (say so) rather than read
@@ -108,7 +108,7 @@ def _read_native(path: str, wanted: str) -> list[tuple[str, list[tuple[str, byte
 
 def _read_spark(uri: str) -> list[tuple[str, list[tuple[str, bytes]]]]:
     """Any URI Spark can read, fetched with its binaryFile reader (works over Spark Connect)."""
-    from spark_io.runtime.session import get_spark, spark_message
+    from statelens.spark_io.runtime.session import get_spark, spark_message
 
     try:
         rows = (

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from analysis.core.errors import CheckpointNotFound, CheckpointUnreadable, CorruptCheckpoint, NotACheckpoint
-from spark_io.runtime.engine_choice import reads_natively
-from spark_io.storage import Entry, LocalStorage, Storage, open_storage
-from spark_io.storage.gate import check_allowed
-from spark_io.storage.locations import is_local, local_path
+from statelens.analysis.core.errors import CheckpointNotFound, CheckpointUnreadable, CorruptCheckpoint, NotACheckpoint
+from statelens.spark_io.runtime.engine_choice import reads_natively
+from statelens.spark_io.storage import Entry, LocalStorage, Storage, open_storage
+from statelens.spark_io.storage.gate import check_allowed
+from statelens.spark_io.storage.locations import is_local, local_path
 
 DIGITS = re.compile(r"^\d+$")
 VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")  # a state file of a version
@@ -156,7 +156,7 @@ class SparkFiles(Files):
         return p[len(self._root) :].lstrip("/") if p.startswith(self._root) else p
 
     def _load(self, pattern: str, content: bool, recursive: bool = False) -> list[tuple[str, int, bytes]]:
-        from spark_io.runtime.session import get_spark, spark_message
+        from statelens.spark_io.runtime.session import get_spark, spark_message
 
         reader = get_spark().read.format("binaryFile")
         if recursive:
@@ -171,7 +171,7 @@ class SparkFiles(Files):
         return [(self._rel(r["path"]), int(r["length"]), r.get("content") or b"") for r in rows]
 
     def _exists(self) -> bool:
-        from spark_io.runtime.session import get_spark
+        from statelens.spark_io.runtime.session import get_spark
 
         try:
             get_spark().read.format("binaryFile").load(self.location).select("path").limit(1).collect()

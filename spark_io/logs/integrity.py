@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from analysis.checkpoint.integrity import SidecarReport, hadoop_sidecar_problem, spark_sidecar_problem
-from analysis.core.errors import StateLensError
-from spark_io.logs.files import Files
+from statelens.analysis.checkpoint.integrity import SidecarReport, hadoop_sidecar_problem, spark_sidecar_problem
+from statelens.analysis.core.errors import StateLensError
+from statelens.spark_io.logs.files import Files
 
 _STATE_FILE = re.compile(r"^\d+(_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
 

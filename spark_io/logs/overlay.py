@@ -20,8 +20,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from spark_io.runtime import session
-from spark_io.storage.locations import is_local, local_path
+from statelens.spark_io.runtime import session
+from statelens.spark_io.storage.locations import is_local, local_path
 
 _LOCK = threading.Lock()
 _CACHE: dict[str, tuple[tuple[tuple[str, float], ...], str]] = {}

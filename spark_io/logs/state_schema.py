@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.errors import NativeUnsupported
+from statelens.analysis.core.errors import NativeUnsupported
 
 
 @dataclass

@@ -21,19 +21,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.change import Preflight, judge, sink_warnings
-from analysis.core.errors import InvalidInput, StateLensError, from_cli
-from analysis.core.model import CheckpointInfo
-from analysis.plan.query_plan import QueryPlan, query_plan
-from spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_fields
-from spark_io.logs.files import StorageFiles
-from spark_io.preflight import redirect
-from spark_io.preflight.scratch import Scratch, scratch_copy
-from spark_io.preflight.sink import sink_columns
-from spark_io.preflight.stored import StoredFacts, state_size, stored_facts
-from spark_io.runtime.policy import check_job
-from spark_io.runtime.scratch import session_dir
-from spark_io.storage import LocalStorage
+from statelens.analysis.checkpoint.change import Preflight, judge, sink_warnings
+from statelens.analysis.core.errors import InvalidInput, StateLensError, from_cli
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.plan.query_plan import QueryPlan, query_plan
+from statelens.spark_io.logs.checkpoint import family_schemas, read_checkpoint, read_key_fields
+from statelens.spark_io.logs.files import StorageFiles
+from statelens.spark_io.preflight import redirect
+from statelens.spark_io.preflight.scratch import Scratch, scratch_copy
+from statelens.spark_io.preflight.sink import sink_columns
+from statelens.spark_io.preflight.stored import StoredFacts, state_size, stored_facts
+from statelens.spark_io.runtime.policy import check_job
+from statelens.spark_io.runtime.scratch import session_dir
+from statelens.spark_io.storage import LocalStorage
 
 BOOT = Path(__file__).resolve().parent / "boot"
 TIMEOUT_S = 900
@@ -42,7 +42,7 @@ TIMEOUT_S = 900
 def _old_plan(info: CheckpointInfo, event_log: str | None) -> QueryPlan | None:
     if not event_log:
         return None
-    from spark_io.logs.event_logs import read_progress
+    from statelens.spark_io.logs.event_logs import read_progress
 
     return read_progress(event_log, info).query_plan()
 

@@ -24,20 +24,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.checkpoint.change import Preflight, Warning, delay_from_state, plan_warnings
-from analysis.checkpoint.rebuild import OperatorCount, Rebuild, ReplayedBatch, replay_refusal, source_notes
-from analysis.core.errors import InvalidInput
-from analysis.core.model import CheckpointInfo
-from analysis.plan.query_plan import query_plan
-from spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_source_offsets
-from spark_io.preflight import JobProcess, _judged, _old_plan, _planned, no_command, pinned_confs, redirect
-from spark_io.preflight.scratch import scratch_copy
-from spark_io.preflight.sink import file_sink, prepare_log
-from spark_io.preflight.stored import state_size, stored_facts
-from spark_io.runtime.scratch import session_dir
-from spark_io.storage import gate
-from spark_io.storage.gate import check_allowed, vet_tree
-from spark_io.storage.locations import is_local, local_path
+from statelens.analysis.checkpoint.change import Preflight, Warning, delay_from_state, plan_warnings
+from statelens.analysis.checkpoint.rebuild import OperatorCount, Rebuild, ReplayedBatch, replay_refusal, source_notes
+from statelens.analysis.core.errors import InvalidInput
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.plan.query_plan import query_plan
+from statelens.spark_io.logs.checkpoint import read_checkpoint, read_key_fields, read_source_offsets
+from statelens.spark_io.preflight import JobProcess, _judged, _old_plan, _planned, no_command, pinned_confs, redirect
+from statelens.spark_io.preflight.scratch import scratch_copy
+from statelens.spark_io.preflight.sink import file_sink, prepare_log
+from statelens.spark_io.preflight.stored import state_size, stored_facts
+from statelens.spark_io.runtime.scratch import session_dir
+from statelens.spark_io.storage import gate
+from statelens.spark_io.storage.gate import check_allowed, vet_tree
+from statelens.spark_io.storage.locations import is_local, local_path
 
 # sources whose offsets look replayable but whose input is gone once read (their descriptions in progress)
 UNREPLAYABLE = ("TextSocket", "Memory")  # TextSocketV2[...], MemoryStream[...]

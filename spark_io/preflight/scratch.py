@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.core.errors import InvalidInput
-from analysis.core.model import CheckpointInfo
-from spark_io.storage import Entry, open_storage
+from statelens.analysis.core.errors import InvalidInput
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.spark_io.storage import Entry, open_storage
 
 _VERSIONED = re.compile(r"^\.?(\d+)(?:_[0-9A-Za-z-]+)?\.(delta|snapshot|changelog|zip)(?:\.crc)?$")
 _SNAPSHOTS = ("snapshot", "zip")

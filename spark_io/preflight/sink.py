@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.core.errors import StateLensError, StateReadError
-from spark_io.storage import open_storage
-from spark_io.storage.locations import is_local, local_path
+from statelens.analysis.core.errors import StateLensError, StateReadError
+from statelens.spark_io.storage import open_storage
+from statelens.spark_io.storage.locations import is_local, local_path
 
 # Arrow's type names as Spark's JSON schema names them ("?": not compared)
 _SPARK_NAMES = {

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from analysis.core.arrow_numpy import numpy_of
-from analysis.core.errors import StateLensError
-from analysis.core.model import CheckpointInfo, StateSource, is_tws, sources_of
-from spark_io.readers.native.reader import NativeReader
+from statelens.analysis.core.arrow_numpy import numpy_of
+from statelens.analysis.core.errors import StateLensError
+from statelens.analysis.core.model import CheckpointInfo, StateSource, is_tws, sources_of
+from statelens.spark_io.readers.native.reader import NativeReader
 
 
 @dataclass

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.core.errors import NativeUnsupported, StateReadError
-from analysis.core.model import CheckpointInfo, StateSource, operator_of
-from analysis.core.state_access import ArrowState, StateAccess
-from analysis.verdicts.diagnose import lookup_sources
-from spark_io.readers import engine
-from spark_io.readers.native.access import NativeState
-from spark_io.readers.spark_state import SparkState
-from spark_io.readers.state_reader import has_change_feed, read_changes, read_state
+from statelens.analysis.core.errors import NativeUnsupported, StateReadError
+from statelens.analysis.core.model import CheckpointInfo, StateSource, operator_of
+from statelens.analysis.core.state_access import ArrowState, StateAccess
+from statelens.analysis.verdicts.diagnose import lookup_sources
+from statelens.spark_io.readers import engine
+from statelens.spark_io.readers.native.access import NativeState
+from statelens.spark_io.readers.spark_state import SparkState
+from statelens.spark_io.readers.state_reader import has_change_feed, read_changes, read_state
 
 ROW_BUDGET = 5_000_000  # rows of state + change feed a loaded diagnosis may hold in memory
 

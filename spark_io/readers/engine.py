@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.errors import NativeUnsupported, option
-from analysis.core.model import CheckpointInfo, StateSource, resolve_batch, validate_source
-from analysis.core.state_access import key_text
-from spark_io.logs.checkpoint import read_checkpoint
-from spark_io.readers import state_reader
-from spark_io.readers.state_reader import RowFilter
-from spark_io.runtime.engine_choice import (  # noqa: F401  (the choice is made there; callers ask engine.current() ...)
+from statelens.analysis.core.errors import NativeUnsupported, option
+from statelens.analysis.core.model import CheckpointInfo, StateSource, resolve_batch, validate_source
+from statelens.analysis.core.state_access import key_text
+from statelens.spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.readers import state_reader
+from statelens.spark_io.readers.state_reader import RowFilter
+from statelens.spark_io.runtime.engine_choice import (  # noqa: F401  (the choice is made there; callers ask engine.current() ...)
     ENGINES,
     NATIVE,
     SPARK,
@@ -37,7 +37,7 @@ from spark_io.runtime.engine_choice import (  # noqa: F401  (the choice is made 
 )
 
 if TYPE_CHECKING:
-    from spark_io.readers.native.reader import NativeReader
+    from statelens.spark_io.readers.native.reader import NativeReader
 
 _META_ENGINE = b"statelens.engine"
 _META_WHY = b"statelens.fallback"
@@ -63,7 +63,7 @@ def wants_native(info: CheckpointInfo) -> bool:
 
 
 def native_reader(info: CheckpointInfo) -> NativeReader:
-    from spark_io.readers.native.reader import NativeReader
+    from statelens.spark_io.readers.native.reader import NativeReader
 
     return NativeReader(info)
 
@@ -72,7 +72,7 @@ def one_question_per_process() -> None:
     """This process answers one question and exits (a CLI command): the native reader keeps only the
     small decoded state files its question reads twice (a whole query's walk and an operator's
     verdict), none larger than that budget (a 5M-key growth: 1.4 GB peak -> 0.9 GB, as fast)."""
-    from spark_io.readers.native import stores
+    from statelens.spark_io.readers.native import stores
 
     stores.KEEP_BUDGET = stores.QUESTION_BUDGET
 
@@ -84,7 +84,7 @@ def warm_native_in_background() -> threading.Thread:
     def warm() -> None:
         import pandas  # noqa: F401  (the app's tables need it anyway; pyarrow imports it on first use)
 
-        from spark_io.readers.native import access, kernels  # noqa: F401  (access imports the whole reader)
+        from statelens.spark_io.readers.native import access, kernels  # noqa: F401  (access imports the whole reader)
 
         kernels.warm()
 
@@ -240,7 +240,7 @@ def read_changes(
 def read_state_metadata(path: str, info: CheckpointInfo | None = None, only: str | None = None) -> pa.Table:
     """Spark's ``state-metadata`` table by the chosen engine: from the operator metadata files
     natively (``checkpoint.state_metadata_table``), else through the State Data Source."""
-    from spark_io.logs.checkpoint import state_metadata_table
+    from statelens.spark_io.logs.checkpoint import state_metadata_table
 
     info = info or read_checkpoint(path)
     table, engine, why = answer(

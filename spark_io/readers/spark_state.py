@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.core.key_columns import columns_equal_to_key
-from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
-from analysis.core.near_miss import NearSeen
-from analysis.core.state_access import KeyQuery, near_seen
-from analysis.verdicts import why_missing as wm
-from spark_io.readers.state_reader import change_frame, has_change_feed, state_frame, to_arrow
-from spark_io.runtime import engine_choice
+from statelens.analysis.core.key_columns import columns_equal_to_key
+from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
+from statelens.analysis.core.near_miss import NearSeen
+from statelens.analysis.core.state_access import KeyQuery, near_seen
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.readers.state_reader import change_frame, has_change_feed, state_frame, to_arrow
+from statelens.spark_io.runtime import engine_choice
 
 KEY_COLUMN_ROWS = 10_000  # rows a join side's key columns are checked on, through Spark
 
@@ -137,7 +137,7 @@ class SparkState:
     def _latest_snapshot(self, source: StateSource, partition: int, version: int) -> int | None:
         """The newest snapshot version (.snapshot / .zip) at or below ``version`` for one store partition."""
         if self._snapshots is None:
-            from spark_io.logs.checkpoint import list_state_files
+            from statelens.spark_io.logs.checkpoint import list_state_files
 
             self._snapshots = {}
             for f in list_state_files(self.info.path):

@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
-from spark_io.readers.state_reader import change_frame, state_frame, to_arrow
-from spark_io.runtime import session
+from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
+from statelens.spark_io.readers.state_reader import change_frame, state_frame, to_arrow
+from statelens.spark_io.runtime import session
 
 
 @dataclass
@@ -132,7 +132,7 @@ class SparkStats:
         if isinstance(value_type, StructType) and "timeoutTimestamp" in value_type.fieldNames():
             aggs.append(F.max("value.timeoutTimestamp").alias("timeout"))
         if aggs:
-            from analysis.verdicts import why_missing as wm
+            from statelens.analysis.verdicts import why_missing as wm
 
             row = to_arrow(df.agg(*aggs), f"{src.describe()} at batch {batch}").to_pylist()[0]
             oldest = row.get("oldest")

@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.core.errors import BatchOutOfRange, StateLensError, StateReadError, UnknownStore
-from analysis.core.model import (
+from statelens.analysis.core.errors import BatchOutOfRange, StateLensError, StateReadError, UnknownStore
+from statelens.analysis.core.model import (
     JOIN_V4_ROWS,
     CheckpointInfo,
     StateSource,
@@ -26,11 +26,11 @@ from analysis.core.model import (
     resolve_batch,
     validate_source,
 )
-from spark_io.logs.checkpoint import read_checkpoint, reader_conf
-from spark_io.logs.overlay import read_location
-from spark_io.runtime import scratch, session
-from spark_io.runtime.session import spark_message
-from spark_io.storage.gate import vet_tree
+from statelens.spark_io.logs.checkpoint import read_checkpoint, reader_conf
+from statelens.spark_io.logs.overlay import read_location
+from statelens.spark_io.runtime import scratch, session
+from statelens.spark_io.runtime.session import spark_message
+from statelens.spark_io.storage.gate import vet_tree
 
 _FEEDS: dict[tuple[str, int], bool] = {}
 
@@ -42,7 +42,7 @@ def has_change_feed(info: CheckpointInfo, operator_id: int) -> bool:
         return True
     cache_key = (info.path, operator_id)
     if cache_key not in _FEEDS:
-        from spark_io.logs.checkpoint import first_partition_kinds, list_state_files
+        from statelens.spark_io.logs.checkpoint import first_partition_kinds, list_state_files
 
         kinds = first_partition_kinds(info.path, operator_id)  # a listing or two; the whole tree when it holds none
         _FEEDS[cache_key] = (
@@ -259,8 +259,8 @@ def driver_limit() -> tuple[int, str]:
 def _fits_in_driver(info: CheckpointInfo, source: StateSource, batch: int, what: str) -> bool:
     """Whether the read's rows, estimated from the state files it is made from, fit in the driver;
     if not, local Spark writes them to Parquet instead, and a cluster or Connect says so."""
-    from analysis.checkpoint.restart import load_cost
-    from spark_io.logs.checkpoint import list_state_files
+    from statelens.analysis.checkpoint.restart import load_cost
+    from statelens.spark_io.logs.checkpoint import list_state_files
 
     op = operator_of(info, source.operator_id)
     folder = op.folder_of(source.store_name or (op.join_rows_store(source.join_side) if source.join_side else None))
@@ -302,7 +302,7 @@ def _with_files(e: StateReadError, info: CheckpointInfo, source: StateSource, ba
         return e.message
     causes = _CAUSE.findall(str(e.__cause__ or ""))
     cause = f" Cause: {causes[-1][0].rsplit('.', 1)[-1]}: {causes[-1][1].strip()}." if causes else ""
-    from spark_io.logs.checkpoint import list_state_files
+    from statelens.spark_io.logs.checkpoint import list_state_files
 
     store = source.store_name or "default"
     version = batch + 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import threading
 
-from analysis.core.errors import InvalidInput
-from spark_io.storage.locations import cloud_of, is_local
+from statelens.analysis.core.errors import InvalidInput
+from statelens.spark_io.storage.locations import cloud_of, is_local
 
 ENGINES = ("auto", "native", "spark")
 NATIVE, SPARK = "native", "spark"
@@ -32,7 +32,7 @@ def current() -> str:
 
 def spark_chosen_on_purpose() -> bool:
     """A cluster or a Connect server was named: reads go where the user pointed them."""
-    from spark_io.runtime import session
+    from statelens.spark_io.runtime import session
 
     t = session.target()
     return bool((t.remote and not t.served) or (t.master and t.master.split("[")[0] != "local"))

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from spark_io.runtime import session
+from statelens.spark_io.runtime import session
 
 T = TypeVar("T")
 

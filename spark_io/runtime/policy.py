@@ -46,8 +46,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.core.errors import InvalidInput, NotAllowed
-from spark_io.storage import gate
+from statelens.analysis.core.errors import InvalidInput, NotAllowed
+from statelens.spark_io.storage import gate
 
 MODES = ("oidc", "proxy")
 

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import threading
 
-from spark_io.storage import gate
+from statelens.spark_io.storage import gate
 
 _LOCK = threading.Lock()
 _PROCESS: list[str] = []

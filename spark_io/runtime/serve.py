@@ -21,9 +21,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from analysis.core.errors import InvalidInput, SparkUnavailable
-from spark_io.runtime.policy import load_policy
-from spark_io.runtime.session import connect_problem, java_problem
+from statelens.analysis.core.errors import InvalidInput, SparkUnavailable
+from statelens.spark_io.runtime.policy import load_policy
+from statelens.spark_io.runtime.session import connect_problem, java_problem
 
 START_TIMEOUT_S = 120
 

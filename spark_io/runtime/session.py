@@ -21,8 +21,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.errors import SparkUnavailable, option
-from spark_io.runtime import scratch
+from statelens.analysis.core.errors import SparkUnavailable, option
+from statelens.spark_io.runtime import scratch
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,13 @@ gate (``gate.py``): each file checked where it really is, as it is opened."""
 
 from __future__ import annotations
 
-from analysis.core.errors import StorageError
-from spark_io.storage import downloads
-from spark_io.storage.base import Entry, Storage, question
-from spark_io.storage.cloud import CloudStorage
-from spark_io.storage.gate import check_allowed, check_uri
-from spark_io.storage.local import LocalStorage
-from spark_io.storage.locations import cloud_of, is_local, local_path
+from statelens.analysis.core.errors import StorageError
+from statelens.spark_io.storage import downloads
+from statelens.spark_io.storage.base import Entry, Storage, question
+from statelens.spark_io.storage.cloud import CloudStorage
+from statelens.spark_io.storage.gate import check_allowed, check_uri
+from statelens.spark_io.storage.local import LocalStorage
+from statelens.spark_io.storage.locations import cloud_of, is_local, local_path
 
 __all__ = ["CloudStorage", "Entry", "LocalStorage", "Storage", "downloads", "is_native", "open_storage", "question"]
 

@@ -16,7 +16,7 @@ import re
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
-from spark_io.storage.cloud import Cloud
+from statelens.spark_io.storage.cloud import Cloud
 
 if TYPE_CHECKING:  # pyarrow's filesystems load when a cloud is read (a local question needs none)
     import pyarrow.fs as pafs
@@ -67,7 +67,7 @@ class Azure(Cloud):
 
     @staticmethod
     def bad(uri: str) -> Exception:
-        from analysis.core.errors import StorageError
+        from statelens.analysis.core.errors import StorageError
 
         return StorageError(
             f"{uri} is not an Azure storage URI: write abfss://<container>@<account>.dfs.core.windows.net/<path>."

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar, cast
 
-from analysis.core.errors import StateLensError
-from spark_io.storage import downloads
+from statelens.analysis.core.errors import StateLensError
+from statelens.spark_io.storage import downloads
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -21,10 +21,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from analysis.core.errors import StorageError
-from spark_io.storage import downloads
-from spark_io.storage.base import IMMUTABLE, Entry, Storage, join, recalled, remembered
-from spark_io.storage.cache import shared
+from statelens.analysis.core.errors import StorageError
+from statelens.spark_io.storage import downloads
+from statelens.spark_io.storage.base import IMMUTABLE, Entry, Storage, join, recalled, remembered
+from statelens.spark_io.storage.cache import shared
 
 if TYPE_CHECKING:  # pyarrow's filesystems load when a cloud is read (a local question needs none)
     import pyarrow.fs as pafs

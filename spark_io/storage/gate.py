@@ -32,9 +32,9 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from analysis.core.errors import NotAllowed
-from spark_io.storage.cache import cache_dir
-from spark_io.storage.locations import canonical, is_local, local_path
+from statelens.analysis.core.errors import NotAllowed
+from statelens.spark_io.storage.cache import cache_dir
+from statelens.spark_io.storage.locations import canonical, is_local, local_path
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import re
 import urllib.parse
 from typing import TYPE_CHECKING
 
-from spark_io.storage.cloud import Cloud
+from statelens.spark_io.storage.cloud import Cloud
 
 if TYPE_CHECKING:  # pyarrow's filesystems load when a cloud is read (a local question needs none)
     import pyarrow.fs as pafs

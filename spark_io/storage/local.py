@@ -10,8 +10,8 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from spark_io.storage import gate
-from spark_io.storage.base import Entry, Storage, join
+from statelens.spark_io.storage import gate
+from statelens.spark_io.storage.base import Entry, Storage, join
 
 
 class _Own:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import urllib.parse
 
-from spark_io.storage.azure import Azure
-from spark_io.storage.cloud import Cloud
-from spark_io.storage.gcs import Gcs
-from spark_io.storage.s3 import S3
+from statelens.spark_io.storage.azure import Azure
+from statelens.spark_io.storage.cloud import Cloud
+from statelens.spark_io.storage.gcs import Gcs
+from statelens.spark_io.storage.s3 import S3
 
 CLOUDS: tuple[Cloud, ...] = (S3(), Azure(), Gcs())
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from spark_io.logs.checkpoint import read_checkpoint
+from statelens.spark_io.logs.checkpoint import read_checkpoint
 
 
 def test_live_overview_follows_new_commits(app_url: str, page, spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.core.question import KeyQuestion
 from pipegen.truth import NEVER, PARTLY, UNDETERMINED, UNMATCHED, WRITTEN, KeyTruth, Truth
+from statelens.analysis.core.question import KeyQuestion
 
 REACHED_OUTCOMES = (WRITTEN, PARTLY, UNMATCHED)
 # what State Lens does not follow yet, and says so (its answer ``unknown``, with why): design -> why
@@ -53,7 +53,7 @@ class Check:
 
 @contextmanager
 def engine(name: str) -> Iterator[None]:
-    from spark_io.readers import engine as eng
+    from statelens.spark_io.readers import engine as eng
 
     eng.configure(name)
     try:
@@ -69,7 +69,7 @@ def input_root(folder: Path) -> str:
 
 
 def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) -> Any:
-    from spark_io.gather.diagnosis import why_missing
+    from statelens.spark_io.gather.diagnosis import why_missing
 
     return why_missing(
         str(folder / "checkpoint"),
@@ -116,7 +116,7 @@ def check(truth: Truth, engines: list[str], logs: tuple[bool, ...] = (True, Fals
                         report = ask(folder, [t.key for t in ts], field, with_log)
                     results = {r.key: r for r in report.results}
                 except Exception as e:  # a crash of one answer: every key asked in it
-                    from analysis.core.errors import StateLensError
+                    from statelens.analysis.core.errors import StateLensError
 
                     refused = isinstance(e, StateLensError)
                     text = str(e) if refused else traceback.format_exc(limit=-3).strip().splitlines()[-1]

@@ -269,7 +269,7 @@ class Truth:
         """rid -> the operator nearest the output whose state holds it at the last batch. A pipeline
         moved from where it ran (the committed ones) is read where its transformWithState metadata
         finds its schema files (``read_location``: the same files, the recorded paths moved)."""
-        from spark_io.logs.overlay import read_location
+        from statelens.spark_io.logs.overlay import read_location
 
         p, cp = self.p, read_location(str(self.folder / "checkpoint"))
         reads: list[tuple[int, dict[str, str]]] = []

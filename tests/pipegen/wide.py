@@ -13,7 +13,7 @@ from pipegen.spec import Pipeline
 
 
 def session():  # type: ignore[no-untyped-def]
-    from spark_io.runtime.session import get_spark
+    from statelens.spark_io.runtime.session import get_spark
 
     return get_spark()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from analysis.fate.stages.base import Stage
+from statelens.analysis.fate.stages.base import Stage
 
 
 def _stages() -> dict[str, Stage]:

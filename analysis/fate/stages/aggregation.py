@@ -8,12 +8,32 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from analysis.core.model import append_only
-from analysis.core.operator_kinds import AGGREGATION
-from analysis.fate.model import EMITTED, MODE_UNKNOWN, PASSED, REACHED_STATE, Output, Step, Waiting, fmt_time, group_text
-from analysis.fate.stages.base import Stage, key_has
-from analysis.fate.walk import TIME_KEYS, Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id, window_of_key
-from analysis.inputs.records import event_time_us
+from statelens.analysis.core.model import append_only
+from statelens.analysis.core.operator_kinds import AGGREGATION
+from statelens.analysis.fate.model import (
+    EMITTED,
+    MODE_UNKNOWN,
+    PASSED,
+    REACHED_STATE,
+    Output,
+    Step,
+    Waiting,
+    fmt_time,
+    group_text,
+)
+from statelens.analysis.fate.stages.base import Stage, key_has
+from statelens.analysis.fate.walk import (
+    TIME_KEYS,
+    Arrival,
+    FateWalk,
+    Flow,
+    OpView,
+    StepResult,
+    column_value,
+    key_id,
+    window_of_key,
+)
+from statelens.analysis.inputs.records import event_time_us
 
 
 def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.core.state_access import key_text
-from analysis.fate.model import NOT_FOUND, UNKNOWN, Cause, Step
-from analysis.fate.walk import Arrival, FateWalk, Flow, History, OpView, StepResult, column_value, same_value
-from analysis.inputs.records import InputRecord
-from analysis.plan.query_plan import Column
+from statelens.analysis.core.state_access import key_text
+from statelens.analysis.fate.model import NOT_FOUND, UNKNOWN, Cause, Step
+from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, History, OpView, StepResult, column_value, same_value
+from statelens.analysis.inputs.records import InputRecord
+from statelens.analysis.plan.query_plan import Column
 
 
 class Stage:

@@ -3,13 +3,23 @@ operator's state with it, and is dropped as a duplicate while an earlier record'
 
 from __future__ import annotations
 
-from analysis.core.operator_kinds import DEDUP, DEDUP_WITHIN
-from analysis.core.state_access import key_text
-from analysis.fate.model import DROPPED_AS_DUPLICATE, EMITTED, PASSED, REACHED_STATE, Cause, Output, Step, noun, record_text
-from analysis.fate.stages.base import Stage
-from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, same_value
-from analysis.inputs.records import InputRecord
-from analysis.plan.query_plan import Column
+from statelens.analysis.core.operator_kinds import DEDUP, DEDUP_WITHIN
+from statelens.analysis.core.state_access import key_text
+from statelens.analysis.fate.model import (
+    DROPPED_AS_DUPLICATE,
+    EMITTED,
+    PASSED,
+    REACHED_STATE,
+    Cause,
+    Output,
+    Step,
+    noun,
+    record_text,
+)
+from statelens.analysis.fate.stages.base import Stage
+from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, same_value
+from statelens.analysis.inputs.records import InputRecord
+from statelens.analysis.plan.query_plan import Column
 
 
 class DedupStage(Stage):

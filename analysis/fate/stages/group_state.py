@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.core.operator_kinds import GROUP_STATE, TWS
-from analysis.fate.model import REACHED_STATE, STATE_REMOVED, Output, Step, Waiting, fmt_time
-from analysis.fate.stages.base import Stage
-from analysis.fate.walk import Arrival, FateWalk, OpView, StepResult, key_id
+from statelens.analysis.core.operator_kinds import GROUP_STATE, TWS
+from statelens.analysis.fate.model import REACHED_STATE, STATE_REMOVED, Output, Step, Waiting, fmt_time
+from statelens.analysis.fate.stages.base import Stage
+from statelens.analysis.fate.walk import Arrival, FateWalk, OpView, StepResult, key_id
 
 
 def _timeout(rows: list[dict[str, Any]]) -> int | None:

@@ -8,10 +8,10 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.core.key_format import fmt_duration, to_ms
-from analysis.core.operator_kinds import JOIN
-from analysis.core.state_access import key_text
-from analysis.fate.model import (
+from statelens.analysis.core.key_format import fmt_duration, to_ms
+from statelens.analysis.core.operator_kinds import JOIN
+from statelens.analysis.core.state_access import key_text
+from statelens.analysis.fate.model import (
     CONDITION_NOT_MET,
     EMITTED_UNMATCHED,
     EVICTED_UNMATCHED,
@@ -29,12 +29,12 @@ from analysis.fate.model import (
     noun,
     record_text,
 )
-from analysis.fate.stages.base import Stage
-from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
-from analysis.inputs.records import InputRecord, event_time_us
-from analysis.plan.predicates import filter_passes
-from analysis.plan.query_plan import readable
-from analysis.verdicts.key_verdicts import PRESERVED
+from statelens.analysis.fate.stages.base import Stage
+from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
+from statelens.analysis.inputs.records import InputRecord, event_time_us
+from statelens.analysis.plan.predicates import filter_passes
+from statelens.analysis.plan.query_plan import readable
+from statelens.analysis.verdicts.key_verdicts import PRESERVED
 
 
 @dataclass

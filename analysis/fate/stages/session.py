@@ -8,9 +8,9 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from analysis.core.key_format import to_ms
-from analysis.core.operator_kinds import SESSION
-from analysis.fate.model import (
+from statelens.analysis.core.key_format import to_ms
+from statelens.analysis.core.operator_kinds import SESSION
+from statelens.analysis.fate.model import (
     DROPPED_AS_LATE,
     EMITTED,
     PASSED,
@@ -23,9 +23,9 @@ from analysis.fate.model import (
     record_text,
     window_text,
 )
-from analysis.fate.stages.aggregation import mode_known, output_mode, unless_emitted
-from analysis.fate.stages.base import Stage, key_has
-from analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id
+from statelens.analysis.fate.stages.aggregation import mode_known, output_mode, unless_emitted
+from statelens.analysis.fate.stages.base import Stage, key_has
+from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id
 
 
 def session_of(row: dict[str, Any]) -> tuple[int, int] | None:

@@ -15,12 +15,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.core.arrow_numpy import rows_of
-from analysis.core.errors import NativeUnsupported, StateReadError
-from analysis.core.key_columns import columns_equal_to_key
-from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
-from analysis.core.near_miss import NearSeen
-from analysis.core.state_access import (
+from statelens.analysis.core.arrow_numpy import rows_of
+from statelens.analysis.core.errors import NativeUnsupported, StateReadError
+from statelens.analysis.core.key_columns import columns_equal_to_key
+from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
+from statelens.analysis.core.near_miss import NearSeen
+from statelens.analysis.core.state_access import (
     ArrowState,
     KeyQuery,
     _matching,
@@ -30,12 +30,12 @@ from analysis.core.state_access import (
     near_seen_among,
     typed_values,
 )
-from spark_io.readers.native.hashing import partition_of
-from spark_io.readers.native.key_index import KeyIndex
-from spark_io.readers.native.reader import NativeReader
-from spark_io.readers.state_reader import has_change_feed
-from spark_io.runtime import engine_choice
-from spark_io.storage import downloads
+from statelens.spark_io.readers.native.hashing import partition_of
+from statelens.spark_io.readers.native.key_index import KeyIndex
+from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.readers.state_reader import has_change_feed
+from statelens.spark_io.runtime import engine_choice
+from statelens.spark_io.storage import downloads
 
 _SIMPLE = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
@@ -70,7 +70,7 @@ class NativeState(ArrowState):
             if engine_choice.current() == engine_choice.NATIVE:
                 raise
             if self._spark is None:
-                from spark_io.readers.spark_state import SparkState
+                from statelens.spark_io.readers.spark_state import SparkState
 
                 self._spark = SparkState(self.info)
             self.fallbacks.append(e.message)

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_io.readers.native import kernels
-from spark_io.readers.native.unsafe_row import Damaged, Rows, Undecodable, arrow_type, unique_fields
+from statelens.spark_io.readers.native import kernels
+from statelens.spark_io.readers.native.unsafe_row import Damaged, Rows, Undecodable, arrow_type, unique_fields
 
 _PRIMITIVE = {
     "boolean": "boolean",

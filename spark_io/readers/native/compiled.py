@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from spark_io.readers.native.codes import (
+from statelens.spark_io.readers.native.codes import (
     AVRO_BOOL,
     AVRO_BYTES,
     AVRO_DOUBLE,

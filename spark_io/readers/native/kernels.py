@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 from numpy.lib.stride_tricks import sliding_window_view
 
-from analysis.core.arrow_numpy import one_array
-from spark_io.readers.native.codes import (
+from statelens.analysis.core.arrow_numpy import one_array
+from statelens.spark_io.readers.native.codes import (
     AVRO_BOOL,
     AVRO_BYTES,
     AVRO_DOUBLE,
@@ -79,7 +79,7 @@ __all__ = [
 ]
 
 LOAD_SECONDS = 0.9  # importing numba and loading its cached loops, once a process (measured here)
-_COMPILED = "spark_io.readers.native.compiled"
+_COMPILED = "statelens.spark_io.readers.native.compiled"
 # Python's cost of each loop, upper bounds measured on this machine (bench: records of 40 B-2.3 KB)
 _PER_RECORD = 1.5e-6  # a record walked, gathered, searched or numbered
 _PER_BYTE = 3e-9  # a byte of it copied or compared
@@ -91,7 +91,7 @@ _ALIKE: contextvars.ContextVar[tuple[int, float]] = contextvars.ContextVar("stat
 
 def compiled() -> ModuleType:
     """The numba loops (imported, and their cache loaded, on first use)."""
-    from spark_io.readers.native import compiled as loops
+    from statelens.spark_io.readers.native import compiled as loops
 
     return loops
 

@@ -28,14 +28,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.arrow_numpy import numpy_filled, numpy_of, string_array
-from analysis.core.errors import StateLensError
-from analysis.core.model import StateSource
-from analysis.core.state_access import near_columns
-from analysis.verdicts import why_missing as wm
-from spark_io.readers.native.kernels import string_hashes
-from spark_io.readers.native.reader import NativeReader
-from spark_io.storage.cache import cache_dir
+from statelens.analysis.core.arrow_numpy import numpy_filled, numpy_of, string_array
+from statelens.analysis.core.errors import StateLensError
+from statelens.analysis.core.model import StateSource
+from statelens.analysis.core.state_access import near_columns
+from statelens.analysis.verdicts import why_missing as wm
+from statelens.spark_io.readers.native.kernels import string_hashes
+from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.storage.cache import cache_dir
 
 SCHEME = "fnv1a32 of the alphanumeric lower-case form and of the digits (2 or more), per partition; v1"
 

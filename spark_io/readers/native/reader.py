@@ -25,9 +25,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.arrow_numpy import arrow_of, numpy_of, string_array
-from analysis.core.errors import NativeUnsupported, StateReadError
-from analysis.core.model import (
+from statelens.analysis.core.arrow_numpy import arrow_of, numpy_of, string_array
+from statelens.analysis.core.errors import NativeUnsupported, StateReadError
+from statelens.analysis.core.model import (
     DEFAULT_STORE,
     JOIN_ROW_FIELDS,
     JOIN_V4_ROWS,
@@ -37,13 +37,20 @@ from analysis.core.model import (
     is_tws,
     operator_of,
 )
-from spark_io.logs.checkpoint import parse_schema_file
-from spark_io.logs.state_schema import Family, read_v3
-from spark_io.readers.native import avro_rows, kernels
-from spark_io.readers.native.records import Records, containing, fold_merges, latest, of_deleted_keys
-from spark_io.readers.native.stores import KeptFiles, PartitionFiles, RocksPartition, commit_ids, hdfs_changes, hdfs_records
-from spark_io.readers.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
-from spark_io.storage import Entry, is_native, open_storage
+from statelens.spark_io.logs.checkpoint import parse_schema_file
+from statelens.spark_io.logs.state_schema import Family, read_v3
+from statelens.spark_io.readers.native import avro_rows, kernels
+from statelens.spark_io.readers.native.records import Records, containing, fold_merges, latest, of_deleted_keys
+from statelens.spark_io.readers.native.stores import (
+    KeptFiles,
+    PartitionFiles,
+    RocksPartition,
+    commit_ids,
+    hdfs_changes,
+    hdfs_records,
+)
+from statelens.spark_io.readers.native.unsafe_row import Damaged, Rows, Undecodable, decode, unique_fields
+from statelens.spark_io.storage import Entry, is_native, open_storage
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -453,7 +460,7 @@ def _rows(rec: Records, which: str, skip: int, keep: np.ndarray | None = None) -
 
 
 def _struct_type(fields: list[dict[str, Any]]) -> pa.DataType:
-    from spark_io.readers.native.unsafe_row import arrow_type
+    from statelens.spark_io.readers.native.unsafe_row import arrow_type
 
     return arrow_type({"type": "struct", "fields": fields})
 

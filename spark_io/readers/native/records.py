@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from analysis.core.errors import NativeUnsupported, StateReadError
-from spark_io.logs.codecs import Cut, decompress
-from spark_io.readers.native import kernels
+from statelens.analysis.core.errors import NativeUnsupported, StateReadError
+from statelens.spark_io.logs.codecs import Cut, decompress
+from statelens.spark_io.readers.native import kernels
 
 _STATUS = {
     kernels.CUT: "a record runs past the end of the file (cut short)",

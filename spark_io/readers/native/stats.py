@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.core.arrow_numpy import numpy_filled, numpy_of
-from analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
-from spark_io.readers.native.reader import NativeReader
-from spark_io.readers.spark_stats import EvictionStats
+from statelens.analysis.core.arrow_numpy import numpy_filled, numpy_of
+from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
+from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.readers.spark_stats import EvictionStats
 
 
 def _q(name: str) -> str:

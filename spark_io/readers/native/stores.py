@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
 
-from analysis.core.errors import NativeUnsupported, StateReadError
-from spark_io.readers.native import kernels
-from spark_io.readers.native.records import Chain, Records, changelog_header, decompressed, from_pairs, scan_file
-from spark_io.runtime import scratch
-from spark_io.storage import Entry, Storage
+from statelens.analysis.core.errors import NativeUnsupported, StateReadError
+from statelens.spark_io.readers.native import kernels
+from statelens.spark_io.readers.native.records import Chain, Records, changelog_header, decompressed, from_pairs, scan_file
+from statelens.spark_io.runtime import scratch
+from statelens.spark_io.storage import Entry, Storage
 
 ZIP_WHOLE_BYTES = 4 << 20  # a RocksDB snapshot zip up to this size is fetched whole and cached
 _NAME = re.compile(r"^(\d+)(?:_([0-9a-fA-F-]+))?\.(delta|snapshot|changelog|zip)$")

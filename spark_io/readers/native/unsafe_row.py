@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.core.arrow_numpy import arrow_of
-from analysis.core.errors import NativeUnsupported
-from spark_io.readers.native import kernels
+from statelens.analysis.core.arrow_numpy import arrow_of
+from statelens.analysis.core.errors import NativeUnsupported
+from statelens.spark_io.readers.native import kernels
 
 _FIXED = {
     "boolean": (1, pa.bool_()),
