@@ -82,10 +82,10 @@ def run(args: argparse.Namespace) -> None:
     if args.json:
         dump(answers)
         return
-    report = answers.report
+    report = answers.report.operator_report  # its operator, join and history: the first key's, in the whole query
     whole = isinstance(answers, statelens.QueryAnswers)  # the whole query's answer, else one operator's verdicts
     print(answers.heading())
-    s = report.input_search if whole else None
+    s = answers.report.input_search if whole else None
     said = s.note() if s is not None else None  # the note on the query's input, printed once above the keys
     if said:
         print(f"input: {said}")
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"history could not be read: {report.history_error}")
     elif report.history and not whole:
         print(f"history: batches {report.history[0]}-{report.history[1]} ({report.history_method})")
-    for r in report.results:
+    for r in answers.report.results:
         side = f" ({r.side_text})" if r.side else ""
         typed = f" [matched {r.matched_as}]" if r.matched_as and r.matched_as != "as text" else ""
         if whole:  # what reached the output and why the rest did not, first
@@ -115,9 +115,9 @@ def run(args: argparse.Namespace) -> None:
             reason = f" (reason: {r.reason})" if r.reason else ""
             print(f"\n{r.key}: {r.verdict}{side}{typed}{reason}")
         print(textwrap.indent(textwrap.fill(r.explanation, 100), "  "))
-        if r.fate is not None:
+        if whole:
             print_fate(r.fate, said)
-        for n in r.near_misses if r.fate is None or not r.fate.near_fates else []:
+        for n in r.near_misses if not (whole and r.fate.near_fates) else []:
             print(f"  near miss: {n['key']!r} ({n['reason']}; {n['where']}, {n['seen']})")
         if r.evidence:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")

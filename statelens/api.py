@@ -373,6 +373,9 @@ class Checkpoint:
             from statelens.spark_io.readers.access import between_questions
 
             if q.whole_query and not q.near_misses:
+                from statelens.analysis.fate.answer import QueryAnswer
+
+                assert isinstance(report, QueryAnswer)
                 self._kept.put("searched", q, report.input_search, 64)
             between_questions(access)
         return results.QueryAnswers(report) if q.whole_query else results.Answers(report)

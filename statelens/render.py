@@ -87,7 +87,7 @@ def key_answer(r: Any) -> str:
     from statelens.analysis.charts.flow import NEAR_STYLE, badge_html, fate_html, shown_key
     from statelens.analysis.fate.outcome import WORDS
 
-    if r.outcome is not None:
+    if r.whole_query:
         style = (NEAR_STYLE.get(r.outcome, ("gray", r.outcome))[0], WORDS.get(r.outcome, r.outcome))
         at = r.cause_at or {}
         where = ", ".join(
@@ -97,13 +97,12 @@ def key_answer(r: Any) -> str:
         )
         cause = f" · {esc(r.cause.replace('_', ' '))}" + (f" ({esc(where)})" if where else "") if r.cause else ""
         head = f"<p>{badge_html(style)} <code>{esc(shown_key(r.key))}</code>{cause}</p>"
-        first = r.fate.headline if r.fate is not None and r.fate.headline else ""
-        summary = r.fate.summary if r.fate is not None else ""
+        first, summary = r.fate.headline, r.fate.summary
         lines = "".join(f"<p>{t}</p>" for t in (f"<b>{esc(first)}</b>" if first else "", esc(summary)) if t)
         verdict = (
             f"<p class='sl-sub'>Operator {esc(r.verdict_operator)}'s verdict: {esc(r.verdict)}. {esc(r.verdict_explanation)}</p>"
         )
-        return head + lines + verdict + (fate_html(r.fate) if r.fate is not None else "")
+        return head + lines + verdict + fate_html(r.fate)
     side = f" ({esc(r.side_text)})" if r.side else ""
     out = f"<p><code>{esc(shown_key(r.key))}</code>: <b>{esc(r.verdict)}</b>{side}</p><p>{esc(r.explanation)}</p>"
     if r.evidence:

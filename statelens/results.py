@@ -317,11 +317,12 @@ class KeyAnswer(Result):
 
     @property
     def outcome(self) -> str | None:
-        return self.result.outcome  # type: ignore[no-any-return]
+        """What reached the output (the whole query's answer; None for one operator's verdict)."""
+        return self.result.outcome if self.result.whole_query else None  # type: ignore[no-any-return]
 
     @property
     def cause(self) -> str | None:
-        return self.result.cause  # type: ignore[no-any-return]
+        return self.result.cause if self.result.whole_query else None  # type: ignore[no-any-return]
 
     @property
     def verdict(self) -> str:
@@ -330,8 +331,8 @@ class KeyAnswer(Result):
     @property
     def headline(self) -> str:
         """The sentence a user reads first."""
-        fate = self.result.fate
-        return str(fate.headline if fate is not None and fate.headline else self.result.explanation)
+        r = self.result
+        return str(r.fate.headline if r.whole_query and r.fate.headline else r.explanation)
 
     def _data(self) -> Any:
         return self.result.to_dict()
@@ -347,7 +348,7 @@ class KeyAnswer(Result):
 
     @property
     def figures(self) -> list[tuple[str, Any]]:
-        if self.result.fate is not None or not self.result.timeline:
+        if self.result.whole_query or not self.result.timeline:
             return []
         from statelens.analysis.charts import charts
 
@@ -356,19 +357,23 @@ class KeyAnswer(Result):
 
 def answers_table(results: list[Any]) -> pa.Table:
     """One row per key: what reached the output, the root cause, where and when, the first sentence."""
-    at = [r.cause_at or {} for r in results]
+    # (outcome, cause, where, verdict operator, first sentence): the whole query's; one operator's verdict has none
+    whole = [
+        (r.outcome, r.cause, r.cause_at or {}, r.verdict_operator, r.fate.headline or r.explanation)
+        if r.whole_query
+        else (None, None, {}, None, r.explanation)
+        for r in results
+    ]
     return pa.table(
         {
             "key": pa.array([r.key for r in results], pa.string()),
-            "outcome": pa.array([r.outcome for r in results], pa.string()),
-            "cause": pa.array([r.cause for r in results], pa.string()),
-            "cause_operator": pa.array([a.get("operator_id") for a in at], pa.int64()),
-            "cause_batch": pa.array([a.get("batch_id") for a in at], pa.int64()),
+            "outcome": pa.array([w[0] for w in whole], pa.string()),
+            "cause": pa.array([w[1] for w in whole], pa.string()),
+            "cause_operator": pa.array([w[2].get("operator_id") for w in whole], pa.int64()),
+            "cause_batch": pa.array([w[2].get("batch_id") for w in whole], pa.int64()),
             "verdict": pa.array([r.verdict for r in results], pa.string()),
-            "verdict_operator": pa.array([r.verdict_operator for r in results], pa.int64()),
-            "answer": pa.array(
-                [r.fate.headline if r.fate is not None and r.fate.headline else r.explanation for r in results], pa.string()
-            ),
+            "verdict_operator": pa.array([w[3] for w in whole], pa.int64()),
+            "answer": pa.array([w[4] for w in whole], pa.string()),
         }
     )
 
@@ -411,7 +416,7 @@ class Answers(list[KeyAnswer]):
         )
 
     def _repr_html_(self) -> str:
-        r = self.report
+        r = self.report.operator_report
         head = self.heading()
         notes = [
             head[0].upper() + head[1:],

@@ -87,8 +87,8 @@ def test_the_batch_that_read_the_record_dropped_it(late_rows: dict[str, Any]) ->
         assert arrived in busy
         assert r.verdict == wm.DROPPED_AS_LATE and r.dropped_in_batch == arrived, r.explanation
         assert f"It was dropped in batch {arrived}: batch {arrived} read it from {name} (the events source)" in r.explanation
-        assert report.lateness is not None and report.lateness.arrivals is not None
-        assert report.lateness.arrivals.searched == len(FILES)
+        assert report.operator_report.lateness is not None and report.operator_report.lateness.arrivals is not None
+        assert report.operator_report.lateness.arrivals.searched == len(FILES)
 
 
 def test_without_the_input_files_each_candidate_is_named(late_rows: dict[str, Any], tmp_path: Path) -> None:

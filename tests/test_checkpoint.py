@@ -215,7 +215,7 @@ def test_operator_keys_from_schema_files_are_the_keys_spark_reads() -> None:
     import pyarrow as pa
 
     from statelens.analysis.checkpoint.overview import operators_table
-    from statelens.analysis.verdicts.diagnose import lookup_sources
+    from statelens.analysis.core.model import lookup_sources
     from statelens.spark_io.logs.checkpoint import read_key_fields
     from statelens.spark_io.readers.state_reader import read_state
 

@@ -194,7 +194,7 @@ def test_why_missing_agrees_with_what_happened(name: str, spark) -> None:  # typ
         report = why_missing(
             info.path, KeyQuestion(tuple(keys), operator=op_id, key_field=field, join_type=t.get("join_type")), info=info
         )
-        assert report.history_error is None
+        assert report.operator_report.history_error is None
         got = {r.key: r for r in report.results}
         for key in keys:
             want = expected_join(sub, key) if kind == "join" else expected_other(sub, label, key, field, last.watermark_ms)

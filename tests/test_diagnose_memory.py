@@ -93,7 +93,7 @@ def test_join_verdicts_in_memory() -> None:
     by_key = {r.key: r for r in report.results}
     assert by_key["gone"].evicted_at_batch == 1 and by_key["gone"].was_matched is False
     assert [n["key"] for n in by_key["A"].near_misses] == ["a"]  # letter case differs
-    assert report.history == (0, 2) and report.history_method == "change feed"
+    assert report.operator_report.history == (0, 2) and report.operator_report.history_method == "change feed"
 
 
 def test_outer_join_emits_the_evicted_unmatched_row() -> None:
@@ -109,14 +109,14 @@ def test_a_failed_history_read_gives_unknown() -> None:
     access.feeds[LEFT] = StateReadError("Spark could not read the change feed of operator 0: file damaged")
     report = why_missing(access, join_info(), KeyQuestion(("gone", "c")))
     assert verdicts(report) == {"gone": wm.UNKNOWN, "c": wm.MATCHED}
-    assert "file damaged" in report.history_error and "file damaged" in report.results[0].explanation
+    assert "file damaged" in report.operator_report.history_error and "file damaged" in report.results[0].explanation
 
 
 def test_history_from_the_state_at_each_batch_without_a_change_feed() -> None:
     access = join_state()
     access.feeds.clear()
     report = why_missing(access, join_info(), KeyQuestion(("gone", "a")))
-    assert report.history_method == "state per batch"
+    assert report.operator_report.history_method == "state per batch"
     assert verdicts(report) == {"gone": wm.EVICTED, "a": wm.WAITING_OTHER_SIDE}
     assert report.results[0].evicted_at_batch == 1
 

@@ -45,7 +45,7 @@ def test_why_missing_takes_the_join_type_and_condition_from_the_plan() -> None:
     keys = ["ord-14", "ord-1", "ord-6", "ord-5"]
     with_log = why_missing(sample("join_hdfs"), KeyQuestion(tuple(keys), event_log=str(EVENT_LOGS / "join_hdfs")))
     given = why_missing(sample("join_hdfs"), KeyQuestion(tuple(keys), join_type="inner"))
-    assert with_log.join_type == "inner" and with_log.join_plan is not None
+    assert with_log.operator_report.join_type == "inner" and with_log.operator_report.join_plan is not None
     assert [(r.key, r.verdict, r.side) for r in with_log.results] == [(r.key, r.verdict, r.side) for r in given.results]
     cnm = next(r for r in with_log.results if r.key == "ord-14")
     assert cnm.verdict == wm.CONDITION_NOT_MET
@@ -76,7 +76,7 @@ def test_a_user_given_join_type_wins() -> None:
     report = why_missing(
         sample("join_hdfs"), KeyQuestion(("ord-1",), join_type="left_outer", event_log=str(EVENT_LOGS / "join_hdfs"))
     )
-    assert report.join_type == "left_outer" and report.results[0].verdict == wm.EMITTED_UNMATCHED
+    assert report.operator_report.join_type == "left_outer" and report.results[0].verdict == wm.EMITTED_UNMATCHED
 
 
 @pytest.fixture(scope="module")

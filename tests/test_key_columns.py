@@ -47,7 +47,7 @@ def test_join_key_reads_as_the_column_the_query_joined_on(name: str, each_engine
     column = JOINED_ON[name]
     assert key_field_labels(info, join.operator_id) == {"field0": f"field0 ({column})"}
     report = why_missing(sample(name), KeyQuestion(("no-such-key",), operator=join.operator_id))
-    assert (report.key_field, report.key_columns) == ("field0", {"left": column, "right": column})
+    assert (report.key_field, report.operator_report.key_columns) == ("field0", {"left": column, "right": column})
     assert report.engine == each_engine
 
 
@@ -104,8 +104,8 @@ def expression_key_join(tmp_path_factory: Any, spark: Any) -> Path:
 
 def test_an_expression_key_keeps_its_field_and_each_side_its_own_column(expression_key_join: Path, each_engine: str) -> None:
     report = why_missing(str(expression_key_join), KeyQuestion(("ORD-1",)))
-    assert report.key_columns == {"right": "order_ref"}  # upper(order_id) equals no left column
-    assert report.key_label == "field0 (order_ref)"
+    assert report.operator_report.key_columns == {"right": "order_ref"}  # upper(order_id) equals no left column
+    assert report.operator_report.key_label == "field0 (order_ref)"
     assert report.results[0].verdict == "waiting_for_other_side" and report.results[0].side == "left"
     assert unmatched(str(expression_key_join)).key_name == "order_ref"
 

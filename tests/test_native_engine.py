@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from test_cli import no_java_env, run_cli
 
 from statelens.analysis.core.errors import NativeUnsupported
-from statelens.analysis.core.model import StateSource, sources_of
+from statelens.analysis.core.model import StateSource, lookup_sources, sources_of
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.verdicts import diagnose
 from statelens.spark_io.gather import checkup
@@ -64,7 +64,7 @@ def _keys_to_ask(info: Any, access: NativeState) -> tuple[int, str, list[str]]:
     """An operator, its key field and keys of every fate: in state now, seen only in the history, never seen."""
     op = diagnose.default_operator(info) if info.operators else None
     assert op is not None
-    _, src = diagnose.lookup_sources(op)[0]
+    _, src = lookup_sources(op)[0]
     field = diagnose.ordered_key_fields(access.key_fields(src, info.committed_batches[-1].batch_id))[0]
     now = {str(r["key"][field]) for r in access._table(src, info.committed_batches[-1].batch_id).to_pylist()}
     feed = access._feed_table(src) if access.has_change_feed(op.operator_id) else None

@@ -7,10 +7,9 @@ from __future__ import annotations
 import golden
 import pytest
 
-from statelens.analysis.core.model import default_operator
+from statelens.analysis.core.model import default_operator, lookup_sources
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.verdicts import diagnose
-from statelens.analysis.verdicts.diagnose import lookup_sources
 from statelens.spark_io.gather.diagnosis import key_fields_of
 from statelens.spark_io.logs.checkpoint import read_checkpoint
 from statelens.spark_io.readers.spark_state import SparkState

@@ -218,7 +218,7 @@ def test_why_missing_late_payment_is_dropped_as_late_with_evidence() -> None:
     report = why_missing(sample("join_hdfs"), KeyQuestion(("ord-153",), event_time_ms=t, event_log=str(EVENT_LOGS / "join_hdfs")))
     (r,) = report.results
     assert r.verdict == wm.DROPPED_AS_LATE and r.side == "left"
-    late = report.lateness
+    late = report.operator_report.lateness
     assert late is not None and late.late_from_batch == _first_late_batch("join_hdfs", t)
     assert arrived in late.drops and late.drops == {b: 1 for b in range(late.late_from_batch, 16)}
     assert f"late from batch {late.late_from_batch}" in r.explanation
@@ -265,9 +265,9 @@ def test_windowed_agg_late_event_in_a_window_never_in_state() -> None:
     )
     (r,) = report.results
     assert r.verdict == wm.DROPPED_AS_LATE
-    assert report.lateness is not None and 4 in report.lateness.drops
+    assert report.operator_report.lateness is not None and 4 in report.operator_report.lateness.drops
     # batches 4, 7 and 10 dropped rows: each is named, none is claimed
-    drops = sorted(report.lateness.drops)
+    drops = sorted(report.operator_report.lateness.drops)
     assert len(drops) > 1 and r.dropped_in_batch is None
     assert f"dropped in one of batches {', '.join(map(str, drops))}" in r.explanation
 

@@ -132,9 +132,8 @@ LOADED = [
 @pytest.mark.parametrize("name", LOADED)
 def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ignore[no-untyped-def]
     """The app's loaded state (Arrow in memory) gives the verdicts of reading through Spark per key."""
-    from statelens.analysis.core.model import default_operator
+    from statelens.analysis.core.model import default_operator, lookup_sources
     from statelens.analysis.verdicts import diagnose
-    from statelens.analysis.verdicts.diagnose import lookup_sources
     from statelens.spark_io.gather.diagnosis import key_fields_of
     from statelens.spark_io.logs.checkpoint import read_checkpoint
     from statelens.spark_io.readers.access import load_state

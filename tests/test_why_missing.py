@@ -57,7 +57,7 @@ def test_every_join_verdict_on_both_providers(name: str) -> None:
     keys += ["missing-150", "ORD-155", "ord-1", "ord-6", "ord-1000"]
     report = why_missing(sample(name), KeyQuestion(tuple(keys)))
     assert [r.key for r in report.results] == keys  # in the order given
-    assert report.batch == 16 and report.key_field == "field0" and report.operator_name == "symmetricHashJoin"
+    assert report.batch == 16 and report.key_field == "field0" and report.operator_report.operator_name == "symmetricHashJoin"
     v = verdicts(report)
     five_min = 5 * 60_000
     expected = {
@@ -195,7 +195,7 @@ def test_session_eviction_after_the_gap() -> None:
 
 def test_chained_operators_and_operator_choice() -> None:
     report = why_missing(sample("chained_join_agg"), KeyQuestion(("ord-156",)))
-    assert report.operator_id == 1 and report.results[0].verdict == wm.MATCHED  # the join is the default
+    assert report.operator_report.operator_id == 1 and report.results[0].verdict == wm.MATCHED  # the join is the default
     agg = why_missing(sample("chained_join_agg"), KeyQuestion(("cust-1",), operator=0, key_field="customer_id"))
     assert agg.results[0].verdict == wm.WAITING_WATERMARK
 
@@ -265,7 +265,7 @@ def test_timeline_draws_the_keys_own_event_times_from_batch_0() -> None:
 
     report = why_missing(sample("join_hdfs"), KeyQuestion(("ord-3",)))
     (r,) = report.results
-    fig = key_timeline_figure(r, report.watermarks)
+    fig = key_timeline_figure(r, report.operator_report.watermarks)
     entered_traces = [t for t in fig.data if t.name.startswith("entered state")]  # one per join side
     b0 = scenario("join_hdfs").batches[0]
     order = next(o for o in b0["orders"] if o["order_id"] == "ord-3")

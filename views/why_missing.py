@@ -141,7 +141,7 @@ def verdict_heading(r: Any) -> None:
     side = f" · {r.side_text}" if r.side else ""
     if r.matched_as and r.matched_as != "as text":
         side += f" · matched {r.matched_as}"
-    if r.outcome is not None:
+    if r.whole_query:
         color, label = OUTCOME_STYLE.get(r.outcome, ("gray", r.outcome))
         badges = f":{color}-badge[{label}]"
         if r.cause and r.cause != r.outcome:
@@ -151,12 +151,12 @@ def verdict_heading(r: Any) -> None:
             )
             badges += f" :{CAUSE_COLOR.get(r.cause, 'red')}-badge[{CAUSE_WORDS.get(r.cause, r.cause)}{where}]"
         vcolor, vlabel = VERDICT_STYLE.get(r.verdict, ("gray", r.verdict))
-        if r.fate is not None and r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
+        if r.verdict == "evicted" and any(o.kind != "written" for o in r.fate.outputs):
             vcolor, vlabel = "green", "Emitted"  # an aggregation's window the watermark closed: its result went out
         st.markdown(f"#### `{shown_key(r.key)}` &nbsp; {badges}")
-        if r.fate is not None and r.fate.headline:
+        if r.fate.headline:
             st.markdown(f"**{_escape(r.fate.headline)}**")
-        if r.fate is not None and r.fate.summary:
+        if r.fate.summary:
             st.write(r.fate.summary)
         st.caption(f"Operator {r.verdict_operator}'s verdict: :{vcolor}-badge[{vlabel}{side}]")
         st.write(r.verdict_explanation)
@@ -343,8 +343,8 @@ if info is not None and info.operators and info.committed_batches:
                     show_verdicts(answers.report.results)
                 answers = with_progress("Looking for look-alike keys in the other partitions", lambda: ask(True), "near-misses")
                 first.empty()
-            report = answers.report
-            searched = report.input_search
+            report = answers.report.operator_report  # its operator, join and history: the first key's, in the whole query
+            searched = answers.report.input_search if isinstance(answers, statelens.QueryAnswers) else None
             heading = answers.heading()
             st.caption(
                 (heading[0].upper() + heading[1:] + f" · verdicts of operator {report.operator_id} ({report.operator_name}) · ")
@@ -383,12 +383,12 @@ if info is not None and info.operators and info.committed_batches:
                 st.warning(
                     f"The key's history could not be read, so keys not in state get the verdict Unknown. {report.history_error}"
                 )
-            for r in report.results:
+            for r in answers.report.results:
                 with st.container(border=True):
                     verdict_heading(r)
-                    if r.fate is not None:
+                    if r.whole_query:
                         render_fate(r.fate, current_tz(), input_note)
-                    if r.near_misses and (r.fate is None or not r.fate.near_fates):  # else shown with their own fate
+                    if r.near_misses and not (r.whole_query and r.fate.near_fates):  # else shown with their own fate
                         st.markdown(
                             "**Near misses:** "
                             + ", ".join(

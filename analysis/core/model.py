@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from statelens.analysis.core.errors import BatchOutOfRange, NoState, UnknownOperator, UnknownStore
-from statelens.analysis.core.operator_kinds import JOIN, find_kind
+from statelens.analysis.core.operator_kinds import JOIN, TWS, find_kind
 
 DEFAULT_STORE = "default"
 # conf keys worth showing: provider, partitions, state format versions and the like
@@ -263,6 +263,15 @@ class StateSource:
 
 def is_tws(op: OperatorInfo) -> bool:
     return "transformwithstate" in op.operator_name.lower()
+
+
+def lookup_sources(op: OperatorInfo) -> list[tuple[str, StateSource]]:
+    """(name, source) of every store a diagnosis reads for this operator."""
+    if op.is_join:
+        return [(side, StateSource(op.operator_id, store_name=op.join_rows_store(side))) for side in ("left", "right")]
+    if find_kind(op.operator_name) == TWS:
+        return [("timers" if s.timers else str(s.state_var), s) for s in sources_of(op)]
+    return [("state", StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None))]
 
 
 def sources_of(op: OperatorInfo) -> list[StateSource]:

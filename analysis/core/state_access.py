@@ -38,6 +38,8 @@ from statelens.analysis.core.key_columns import columns_equal_to_key
 from statelens.analysis.core.model import JOIN_ROW_FIELDS, StateSource
 from statelens.analysis.core.near_miss import NearSeen, digits, near_miss_reason, normalize
 
+MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches, newest first
+
 
 @dataclass(frozen=True)
 class KeyQuery:

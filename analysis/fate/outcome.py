@@ -526,9 +526,10 @@ _CAUSE_OF_VERDICT = {
 }
 
 
-def _unknown(fate: KeyFate, operator_id: int, why: str) -> None:
-    fate.cause = Cause(UNKNOWN, operator_id, None, None, None, why, why=why)
-    fate.headline = f"{WORDS[UNKNOWN]}: {why}."
+def _unknown(fate: KeyFate, operator_id: int, why: str) -> KeyFate:
+    return dataclasses.replace(
+        fate, cause=Cause(UNKNOWN, operator_id, None, None, None, why, why=why), headline=f"{WORDS[UNKNOWN]}: {why}."
+    )
 
 
 def from_state(
@@ -540,17 +541,17 @@ def from_state(
     operator_id: int,
     join_type: str | None = None,
     mode_assumed: bool = False,
-) -> None:
+) -> KeyFate:
     """No record of the key was followed (the input was not searched): the outcome as the last
     operator's state tells it, said to come from there. Only where the verdict says it: a key in a
     join's or an aggregation's state, evicted, matched or waiting; else it stays unknown. A join's row
     evicted unmatched is lost only where the join type is known (an outer join wrote it null-padded):
     without it the key stays unknown, and says why; so does a window waiting where the output mode is
     not known (``mode_assumed``: in update or complete mode it was emitted) and no sink holding the
-    operators' key columns lacks every row of it (it would hold one: append mode)."""
+    operators' key columns lacks every row of it (it would hold one: append mode). A new fate: the one
+    given is left as it is."""
     if verdict == "waiting_for_watermark" and mode_assumed and not fate.sink_lacks_key:
-        _unknown(fate, operator_id, f"operator {operator_id}'s state holds its window: {MODE_UNKNOWN}")
-        return
+        return _unknown(fate, operator_id, f"operator {operator_id}'s state holds its window: {MODE_UNKNOWN}")
     outcome = _FROM_VERDICT.get(verdict)
     if verdict == "evicted":
         outcome = (
@@ -566,23 +567,22 @@ def from_state(
                 "outer join preserving its side wrote it null-padded, and the checkpoint does not record the join type "
                 "(give the query's event log, or the join type)"
             )
-            _unknown(fate, operator_id, why)
+            return _unknown(fate, operator_id, why)
     if outcome is None:
-        return
+        return fate
     first = explanation.split(". ")[0].rstrip(".")
     note = "its input files were not searched" + (
         ": they are no longer where the query read them (give where they are now: --input-root)"
         if "no longer there" in (fate.input_note or "")
         else ""
     )
-    fate.outcome = outcome
     kind_of_cause = _CAUSE_OF_VERDICT.get(verdict)
-    if outcome in (OUTCOME_WRITTEN,) and kind_of_cause is None:
-        fate.cause = None
-    else:
+    cause = None
+    if outcome not in (OUTCOME_WRITTEN,) or kind_of_cause is not None:
         why = f"{first} (operator {operator_id}'s state; {note})"
-        fate.cause = Cause(kind_of_cause or UNKNOWN, operator_id, None, None, None, why, why=None if kind_of_cause else why)
-    fate.headline = f"{WORDS[outcome]}, as operator {operator_id}'s state tells ({note})."  # its verdict follows
+        cause = Cause(kind_of_cause or UNKNOWN, operator_id, None, None, None, why, why=None if kind_of_cause else why)
+    headline = f"{WORDS[outcome]}, as operator {operator_id}'s state tells ({note})."  # its verdict follows
+    return dataclasses.replace(fate, outcome=outcome, cause=cause, headline=headline)
 
 
 def _named(search: InputSearch, uri: str) -> str:

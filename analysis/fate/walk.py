@@ -21,7 +21,7 @@ from statelens.analysis.core.errors import StateLensError, StateReadError
 from statelens.analysis.core.key_format import fmt_duration, jsonable, to_ms
 from statelens.analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
 from statelens.analysis.core.operator_kinds import AGGREGATION, JOIN, LABELS, SESSION, TWS, find_kind, unsupported
-from statelens.analysis.core.state_access import KeyQuery, StateAccess, key_text, typed_values
+from statelens.analysis.core.state_access import MAX_STATE_BATCHES, KeyQuery, StateAccess, key_text, typed_values
 from statelens.analysis.fate.model import (
     DROPPED_AS_LATE,
     FILTERED,
@@ -49,7 +49,6 @@ from statelens.analysis.plan.static_table import StaticTable
 
 # state key fields that are an operator's time, not an input column (a window, a session's start)
 TIME_KEYS = ("window", "session_window", "sessionStartTime")
-MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches
 
 
 class RecordFinder(Protocol):
@@ -214,6 +213,9 @@ class FateWalk:
         finder: RecordFinder | None = None,
         duplicates: dict[int, dict[int, int]] | None = None,
         stages: Mapping[str, StageLike] | None = None,
+        static_tables: dict[int, StaticTable] | None = None,
+        assume_renames: bool = False,
+        strict: bool = False,
     ) -> None:
         self.access = access
         self.stages = stages or {}  # operator kind -> its stage (``analysis.fate.stages.STAGES``)
@@ -238,9 +240,9 @@ class FateWalk:
         # no plan: per input column a key was found in, the operators' key columns it is taken to be, renamed
         # (a key found in another column is another rename: each record by its own column)
         self.renamed: dict[str, set[str]] = {}
-        self.assume_renames = False  # no plan, and the key's column not given: a key found in another column is a rename
-        self.strict = False  # an unexpected error in a stage is raised (debugging), not the record's unknown step
-        self.static_tables: dict[int, StaticTable] = {}  # the plan's scan -> the static table it reads
+        self.assume_renames = assume_renames  # no plan, and the key's column not given: a key found in another column is a rename
+        self.strict = strict  # an unexpected error in a stage is raised (debugging), not the record's unknown step
+        self.static_tables = static_tables or {}  # the plan's scan -> the static table it reads
         self.unsure: set[int] = set()  # no plan: operators that may be off a record's path (both join sides fit)
         self.notes: list[str] = []
 

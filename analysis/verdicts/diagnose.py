@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from statelens.analysis.core import key_columns
 from statelens.analysis.core.errors import InvalidInput, StateReadError, UnknownOperator
@@ -23,21 +23,19 @@ from statelens.analysis.core.model import (
     StateSource,
     append_only,
     default_operator,
+    lookup_sources,
     operator_of,
     resolve_batch,
-    sources_of,
     table_name,
     validate_source,
 )
-from statelens.analysis.core.operator_kinds import TWS, find_kind, kind_of
+from statelens.analysis.core.operator_kinds import kind_of
 from statelens.analysis.core.question import KeyQuestion
-from statelens.analysis.core.state_access import KeyQuery, StateAccess, typed_values
+from statelens.analysis.core.state_access import MAX_STATE_BATCHES, KeyQuery, StateAccess, typed_values
 from statelens.analysis.inputs.records import ArrivalSearch, InputSearch
 from statelens.analysis.plan.query_plan import JoinPlan
 from statelens.analysis.runs.progress import Lateness, ProgressLog, lateness
 from statelens.analysis.verdicts import why_missing as wm
-
-MAX_STATE_BATCHES = 30  # history without a change feed: the state at this many retained batches, newest first
 
 
 @dataclass
@@ -61,15 +59,19 @@ class WhyMissingReport:
     engine: str = "spark"  # which reader answered: native (state files) or spark (State Data Source)
     engine_notes: list[str] = field(default_factory=list)  # reads handed to Spark, and why
     key_columns: dict[str, str] = field(default_factory=dict)  # join side -> the value column key_field equals
-    whole_query: bool = False  # each key followed from the input files through every operator (results' fate)
-    input_search: InputSearch | None = None  # the input files searched for the keys
-    plan_from: str | None = None  # the event log whose plan gave the operators, filters and watermarks
     # a windowed operator's output mode was assumed (append): not in the checkpoint, one stateful operator
     output_mode_assumed: bool = False
+
+    whole_query: ClassVar[bool] = False  # one operator's verdicts (the whole query's: ``analysis.fate.answer.QueryAnswer``)
 
     @property
     def key_label(self) -> str:
         return key_columns.field_label(self.key_field, self.key_columns)
+
+    @property
+    def operator_report(self) -> WhyMissingReport:
+        """The operator report an answer shows (its operator, join, history): this one."""
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,33 +92,23 @@ class WhyMissingReport:
                 "error": self.history_error,
             },
             "lateness": self.lateness.to_dict() if self.lateness else None,
-            "whole_query": self.whole_query,
-            "plan_from": self.plan_from,
-            "input": self._input_dict(),
+            "whole_query": False,
+            "plan_from": None,  # the whole query's answer says where its plan came from, and its input
+            "input": None,
             "results": [r.to_dict() for r in self.results],
         }
 
-    def _input_dict(self) -> dict[str, Any] | None:
-        s = self.input_search
-        if s is None:
-            return None
-        return {
-            "files_listed": s.files_listed,
-            "files_searched": s.files_searched,
-            "columns": s.columns,
-            "not_searched": s.unsearched,
-            "time_zone": s.time_zone,
-            **({"changed_since_read": s.changed} if s.changed else {}),
-        }
 
-
-def lookup_sources(op: OperatorInfo) -> list[tuple[str, StateSource]]:
-    """(name, source) of every store a diagnosis reads for this operator."""
-    if op.is_join:
-        return [(side, StateSource(op.operator_id, store_name=op.join_rows_store(side))) for side in ("left", "right")]
-    if find_kind(op.operator_name) == TWS:
-        return [("timers" if s.timers else str(s.state_var), s) for s in sources_of(op)]
-    return [("state", StateSource(op.operator_id, store_name=op.stores[0].store_name if op.stores else None))]
+def input_dict(s: InputSearch) -> dict[str, Any]:
+    """The input files searched for the keys, as the whole query's JSON gives them."""
+    return {
+        "files_listed": s.files_listed,
+        "files_searched": s.files_searched,
+        "columns": s.columns,
+        "not_searched": s.unsearched,
+        "time_zone": s.time_zone,
+        **({"changed_since_read": s.changed} if s.changed else {}),
+    }
 
 
 def ordered_key_fields(fields: list[tuple[str, str]]) -> list[str]:

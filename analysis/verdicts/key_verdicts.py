@@ -4,7 +4,7 @@ inputs and output of one key's diagnosis (``StoreLookup``, ``Context``, ``KeyDia
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from statelens.analysis.core.near_miss import NearSeen
 from statelens.analysis.core.operator_kinds import AGGREGATION, DEDUP, DEDUP_WITHIN, GROUP_STATE, JOIN, SESSION, TWS  # noqa: F401
@@ -82,13 +82,8 @@ class KeyDiagnosis:
     queries: list[dict[str, str]] = field(default_factory=list)  # title, sql: reproduce the evidence
     matched_as: str | None = None  # how the typed key was compared
     reason: str | None = None  # the cause, where the verdict alone is silent: late_record, duplicate, condition_not_met, filtered
-    fate: Any = None  # the key's fate through the whole query (analysis.fate.KeyFate), when it was followed
-    # the whole query's answer (``analysis.fate``): what reached the output, the root cause, where and when
-    outcome: str | None = None  # written | partly_written | written_unmatched | waiting | lost | never_in_input | unknown
-    cause: str | None = None
-    cause_at: dict[str, Any] | None = None
-    verdict_operator: int | None = None  # the operator whose verdict ``verdict`` is (the whole query: the one nearest the output)
-    verdict_explanation: str = ""  # the whole query: the operator's own explanation (``explanation`` ends with it); not in JSON
+
+    whole_query: ClassVar[bool] = False  # one operator's verdict (the whole query's: ``analysis.fate.answer.QueryKeyAnswer``)
 
     @property
     def side_text(self) -> str:
@@ -105,11 +100,12 @@ class KeyDiagnosis:
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
-            "outcome": self.outcome,
-            "cause": self.cause,
-            "cause_at": self.cause_at,
+            # the whole query's (``analysis.fate.answer.QueryKeyAnswer``): none for one operator's verdict
+            "outcome": None,
+            "cause": None,
+            "cause_at": None,
             "verdict": self.verdict,
-            "verdict_operator": self.verdict_operator,
+            "verdict_operator": None,
             "side": self.side,
             "was_matched": self.was_matched,
             "evicted_at_batch": self.evicted_at_batch,
@@ -123,5 +119,5 @@ class KeyDiagnosis:
             "near_misses": self.near_misses,
             "queries": self.queries,
             "reason": self.reason,
-            "fate": self.fate.to_dict() if self.fate is not None else None,
+            "fate": None,
         }

@@ -22,6 +22,7 @@ from statelens.analysis.core.model import (
     StateFile,
     StateSource,
     default_operator,
+    lookup_sources,
     operator_of,
     require_committed,
     require_state,
@@ -29,10 +30,9 @@ from statelens.analysis.core.model import (
     sources_of,
     validate_source,
 )
-from statelens.analysis.core.operator_kinds import find_kind
+from statelens.analysis.core.operator_kinds import AGGREGATION, TWS, find_kind
+from statelens.analysis.core.state_access import MAX_STATE_BATCHES
 from statelens.analysis.runs.progress import ProgressLog, progress_findings
-from statelens.analysis.verdicts import why_missing as wm
-from statelens.analysis.verdicts.diagnose import MAX_STATE_BATCHES, lookup_sources
 from statelens.spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
 from statelens.spark_io.logs.event_logs import read_progress
 from statelens.spark_io.readers import engine
@@ -267,13 +267,13 @@ def eviction_facts(info: CheckpointInfo, op: OperatorInfo, stats: StateStats) ->
     wm_now = info.batches[-1].watermark_ms if info.batches else 0
     # in a chain, a later operator evicts by the lagging watermark of its input: windows behind the
     # query's watermark do not mean complete mode there
-    count_past = kind == wm.AGGREGATION and bool(wm_now) and len(info.operators) == 1
+    count_past = kind == AGGREGATION and bool(wm_now) and len(info.operators) == 1
     e = stats.eviction(src, batch, wm_now if count_past else None)
     facts.key_has_event_time = e.key_has_event_time
     facts.oldest_event_ms = e.oldest_ms
     facts.windows_past_watermark = e.windows_past
     facts.other_way_out = e.timeout_set
-    if kind == wm.TWS:
+    if kind == TWS:
         variables = op.properties.get("stateVariables", [])
         facts.other_way_out = any(v.get("ttlEnabled") for v in variables) or any(
             str(v.get("stateName", "")).startswith("$") for v in variables

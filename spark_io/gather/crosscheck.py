@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from statelens.analysis.core.model import CheckpointInfo, StateSource
 from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.fate.answer import QueryAnswer
 from statelens.analysis.runs.progress import ProgressLog
 from statelens.analysis.verdicts import diagnose
 from statelens.spark_io.readers import state_reader
@@ -67,7 +68,7 @@ def check_why_missing(
 
 
 def check_why_missing_whole(
-    info: CheckpointInfo, report: diagnose.WhyMissingReport, q: KeyQuestion, progress: ProgressLog | None = None
+    info: CheckpointInfo, report: QueryAnswer, q: KeyQuestion, progress: ProgressLog | None = None
 ) -> tuple[bool, str]:
     """The whole query's answer again with Spark reading every operator's state (the input files are the same)."""
     from statelens.spark_io.gather.fate import why_missing_whole
@@ -77,10 +78,13 @@ def check_why_missing_whole(
     return _agree(report, spark, "fates, verdicts and evidence")
 
 
-def _agree(report: diagnose.WhyMissingReport, spark: diagnose.WhyMissingReport, what: str) -> tuple[bool, str]:
+def _agree(
+    report: diagnose.WhyMissingReport | QueryAnswer, spark: diagnose.WhyMissingReport | QueryAnswer, what: str
+) -> tuple[bool, str]:
     ok, detail = reports_agree(report.to_dict(), spark.to_dict(), what)
     if not ok:
-        differ = [a.key for a, b in zip(report.results, spark.results, strict=False) if a.to_dict() != b.to_dict()]
+        pairs: list[tuple[Any, Any]] = list(zip(report.results, spark.results, strict=False))
+        differ = [a.key for a, b in pairs if a.to_dict() != b.to_dict()]
         detail += f" Keys that differ: {', '.join(differ) or 'none (the report around them differs)'}."
     return ok, detail
 

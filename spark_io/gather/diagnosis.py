@@ -5,21 +5,26 @@ the late arrivals in the input files, the event log's plan and progress, handed 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from statelens.analysis.core import key_columns
 from statelens.analysis.core.errors import InvalidInput, StateLensError, option
-from statelens.analysis.core.model import CheckpointInfo, operator_of, resolve_batch
+from statelens.analysis.core.model import CheckpointInfo, lookup_sources, operator_of, resolve_batch
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.core.state_access import StateAccess
 from statelens.analysis.inputs.records import InputSearch
 from statelens.analysis.runs.progress import ProgressLog
 from statelens.analysis.verdicts import diagnose
-from statelens.analysis.verdicts.diagnose import WhyMissingReport, lookup_sources, ordered_key_fields
+from statelens.analysis.verdicts.diagnose import WhyMissingReport, ordered_key_fields
 from statelens.spark_io.gather.arrivals import arrivals_for
 from statelens.spark_io.logs.checkpoint import read_checkpoint
 from statelens.spark_io.readers.access import state_access
 from statelens.spark_io.runtime.engine_choice import reads_natively
 from statelens.spark_io.storage import open_storage
 from statelens.spark_io.storage.gate import check_allowed
+
+if TYPE_CHECKING:
+    from statelens.analysis.fate.answer import QueryAnswer
 
 
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:
@@ -72,7 +77,7 @@ def why_missing(
     access: StateAccess | None = None,
     progress: ProgressLog | None = None,
     searched: InputSearch | None = None,
-) -> WhyMissingReport:
+) -> WhyMissingReport | QueryAnswer:
     """Why-missing on a checkpoint, read by the chosen engine. Without an operator (``q.whole_query``),
     each key is followed from the input files through every operator to the sink
     (``spark_io.gather.fate``); with one, that operator's verdict alone. ``q.event_log``: where the

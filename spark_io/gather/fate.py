@@ -18,25 +18,19 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from statelens.analysis.core.errors import InvalidInput, StateLensError, option
+from statelens.analysis.core.errors import InvalidInput, option
 from statelens.analysis.core.model import CheckpointInfo, require_committed, require_state
-from statelens.analysis.core.near_miss import near_miss_reason
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.core.state_access import StateAccess
 from statelens.analysis.fate import (
     STAGES,
-    UNKNOWN,
     WRITTEN,
     FateWalk,
-    KeyFate,
-    NearFate,
     Output,
     RecordFinder,
     StaticLookup,
     answer,
-    failed_fate,
     group_text,
-    key_fate,
     search_columns,
     sink_columns,
     static_lookups,
@@ -44,8 +38,8 @@ from statelens.analysis.fate import (
 from statelens.analysis.fate.key import SinkSearch, python_columns
 from statelens.analysis.inputs.records import ANY, InputSearch
 from statelens.analysis.plan.query_plan import operator_watermarks
+from statelens.analysis.plan.static_table import StaticTable
 from statelens.analysis.runs.progress import ProgressLog
-from statelens.analysis.verdicts import why_missing as wm
 from statelens.spark_io.gather.arrivals import arrivals_for
 from statelens.spark_io.gather.inputs import (
     NOT_TOLD,
@@ -71,6 +65,9 @@ def _walk(
     join_type: str | None,
     keys: tuple[str, ...] = (),
     finder: RecordFinder | None = None,
+    static: dict[int, StaticTable] | None = None,
+    source_names: dict[int, str] | None = None,
+    assume_renames: bool = False,
 ) -> FateWalk:
     plan = progress.query_plan() if progress is not None else None
     planned = progress.operator_watermarks() if progress is not None else {}
@@ -85,13 +82,16 @@ def _walk(
         marks,
         progress.drops() if progress is not None else None,
         join_type,
-        {},
+        source_names or {},
         tz,
         planned=planned,
         asked=keys,
         finder=finder,
         duplicates=progress.duplicates() if progress is not None else None,
         stages=STAGES,
+        static_tables=static,
+        assume_renames=assume_renames,
+        strict=bool(os.environ.get("STATELENS_DEBUG")),
     )
 
 
@@ -106,7 +106,7 @@ def why_missing_whole(
     access: StateAccess,
     progress: ProgressLog | None = None,
     searched: InputSearch | None = None,
-) -> answer.WholeQueryReport:
+) -> answer.QueryAnswer:
     """Each key of ``q`` followed from the input files through every operator to the output.
     ``progress``: ``q.event_log`` read; ``searched``: the input search of an earlier answer to the
     same question (the app asks without near misses first), used instead of reading the input files again."""
@@ -114,11 +114,12 @@ def why_missing_whole(
     input_root, sink, near_misses = q.input_root, q.sink, q.near_misses
     require_state(info)
     require_committed(info)
-    walk = _walk(info, access, progress, join_type, tuple(keys))
+    walk = _walk(info, access, progress, join_type, tuple(keys))  # the operators' key columns, to search the input for
     plan, tz = walk.plan, walk.tz
-    columns = search_columns(walk, None)
     why_not = None
     listing: Listing | None = None
+    finder: RecordSearch | None = None
+    static: dict[int, StaticTable] = {}
 
     def format_of(source: str) -> str | None:  # the plan's Scan says how the files are read
         return next((s.format for s in plan.scans.values() if f"/{source}/" in s.location), None) if plan else None
@@ -128,9 +129,10 @@ def why_missing_whole(
         why_not = "The input of a checkpoint read through Spark is not searched: the answer comes from the state."
     else:
         listing = listed_files(info, input_root, format_of)
-        walk.finder = RecordSearch(listing)
-        walk.static_tables = static_tables(plan, set(listing[2].values()), input_root)
-        columns = search_columns(walk, None)
+        finder = RecordSearch(listing)
+        static = static_tables(plan, set(listing[2].values()), input_root)
+        walk = _walk(info, access, progress, join_type, tuple(keys), finder, static)
+    columns = search_columns(walk, None)
     lookups = static_lookups(walk, key_field) if listing is not None else []
     if key_field is not None:  # a column a static table gives is searched through the table alone
         columns = [] if lookups and not search_columns(walk, key_field) else _key_columns(walk, key_field, columns, listing)
@@ -149,10 +151,10 @@ def why_missing_whole(
             search = _through_static(search, lookups, keys, info, input_root, format_of, tz, listing)
         if not search.files_listed:
             why_not = search.note() or "The query reads no file source: its input cannot be searched here."
-    search.computed_by = python_columns(walk)
-    walk.source_names = search.sources
-    walk.assume_renames = plan is None and key_field is None
-    walk.strict = bool(os.environ.get("STATELENS_DEBUG"))
+    walk = _walk(
+        info, access, progress, join_type, tuple(keys), finder, static, search.sources, plan is None and key_field is None
+    )
+    search = dataclasses.replace(search, computed_by=python_columns(walk))
     walk.prefetch(search.records)
     windows = batch_windows(info.path) if sink else None  # a folder the user names may be a foreachBatch's
     written, sink_searched = _written(
@@ -160,23 +162,19 @@ def why_missing_whole(
     )
     downstream = _sink_rows(progress, sink, windows) if sink_searched else None
     held = sink_column_names(sink_folder(progress.sink if progress else None, sink) or "") if sink_searched else None
-    fates = {}
-    for k in keys:
-        try:
-            fates[k] = key_fate(k, search, walk, written.get(k, []), why_not, sink_searched, downstream, held)
-        except StateLensError:
-            raise
-        except Exception as e:  # a defect: this key says so, the other keys still answer
-            if walk.strict:
-                raise
-            fates[k] = failed_fate(k, e)
+    fates = answer.key_fates(keys, search, walk, written, why_not, sink_searched, downstream, held)
     # the verdict of the last operator whose key holds the key's column, as one operator's diagnosis gives it
     chosen, reports = answer.verdicts(
         walk, fates, q, access, progress, lambda asked, op_id: arrivals_for(info, asked, op_id, q.event_time_ms, progress)
     )
     if near_misses and listing is not None:
         in_state = [next(r for r in reports[chosen[k]].results if r.key == k) for k in keys]
-        _near_fates(info, in_state, fates, walk, listing, columns, progress, sink, format_of, tz, windows)
+        wanted = answer.look_alikes(in_state, fates, MAX_NEAR)
+        near_keys = sorted({n for found in wanted.values() for n, _, _ in found})
+        if near_keys:  # each followed as a key of its own: was that spelling written, when, and where
+            near_search = search_inputs(info, near_keys, columns, None, format_of, tz, listing=listing)
+            near_written, near_sink = _written(progress, sink, near_keys, sink_columns(walk, columns), windows)
+            fates = answer.with_near_fates(fates, wanted, near_search, walk, near_written, near_sink)
     plan_from = progress.location if plan is not None and progress is not None else None
     return answer.answer(q, fates, chosen, reports, search, plan_from)
 
@@ -287,52 +285,3 @@ def _sink_rows(progress: ProgressLog | None, given: str | None, windows: dict[in
         return done[k]
 
     return rows
-
-
-def _near_fates(
-    info: CheckpointInfo,
-    results: list[wm.KeyDiagnosis],
-    fates: dict[str, KeyFate],
-    walk: FateWalk,
-    listing: Listing,
-    columns: list[str],
-    progress: ProgressLog | None,
-    sink: str | None,
-    format_of: Callable[[str], str | None],
-    tz: str,
-    windows: dict[int, tuple[int, int]] | None = None,
-) -> None:
-    """Each key's look-alikes (in the input, in a store), followed as keys of their own: was that
-    spelling written, when, and where (the actual answer to a mistyped key)."""
-    wanted: dict[str, list[tuple[str, str, str]]] = {}  # key -> (look-alike, why, where seen)
-    for d in results:
-        fate = fates[d.key]
-        seen: dict[str, tuple[str, str, str]] = {}
-        for r in fate.near:
-            value = str(r.values.get(r.column))
-            seen.setdefault(value, (value, r.near or near_miss_reason(d.key, value) or "looks alike", f"input: {r.where()}"))
-        for n in d.near_misses:
-            seen.setdefault(n["key"], (n["key"], n["reason"], f"{n['where']} store: {n['seen']}"))
-        wanted[d.key] = list(seen.values())[:MAX_NEAR]
-    near_keys = sorted({n for found in wanted.values() for n, _, _ in found})
-    if not near_keys:
-        return
-    search = search_inputs(info, near_keys, columns, None, format_of, tz, listing=listing)
-    written, sink_searched = _written(progress, sink, near_keys, sink_columns(walk, columns), windows)
-    for key, found in wanted.items():
-        for near_key, reason, where in found:
-            f = key_fate(near_key, search, walk, written.get(near_key, []), None, sink_searched)
-            if f.outcome == UNKNOWN:  # its input was not searched either: the store's sighting says it all
-                continue
-            out = [o for o in f.outputs if o.kind == WRITTEN] or f.outputs
-            fates[key].near_fates.append(
-                NearFate(
-                    near_key,
-                    reason,
-                    where,
-                    f.outcome,
-                    sorted({o.batch_id for o in out if o.batch_id is not None}),
-                    sorted({o.file for o in out if o.file}),
-                    f.headline,
-                )
-            )

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from statelens.analysis.core.errors import NativeUnsupported, StateReadError
-from statelens.analysis.core.model import CheckpointInfo, StateSource, operator_of
+from statelens.analysis.core.model import CheckpointInfo, StateSource, lookup_sources, operator_of
 from statelens.analysis.core.state_access import ArrowState, StateAccess
-from statelens.analysis.verdicts.diagnose import lookup_sources
 from statelens.spark_io.readers import engine
 from statelens.spark_io.readers.native.access import NativeState
 from statelens.spark_io.readers.spark_state import SparkState

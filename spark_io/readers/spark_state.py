@@ -13,9 +13,8 @@ from typing import Any
 
 from statelens.analysis.core.key_columns import columns_equal_to_key
 from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
-from statelens.analysis.core.near_miss import NearSeen
+from statelens.analysis.core.near_miss import NearSeen, digits, normalize
 from statelens.analysis.core.state_access import KeyQuery, near_seen
-from statelens.analysis.verdicts import why_missing as wm
 from statelens.spark_io.readers.state_reader import change_frame, has_change_feed, state_frame, to_arrow
 from statelens.spark_io.runtime import engine_choice
 
@@ -32,8 +31,8 @@ def _key_filter(key_field: str, keys: list[str], near: bool, typed: list[Any] | 
     if typed:
         cond = cond | raw.isin(typed)
     if near:
-        norms = sorted({wm.normalize(x) for x in keys if wm.normalize(x)})
-        digit_keys = sorted({wm.digits(x) for x in keys if len(wm.digits(x)) >= 2})
+        norms = sorted({normalize(x) for x in keys if normalize(x)})
+        digit_keys = sorted({digits(x) for x in keys if len(digits(x)) >= 2})
         if norms:
             cond = cond | F.lower(F.regexp_replace(k, "[^0-9A-Za-z]", "")).isin(norms)
         if digit_keys:

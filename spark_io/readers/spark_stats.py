@@ -132,11 +132,11 @@ class SparkStats:
         if isinstance(value_type, StructType) and "timeoutTimestamp" in value_type.fieldNames():
             aggs.append(F.max("value.timeoutTimestamp").alias("timeout"))
         if aggs:
-            from statelens.analysis.verdicts import why_missing as wm
+            from statelens.analysis.core.key_format import to_ms
 
             row = to_arrow(df.agg(*aggs), f"{src.describe()} at batch {batch}").to_pylist()[0]
             oldest = row.get("oldest")
-            out.oldest_ms = wm.to_ms(oldest) if oldest is not None else None
+            out.oldest_ms = to_ms(oldest) if oldest is not None else None
             out.windows_past = int(row.get("past") or 0)
             out.timeout_set = bool((row.get("timeout") or 0) > 0)
         return out

@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 from statelens.analysis.core.arrow_numpy import numpy_filled, numpy_of, string_array
 from statelens.analysis.core.errors import StateLensError
 from statelens.analysis.core.model import StateSource
+from statelens.analysis.core.near_miss import digits, normalize
 from statelens.analysis.core.state_access import near_columns
-from statelens.analysis.verdicts import why_missing as wm
 from statelens.spark_io.readers.native.kernels import string_hashes
 from statelens.spark_io.readers.native.reader import NativeReader
 from statelens.spark_io.storage.cache import cache_dir
@@ -110,9 +110,9 @@ class KeyIndex:
         if index is None or start < index.first:
             return None
         # (``pa.array`` of Python strings imports pandas: 0.5 s of a whole process)
-        norms = string_array([wm.normalize(k) for k in keys]).cast(pa.large_string())
-        digits = string_array([d for k in keys if len(d := wm.digits(k)) >= 2]).cast(pa.large_string())
-        wanted = ((string_hashes(norms), index.norm), (string_hashes(digits), index.digits))
+        norms = string_array([normalize(k) for k in keys]).cast(pa.large_string())
+        digit_keys = string_array([d for k in keys if len(d := digits(k)) >= 2]).cast(pa.large_string())
+        wanted = ((string_hashes(norms), index.norm), (string_hashes(digit_keys), index.digits))
         return [p for p in range(len(index.norm)) if any(_holds(per_part[p], hashes) for hashes, per_part in wanted)]
 
     # ---------------------------------------------------------------- building and keeping
@@ -126,8 +126,8 @@ class KeyIndex:
         if index is None:
             index = self._build(source, key_field, first, last, feed, n)
         elif index.last < last:
-            norm, digits = _hashes_of(self.reader.changes(source, index.last + 1, last, keys_only=True), key_field, n)
-            index = _Index(index.first, last, _merged(index.norm, norm), _merged(index.digits, digits))
+            norm, digit = _hashes_of(self.reader.changes(source, index.last + 1, last, keys_only=True), key_field, n)
+            index = _Index(index.first, last, _merged(index.norm, norm), _merged(index.digits, digit))
         else:
             self._loaded[ident] = index
             return index
