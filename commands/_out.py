@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sys
@@ -23,9 +22,10 @@ def dump(obj: Any) -> None:
 
 
 def fmt_ms(ms: int) -> str:
-    if not ms:
-        return "-"
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    """A time in a table cell: the one way State Lens writes a time, "-" for none."""
+    from statelens.text import fmt_time
+
+    return fmt_time(ms).removesuffix(" UTC") if ms else "-"  # the header says UTC
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statelens.analysis.core.errors import BatchOutOfRange, InvalidInput, UnknownOperator
+from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.model import StateSource
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.verdicts import why_missing as wm
@@ -120,7 +121,7 @@ def test_timeline_and_history_window() -> None:
     assert (evict, "left", "evicted") in events and (evict, "right", "evicted") in events
     # a recent key in state is explained by the last few batches of history only
     recent = why_missing(sample("join_hdfs"), KeyQuestion(("ord-156",)))
-    assert recent.history == (14, 16)
+    assert recent.operator_report.history == (14, 16)
 
 
 @pytest.mark.parametrize(
@@ -157,7 +158,7 @@ def test_windowed_agg_says_when_the_next_window_closes() -> None:
     }
     next_close = min(e for e in ends if e > wm_now)
     (r,) = why_missing(sample("windowed_agg"), KeyQuestion(("user-1",))).results
-    assert f"the next closes at {wm.fmt_ms(next_close)}" in r.explanation
+    assert f"the next closes at {fmt_time(next_close)}" in r.explanation
     assert len(r.evidence) == len([e for e in ends if e > wm_now])
 
 
@@ -202,7 +203,7 @@ def test_chained_operators_and_operator_choice() -> None:
 
 def test_composite_key_field_and_evidence_cap() -> None:
     r = why_missing(sample("stuck_watermark_dedup"), KeyQuestion(("2026-01-01 00:00:00",), key_field="event_time"))
-    assert r.key_fields == ["event_id", "event_time"] and r.results[0].verdict == wm.DROPPING_DUPLICATES
+    assert r.operator_report.key_fields == ["event_id", "event_time"] and r.results[0].verdict == wm.DROPPING_DUPLICATES
     assert len(r.results[0].evidence) == 120
     (hot,) = why_missing(sample("hot_key_join"), KeyQuestion(("hot",))).results
     assert len(hot.evidence) == wm.MAX_EVIDENCE and "first 200 of 1501 rows" in hot.explanation

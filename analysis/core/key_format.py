@@ -6,11 +6,16 @@ import datetime as dt
 import decimal
 from typing import Any
 
+NO_TIME = "no time"  # a time that is not there (a watermark not set yet: 0), as every answer writes it
 
-def fmt_ms(ms: int | None) -> str:
+
+def fmt_time(ms: int | None) -> str:
+    """The one way State Lens writes a time: UTC to the second, with milliseconds where there are some
+    (a watermark 1 ms past a window's end is not the end); ``NO_TIME`` for none (or 0: no watermark yet)."""
     if not ms:
-        return "none"
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return NO_TIME
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return t.strftime("%Y-%m-%d %H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "") + " UTC"
 
 
 def to_ms(v: Any) -> int | None:

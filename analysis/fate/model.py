@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.analysis.core.key_format import jsonable, to_ms
+from statelens.analysis.core.key_format import fmt_time, jsonable, to_ms
 from statelens.analysis.core.model import JOIN_ROW_FIELDS
 from statelens.analysis.core.state_access import key_text
 from statelens.analysis.inputs.records import InputRecord
@@ -58,13 +58,6 @@ REASONS = {  # the cause as the single-operator diagnosis names it (``KeyDiagnos
 
 
 # --------------------------------------------------------------------------- how times and rows read
-
-
-def fmt_time(ms: int | None) -> str:
-    if ms is None:
-        return "no time"
-    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return t.strftime("%Y-%m-%d %H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "") + " UTC"
 
 
 def clock(ms: int) -> str:

@@ -232,11 +232,6 @@ class QueryPlan:
     def _above(self, test: Any) -> tuple[StatefulOperator, str] | None:
         return next(((op, side) for op in self.operators.values() for side in op.sides if test(op, side)), None)
 
-    def scan_of(self, location_files: list[str]) -> int | None:
-        """The scan that read one of these files (matched by file name in its Location)."""
-        names = {f.rsplit("/", 1)[-1] for f in location_files}
-        return next((s.node_id for s in self.scans.values() if any(n and n in s.location for n in names)), None)
-
 
 # --------------------------------------------------------------------------- text -> nodes
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable
+from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_time, jsonable
 from statelens.analysis.verdicts.key_timeline import history_rows, row_evidence
 from statelens.analysis.verdicts.key_verdicts import (
     CONDITION_NOT_MET,
@@ -130,7 +130,7 @@ def _pairs_text(pairs: list[tuple[Timed, Timed]], ctx: Context) -> str:
     if not pairs:
         return "The rows carry no event time to compare."
     shown = "; ".join(
-        f"left {lf} {fmt_ms(lt)} vs right {rf} {fmt_ms(rt)} (right {'after' if rt >= lt else 'before'} left by "
+        f"left {lf} {fmt_time(lt)} vs right {rf} {fmt_time(rt)} (right {'after' if rt >= lt else 'before'} left by "
         f"{fmt_duration(abs(rt - lt))})"
         for (lf, lt), (rf, rt) in pairs[:5]
     )
@@ -156,7 +156,7 @@ def _bound_text(ctx: Context) -> str:
 
 def _pair_evidence(pairs: list[tuple[Timed, Timed]]) -> list[dict[str, Any]]:
     return [
-        {"store": "pair", "left_time": fmt_ms(lt), "right_time": fmt_ms(rt), "difference_s": (rt - lt) / 1000}
+        {"store": "pair", "left_time": fmt_time(lt), "right_time": fmt_time(rt), "difference_s": (rt - lt) / 1000}
         for (_, lt), (_, rt) in pairs
     ]
 
@@ -176,14 +176,14 @@ def _eviction_estimate(ctx: Context, side: str, times: list[int]) -> str:
         return "It is evicted once the watermark passes its event time plus the join's time-range bound."
     t = min(times)
     rel = f"{fmt_duration(wm - t)} behind" if wm >= t else f"{fmt_duration(t - wm)} ahead of"
-    behind = f"Its event time {fmt_ms(t)} is {rel} the watermark ({fmt_ms(wm)})."
+    behind = f"Its event time {fmt_time(t)} is {rel} the watermark ({fmt_time(wm)})."
     horizon = ctx.eviction_horizon.get(side)
     if horizon:
         lo, hi = max(0, horizon[0]), max(0, horizon[1])
         span = fmt_duration(hi) if lo == hi else f"{fmt_duration(lo)}–{fmt_duration(hi)}"
         return (
             f"{behind} Rows of this side were evicted once the watermark was {span} past their event time "
-            f"(the join's time bound), so it will be evicted when the watermark passes about {fmt_ms(t + hi)}."
+            f"(the join's time bound), so it will be evicted when the watermark passes about {fmt_time(t + hi)}."
         )
     return f"{behind} It is evicted once the watermark passes its event time plus the join's time-range bound."
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from statelens.analysis.core.key_format import fmt_ms, to_ms
+from statelens.analysis.core.key_format import fmt_time, to_ms
 from statelens.analysis.inputs.records import Arrival
 from statelens.analysis.verdicts.key_verdicts import (
     AGGREGATION,
@@ -38,7 +38,7 @@ def apply_lateness(
     state, or a join key whose other side never came), and the progress shows this operator
     dropping rows by the watermark from batch N on. Without the drops the verdict stays and
     the explanation says "would have been late from batch N"."""
-    t = fmt_ms(late.event_time_ms)
+    t = fmt_time(late.event_time_ms)
     n = late.late_from_batch
     chained = (
         ""
@@ -50,10 +50,10 @@ def apply_lateness(
         last = max(ctx.watermarks) if ctx.watermarks else ctx.batch
         d.explanation += (
             f" A record with event time {t} is not behind the watermark any batch up to {last} dropped late "
-            f"rows by (latest {fmt_ms(ctx.watermarks.get(last, 0))}): it was not dropped as late."
+            f"rows by (latest {fmt_time(ctx.watermarks.get(last, 0))}): it was not dropped as late."
         )
         return
-    wm_n = fmt_ms(_late_watermark(ctx, n))
+    wm_n = fmt_time(_late_watermark(ctx, n))
     would = (
         f"A record with event time {t} would have been late from batch {n} on: from that batch the operator "
         f"drops rows at or before {wm_n} (the previous batch's watermark)."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable, to_ms
+from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_time, jsonable, to_ms
 from statelens.analysis.verdicts.key_timeline import row_evidence
 from statelens.analysis.verdicts.key_verdicts import (
     AGGREGATION,
@@ -40,11 +40,11 @@ def diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Key
     elif ctx.kind in (DEDUP, DEDUP_WITHIN):
         if ctx.kind == DEDUP_WITHIN:
             expires = [r["value"]["expiresAtMicros"] // 1000 for r in state_rows if (r.get("value") or {}).get("expiresAtMicros")]
-            until = f"until the watermark passes {fmt_ms(max(expires))}" if expires else "until it expires"
+            until = f"until the watermark passes {fmt_time(max(expires))}" if expires else "until it expires"
             never = not wm
         else:
             times = [t for r in state_rows for _, t in [event_time_ms(r.get("key"))] if t is not None]
-            until = f"until the watermark passes its event time {fmt_ms(max(times))}" if times else ""
+            until = f"until the watermark passes its event time {fmt_time(max(times))}" if times else ""
             never = not wm or not times
         if never:
             why = (
@@ -55,7 +55,7 @@ def diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Key
             tail = f" It is never removed: {why}, and this state grows with every new key."
             until = "for as long as the query runs"
         else:
-            tail = f" The watermark has not passed it yet (now {fmt_ms(wm)})."
+            tail = f" The watermark has not passed it yet (now {fmt_time(wm)})."
         d = KeyDiagnosis(
             key,
             DROPPING_DUPLICATES,
@@ -70,14 +70,14 @@ def diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Key
             if s is not None and e is not None:
                 sessions.append((s, e))
         desc = "; ".join(
-            f"{fmt_ms(s)} – {fmt_ms(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})"
+            f"{fmt_time(s)} – {fmt_time(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})"
             for s, e in sorted(sessions)
         )
         d = KeyDiagnosis(
             key,
             SESSION_OPEN,
             f"{what} has {len(sessions)} open session(s): {desc}. A session closes and is emitted (append mode) "
-            f"once the watermark (now {fmt_ms(wm)}) passes its end; new events within the gap extend it.",
+            f"once the watermark (now {fmt_time(wm)}) passes its end; new events within the gap extend it.",
         )
     else:
         d = KeyDiagnosis(key, IN_STATE, f"{what} holds state: {_state_summary(lookups, ctx)}.")
@@ -127,28 +127,28 @@ def _aggregation_in_state(key: str, ctx: Context, state_rows: list[dict[str, Any
             key,
             IN_STATE,
             f"{what} has {len(ends)} window(s) in state, {len(past)} of them ending at or before the watermark "
-            f"({fmt_ms(wm)}) yet still kept: the query runs in complete mode, which keeps every window and emits all "
+            f"({fmt_time(wm)}) yet still kept: the query runs in complete mode, which keeps every window and emits all "
             "of them in every batch.",
         )
     if past:
         return KeyDiagnosis(
             key,
             WAITING_WATERMARK,
-            f"{what} has {len(ends)} window(s) in state; {len(past)} end before the query's watermark ({fmt_ms(wm)}) "
+            f"{what} has {len(ends)} window(s) in state; {len(past)} end before the query's watermark ({fmt_time(wm)}) "
             "but are still kept: in a query with several stateful operators this one evicts by the watermark of its "
             "input, which lags behind the upstream operator's bound (for example a join's time range). "
             + ("Each" if mode == "append" else "In append mode each")
-            + f" window is emitted when that watermark passes its end; the earliest ends at {fmt_ms(min(ends))}.",
+            + f" window is emitted when that watermark passes its end; the earliest ends at {fmt_time(min(ends))}.",
         )
     nxt = min(ends)
     closes = (
-        f"the watermark (now {fmt_ms(wm)}) reaches its end: the next closes at {fmt_ms(nxt)}, {fmt_duration(nxt - wm)} ahead of "
+        f"the watermark (now {fmt_time(wm)}) reaches its end: the next closes at {fmt_time(nxt)}, {fmt_duration(nxt - wm)} ahead of "
         "the watermark."
         if ctx.single_operator
         # several operators: this one evicts by its input's watermark, which may trail the query's (a join's
         # bound upstream): only the window's end is said, not a distance to the query's watermark
-        else f"the watermark of its input passes its end: the next ends at {fmt_ms(nxt)} (the query's watermark is "
-        f"{fmt_ms(wm)}; this operator's may trail it)."
+        else f"the watermark of its input passes its end: the next ends at {fmt_time(nxt)} (the query's watermark is "
+        f"{fmt_time(wm)}; this operator's may trail it)."
     )
     if mode == "update":
         text = f"{what} has {len(ends)} window(s) in state. This query runs in update mode: their current counts were emitted in the batches that changed them; each leaves the state when {closes}"
@@ -175,18 +175,18 @@ def _state_summary(lookups: list[StoreLookup], ctx: Context) -> str:
                 timeout = ", no timeout set"
             elif not wm:
                 timeout = (
-                    f", times out at processing time {fmt_ms(tt)} (a processing-time timeout: there is no watermark; "
-                    f"batch {ctx.batch} ran at {fmt_ms(last_time)}): it fires in the first batch that runs after that"
+                    f", times out at processing time {fmt_time(tt)} (a processing-time timeout: there is no watermark; "
+                    f"batch {ctx.batch} ran at {fmt_time(last_time)}): it fires in the first batch that runs after that"
                 )
             else:
                 timeout = (
-                    f", times out when the watermark passes {fmt_ms(tt)} (now {fmt_ms(wm)}) if the timeout is on event "
-                    f"time, or at processing time {fmt_ms(tt)} if it is on processing time (batch {ctx.batch} ran at "
-                    f"{fmt_ms(last_time)})"
+                    f", times out when the watermark passes {fmt_time(tt)} (now {fmt_time(wm)}) if the timeout is on event "
+                    f"time, or at processing time {fmt_time(tt)} if it is on processing time (batch {ctx.batch} ran at "
+                    f"{fmt_time(last_time)})"
                 )
             parts.append(f"group state {json.dumps(jsonable(v.get('groupState', v)))}{timeout}")
         elif "expiration_timestamp_ms" in r0:
-            parts.append("timer(s) at " + ", ".join(fmt_ms(t) for t in sorted(r["expiration_timestamp_ms"] for r in lk.rows)))
+            parts.append("timer(s) at " + ", ".join(fmt_time(t) for t in sorted(r["expiration_timestamp_ms"] for r in lk.rows)))
         elif "list_element" in r0:
             parts.append(f"list '{lk.name}' with {len(lk.rows)} element(s)")
         elif "user_map_key" in r0:
@@ -209,5 +209,5 @@ def _ttl(row: dict[str, Any]) -> str:
         for name in ("ttlExpirationMs", "ttl_expiration_ms", "expiration_timestamp_ms"):
             t = holder.get(name) if isinstance(holder, dict) else None
             if isinstance(t, int) and t > 0:
-                return f", expires by TTL at processing time {fmt_ms(t)}"
+                return f", expires by TTL at processing time {fmt_time(t)}"
     return ""

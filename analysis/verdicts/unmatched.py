@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statelens.analysis.core.arrow_numpy import one_array
-from statelens.analysis.core.key_format import fmt_ms, to_ms
+from statelens.analysis.core.key_format import fmt_time, to_ms
 from statelens.analysis.verdicts.key_verdicts import (
     CONDITION_NOT_MET,
     EMITTED_UNMATCHED,
@@ -216,5 +216,5 @@ def waiting_windows(state: pa.Table, fields: list[str], watermark_ms: int) -> li
         end = to_ms(w["end"]) if isinstance(w, dict) and isinstance(w.get("end"), dt.datetime) else None
         if end is not None and end > watermark_ms:
             start = to_ms(w["start"])
-            out.append(UnmatchedKey(text, WAITING_WATERMARK, None, None, f"window {fmt_ms(start or 0)} – {fmt_ms(end)}"))
+            out.append(UnmatchedKey(text, WAITING_WATERMARK, None, None, f"window {fmt_time(start or 0)} – {fmt_time(end)}"))
     return sorted(out, key=lambda k: (k.detail, k.key))

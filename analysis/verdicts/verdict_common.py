@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statelens.analysis.core.key_format import fmt_ms
+from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.near_miss import near_miss_reason
 from statelens.analysis.verdicts.key_timeline import history_rows, row_evidence
 from statelens.analysis.verdicts.key_verdicts import (
@@ -73,7 +73,7 @@ def not_in_state(key: str, ctx: Context, lookups: list[StoreLookup], what: str) 
                 key,
                 EVICTED,
                 f"{what} was in state and was removed in batch {batch}, whose watermark was "
-                f"{fmt_ms(ctx.watermarks.get(batch, 0))}. " + _eviction_note(ctx),
+                f"{fmt_time(ctx.watermarks.get(batch, 0))}. " + _eviction_note(ctx),
                 evicted_at_batch=batch,
             )
         else:
@@ -110,7 +110,7 @@ def _join_evicted(
 
     def when(names: list[str]) -> str:
         return " and ".join(
-            f"the {n} side in batch {evicted[n][0]} (watermark {fmt_ms(ctx.watermarks.get(evicted[n][0], 0))})" for n in names
+            f"the {n} side in batch {evicted[n][0]} (watermark {fmt_time(ctx.watermarks.get(evicted[n][0], 0))})" for n in names
         )
 
     where = f" on the {' and '.join(sides)} side{'s' if len(sides) > 1 else ''}"
@@ -145,7 +145,7 @@ def _join_evicted(
                     EMITTED_UNMATCHED,
                     f"The key was in state{where} and never matched. This is {join_named(ctx.join_type)}, so "
                     f"when the watermark evicted it the join emitted it with nulls for the other side's columns: "
-                    f"{emitted} (watermark {fmt_ms(ctx.watermarks.get(evicted[preserved[0]][0], 0))}).",
+                    f"{emitted} (watermark {fmt_time(ctx.watermarks.get(evicted[preserved[0]][0], 0))}).",
                     side=preserved[0] if len(preserved) == 1 else "both",
                     was_matched=False,
                     evicted_at_batch=max(evicted[s][0] for s in preserved),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_ms, jsonable, row_time_ms, sql_literal, to_ms
+from statelens.analysis.core.key_format import event_time_ms, fmt_duration, jsonable, row_time_ms, sql_literal, to_ms
 from statelens.analysis.core.near_miss import digits, near_miss_reason, normalize
 from statelens.analysis.verdicts.join_verdicts import diagnose_join, eviction_horizon
 from statelens.analysis.verdicts.key_sql import evidence_queries
@@ -121,7 +121,6 @@ __all__ = [
     "event_time_ms",
     "eviction_horizon",
     "fmt_duration",
-    "fmt_ms",
     "jsonable",
     "near_miss_reason",
     "near_misses",

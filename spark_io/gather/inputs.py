@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import datetime as dt
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from typing import Any
 
 from statelens.analysis.core.arrow_numpy import rows_of
 from statelens.analysis.core.errors import StateLensError
+from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.model import CheckpointInfo
 from statelens.analysis.core.near_miss import digits, near_miss_reason, normalize
 from statelens.analysis.inputs.records import ANY, InputRecord, InputSearch
@@ -167,16 +167,14 @@ def listed_files(
                     why = f"larger than {MAX_FILE_BYTES // 1024**2} MB"
                 if found is not None and path == logged and stamp is not None and abs(found.mtime_ns // 1_000_000 - stamp) > 1000:
                     # at its place, modified since Spark listed it: what it holds now is not what Spark read
-                    changed = f"modified {_when(found.mtime_ns // 1_000_000)}, after Spark read it (modified {_when(stamp)})"
+                    changed = (
+                        f"modified {fmt_time(found.mtime_ns // 1_000_000)}, after Spark read it (modified {fmt_time(stamp)})"
+                    )
             fmt = _format(uri, format_of(names.get(i, "")) if format_of else None)
             if why is None and fmt is None:
                 why = "a format searched only in JSON, CSV, Parquet and text files"
             out.append(ListedFile(i, names.get(i, ""), batch, uri, None if why else path, fmt or "", why, changed, stamp))
     return out, notes, names
-
-
-def _when(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, Entry | None, str | None]:
@@ -278,13 +276,13 @@ def _passed_over(f: ListedFile, newest: int | None) -> str:
     """Why no batch read a file of a source's folder, told by its modification time."""
     if f.stamp is None or newest is None:
         return "no batch read it"
-    when = f"modified {_when(f.stamp)}"
+    when = f"modified {fmt_time(f.stamp)}"
     if f.stamp > newest:
         return f"{when}, after the newest file Spark read: a batch to come reads it"
     if f.stamp < newest - MAX_FILE_AGE_MS:
         return (
             f"{when}, more than 7 days (the file source's default maxFileAge) before the newest file Spark read "
-            f"({_when(newest)}): the source passes over a file that old when it comes"
+            f"({fmt_time(newest)}): the source passes over a file that old when it comes"
         )
     return f"{when}, among the files Spark read: it was not there when Spark listed the folder, or the source's options passed over it"
 
