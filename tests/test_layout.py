@@ -265,3 +265,23 @@ def test_one_meaning_per_file_name() -> None:
         )
         assert len(found) == 1, (name, found)
     assert not (ROOT / "analysis" / "core" / "policy.py").exists()  # the access policy is with the rest of sign-in
+
+
+def test_readers_do_not_import_the_verdicts() -> None:
+    """The rooms that read (storage, runtime, logs, readers) stand below every answer: they import
+    ``analysis.core`` and the model, never a verdict or a fate (a helper they need lives in core)."""
+    for room in ("storage", "runtime", "logs", "readers"):
+        for name, mods in {p: dotted_imports(p) for p in (ROOT / "spark_io" / room).rglob("*.py")}.items():
+            above = {m for m in mods if m.startswith(("analysis.verdicts", "analysis.fate"))}
+            assert not above, (name.relative_to(ROOT).as_posix(), above)
+
+
+def test_one_time_formatter() -> None:
+    """A time is written one way (``analysis/core/key_format.fmt_time``: UTC, milliseconds where there are
+    some, ``NO_TIME`` for none): no other module writes a UTC time or its own "no time"."""
+    for path in python_files():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(("tests/", "bench/", "sample_checkpoints/", "scripts/", "docs/")) or rel.endswith("key_format.py"):
+            continue
+        src = path.read_text()
+        assert "%S UTC" not in src and '+ " UTC"' not in src and '"no time"' not in src, f"{rel}: a time formatter of its own"

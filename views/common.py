@@ -19,7 +19,7 @@ import re
 import zoneinfo
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import plotly.graph_objects as go
 import pyarrow as pa
@@ -215,11 +215,28 @@ def _asked_fresh(path: str, fp: tuple[int, int], who: Reader, log_fp: tuple[int,
     return getattr(_opened(path, fp, who), method)(*args)
 
 
-def asked(path: str, method: str, *args: Any, event_log: str | None = None, fresh: bool = False) -> Any:
-    """``statelens.open(path).<method>(*args)``, each session given its own copy, until the checkpoint
-    commits again (or ``event_log`` grows); ``fresh``: and at most 30 s (a batch in flight runs on)."""
-    fp, log_fp = fingerprint(path), log_fingerprint(event_log)
-    return (_asked_fresh if fresh else _asked)(path, fp, reader(), log_fp, method, args)
+class _Cached:
+    """A checkpoint's methods through the page cache (see ``cached``)."""
+
+    def __init__(self, path: str, event_log: str | None, fresh: bool) -> None:
+        self._path, self._event_log, self._fresh = path, event_log, fresh
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if not callable(getattr(statelens.Checkpoint, method, None)):
+            raise AttributeError(f"statelens.Checkpoint has no method {method!r}")
+
+        def call(*args: Any) -> Any:
+            fp, log_fp = fingerprint(self._path), log_fingerprint(self._event_log)
+            return (_asked_fresh if self._fresh else _asked)(self._path, fp, reader(), log_fp, method, args)
+
+        return call
+
+
+def cached(path: str, event_log: str | None = None, fresh: bool = False) -> statelens.Checkpoint:
+    """The checkpoint's questions as ``statelens.Checkpoint``'s methods (typed: ``cached(path).skew(0)``),
+    each answer given to each session as its own copy until the checkpoint commits again (or
+    ``event_log`` grows); ``fresh``: and at most 30 s (a batch in flight runs on)."""
+    return cast(statelens.Checkpoint, _Cached(path, event_log, fresh))
 
 
 def checkpoint_info() -> Any:
@@ -232,7 +249,7 @@ def checkpoint_info() -> Any:
     with guard():
         if server.is_local(path):
             statelens.open(path)  # fail fast, and never cache a bad path
-        return asked(path, "info")
+        return cached(path).info()
     return None
 
 
@@ -243,7 +260,7 @@ def why_missing_cached(path: str, q: statelens.KeyQuestion) -> statelens.Answers
     for moved, what in ((q.input_root, "input"), (q.sink, "sink")):
         if moved:
             auth.typed(what, moved)  # checked where it is read (a cached answer was asked with the same bounds)
-    return asked(path, "ask", q, event_log=q.event_log)  # type: ignore[no-any-return]
+    return cached(path, q.event_log).ask(q)
 
 
 def doctor_cached(path: str, event_log: str | None = None) -> Any:
@@ -251,14 +268,14 @@ def doctor_cached(path: str, event_log: str | None = None) -> Any:
     (an event log that cannot be used is said above it, once)."""
     if event_log:
         with contextlib.suppress(statelens.StateLensError):
-            return asked(path, "doctor", event_log, event_log=event_log, fresh=True).report
-    return asked(path, "doctor", fresh=True).report
+            return cached(path, event_log, fresh=True).doctor(event_log).report
+    return cached(path, fresh=True).doctor().report
 
 
 def progress_cached(path: str, event_log: str | None) -> Any:
     """Per batch what each source read (``statelens.results.Progress``), and with the event log its
     rows, durations and late rows (``.log``)."""
-    return asked(path, "progress", event_log, event_log=event_log)
+    return cached(path, event_log).progress(event_log)
 
 
 def escape_markdown(text: str) -> str:

@@ -8,8 +8,8 @@ from statelens.analysis.charts import charts
 from statelens.analysis.charts.report import checkup_report
 from statelens.text import counted_stores_text, key_json, rows_in_state
 from statelens.views.common import (
-    asked,
     audited,
+    cached,
     chart,
     chart_downloads,
     check_with_spark,
@@ -35,7 +35,7 @@ elif info is not None:
     with guard():
         c = with_progress(
             "Checking skew, growth, watermarks and configuration",
-            lambda: asked(info.path, "checkup", current_event_log(), event_log=current_event_log()),
+            lambda: cached(info.path, current_event_log()).checkup(current_event_log()),
             "health",
         )
         warnings = [f for f in c.findings if f.severity == "warning"]
@@ -82,7 +82,7 @@ elif info is not None:
             )
             batch = fitted_select(row, "Batch", [b.batch_id for b in info.committed_batches][::-1], key="h_batch")
             with guard():
-                r = asked(info.path, "skew", op_id, str(store), batch).report
+                r = cached(info.path).skew(op_id, str(store), batch).report
                 engine_caption(r.engine, r.engine_note)
                 check_with_spark(r.engine, lambda: opened(info.path).check_skew(r), "skew")
                 little = r.headline if r.too_little_state else None
@@ -160,9 +160,7 @@ elif info is not None:
                 "hash partitioning computes it. Nothing is written.",
             )
             with guard():
-                p = with_progress(
-                    "Placing every stored key", lambda: asked(info.path, "repartition", int(n)).report, "repartition"
-                )
+                p = with_progress("Placing every stored key", lambda: cached(info.path).repartition(int(n)).report, "repartition")
                 if p.spark_error_class:
                     st.error(f"Spark would refuse: `{p.spark_error_class}`. {p.spark_refusal}")
                 for w in p.warnings:

@@ -8,7 +8,7 @@ import streamlit as st
 from statelens import server
 from statelens.results import StateFiles
 from statelens.views.common import (
-    asked,
+    cached,
     check_with_spark,
     checkpoint_info,
     controls,
@@ -40,7 +40,7 @@ if info is not None:
                     st.json(op.properties, expanded=2)
         files = StateFiles(info, [])  # empty tables when they cannot be listed (the error says why)
         with guard():
-            files = asked(info.path, "state_files")
+            files = cached(info.path).state_files()
         st.subheader("Files on disk")
         versions = [b.batch_id + 1 for b in info.committed_batches]
         st.caption(

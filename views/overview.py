@@ -11,7 +11,7 @@ import streamlit as st
 from statelens.analysis.charts import charts
 from statelens.text import human_bytes
 from statelens.views.common import (
-    asked,
+    cached,
     chart,
     chart_downloads,
     checkpoint_info,
@@ -28,7 +28,7 @@ from statelens.views.common import (
 st.header("Overview")
 info = checkpoint_info()
 if info is not None:
-    overview = asked(info.path, "overview")
+    overview = cached(info.path).overview()
     s = overview.summary()
     st.caption(f"`{info.path}`")
     wm = s["watermark_ms"]
@@ -51,7 +51,7 @@ if info is not None:
         st.subheader("Operators at a glance")
         with guard():
             # a table that wraps its cells: a join's four stores and its provider stay on screen at any width
-            st.table(overview.operators_table(*asked(info.path, "key_schemas")), hide_index=True)
+            st.table(overview.operators_table(*cached(info.path).key_schemas()), hide_index=True)
     if s["uncommitted"]:
         st.warning(
             f"Batch {', '.join(map(str, s['uncommitted']))} has an offset but no commit yet: it is running or was interrupted."

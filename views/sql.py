@@ -10,7 +10,7 @@ import streamlit as st
 
 import statelens
 from statelens.analysis.charts.export import display_table, to_csv_bytes, to_parquet_bytes
-from statelens.views.common import asked, audited, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
+from statelens.views.common import audited, cached, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor
@@ -64,7 +64,7 @@ if info is not None:
     if not info.operators or not committed:
         st.info("This checkpoint has no committed state to query.")
     else:
-        examples = asked(info.path, "example_queries")
+        examples = cached(info.path).example_queries()
         c1, c2, c3 = st.columns([4, 1, 1])
         linked = st.query_params.get("batch", "")
         if "sql_batch" not in st.session_state and linked.isdigit() and int(linked) in committed:

@@ -15,7 +15,7 @@ from statelens.analysis.charts.export import display_rows
 from statelens.analysis.charts.flow import shown_key
 from statelens.text import parse_event_time
 from statelens.views.common import (
-    asked,
+    cached,
     chart,
     chart_downloads,
     check_with_spark,
@@ -97,7 +97,7 @@ def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, eve
         with guard():
             report = with_progress(
                 "Reading the state and its change feed",
-                lambda: asked(path, "unmatched", op_id, batch, None, join_type, event_log, event_log=event_log).report,
+                lambda: cached(path, event_log).unmatched(op_id, batch, None, join_type, event_log).report,
                 "unmatched",
             )
             counts = report.counts()
@@ -225,10 +225,10 @@ if info is not None and info.operators and info.committed_batches:
         fields = (
             {
                 ANY_KEY_COLUMN: "Every key column",
-                **{c: c for c in asked(info.path, "key_columns", event_log, event_log=event_log)},
+                **{c: c for c in cached(info.path, event_log).key_columns(event_log)},
             }
             if whole
-            else asked(info.path, "key_fields", op_id)
+            else cached(info.path).key_fields(op_id)
         )
     linked = params.get("key_field")  # a field, or the join's column it reads as
     linked_field = next((f for f, shown in fields.items() if linked in (f, shown) or shown == f"{f} ({linked})"), None)

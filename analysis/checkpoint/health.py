@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.model import Batch, StateFile
 
 SKEW_WARNING = 10.0
@@ -429,7 +430,7 @@ def growth_findings(
             )
         elif grew and not removed and f.kind in WATERMARK_EVICTED:
             when = (
-                f" The oldest event time in state is {_fmt(f.oldest_event_ms)}; the watermark is {_fmt(marks[-1])}: rows "
+                f" The oldest event time in state is {fmt_time(f.oldest_event_ms)}; the watermark is {fmt_time(marks[-1])}: rows "
                 "leave once the watermark passes their event time plus the operator's bound (window end, join time range)."
                 if f.oldest_event_ms
                 else ""
@@ -475,7 +476,7 @@ def growth_findings(
             findings.append(
                 Finding(
                     "watermark_stuck",
-                    f"The watermark has stayed at {_fmt(marks[-1])} for {len(stuck)} batches ({stuck[0]}–{stuck[-1]}) "
+                    f"The watermark has stayed at {fmt_time(marks[-1])} for {len(stuck)} batches ({stuck[0]}–{stuck[-1]}) "
                     f"while {inserts:,} new rows entered state: the event times are not advancing (constant, "
                     "defaulted or far in the past), so state is never evicted. Check the event-time column.",
                     evidence={"watermark_ms": marks[-1], "from_batch": stuck[0], "to_batch": stuck[-1]},
@@ -518,12 +519,6 @@ def retention_finding(batches: list[Batch], conf: dict[str, str]) -> Finding | N
         "not being cleaned up (maintenance not running, or cleanup failing on this storage).",
         setting="spark.sql.streaming.minBatchesToRetain",
     )
-
-
-def _fmt(ms: int | None) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ms else "0"
 
 
 TREND_BATCHES = 10  # the projection's slope is fitted over this many latest batches
