@@ -25,6 +25,36 @@ def test_every_kind_has_its_stage_and_its_plan_nodes() -> None:
     assert all(k.plan_nodes for k in KINDS) and len(PLAN_NODES) == sum(len(k.plan_nodes) for k in KINDS)
 
 
+def test_every_kind_has_its_verdict_and_none_is_guessed() -> None:
+    """The one-operator verdict of a key in state is the kind's own (a join's: both sides, its own
+    module); a kind without one is refused, never given another kind's."""
+    from statelens.analysis.core.operator_kinds import JOIN
+    from statelens.analysis.verdicts.stateful_verdicts import VERDICTS, in_state_verdict
+
+    assert set(VERDICTS) == {k.kind for k in KINDS} - {JOIN}
+    with pytest.raises(UnsupportedOperator, match="no verdict"):
+        in_state_verdict("streaming_top_k")
+
+
+def test_kind_strings_live_in_the_registry() -> None:
+    """No module compares an operator's kind with a string of its own: what follows from a kind is
+    the registry's (``OperatorKind``: its sides, a user's function, emitted when evicted, evicted by
+    the watermark, unmatched keys) or its constant."""
+    from support import ROOT
+
+    kinds = "|".join(re.escape(k.kind) for k in KINDS)
+    compared = re.compile(rf'(==|!=|\bin \(?)\s*"({kinds})"|"({kinds})"\s*(==|!=)|\(\s*"({kinds})",')
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for folder in ("analysis", "spark_io", "statelens", "views", "commands")
+        for p in (ROOT / folder).rglob("*.py")
+        if not p.is_symlink() and p.name != "operator_kinds.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if compared.search(line)
+    ]
+    assert found == []
+
+
 def test_every_operator_name_spark_wrote_in_the_samples_has_its_kind() -> None:
     names = {
         m

@@ -261,7 +261,7 @@ if info is not None and info.operators and info.committed_batches:
             f"No operator metadata (written before Spark 4.0): operator {inferred.operator_id}'s kind was inferred from "
             f"{inferred.inferred_from}."
         )
-    if op_info is not None and (op_info.is_join or op_info.kind == "aggregation"):
+    if op_info is not None and op_info.lists_unmatched:
         _never_matched(info.path, op_id, batch, join_type, event_log)
     input_root = sink = None
     if whole:

@@ -19,6 +19,7 @@ from typing import Any
 
 from statelens.analysis.checkpoint.restart_error import explain
 from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.core.operator_kinds import JOIN
 from statelens.analysis.plan.query_plan import QueryPlan
 
 SHUFFLE = "spark.sql.shuffle.partitions"
@@ -301,7 +302,7 @@ def plan_warnings(
     for op_id, op in new.operators.items():
         names = [c.name for c in op.keys]
         kept = [f.get("name") for f in keys.get(op_id, [])]
-        if op.kind == "join" or not kept or len(kept) != len(names):
+        if op.kind == JOIN or not kept or len(kept) != len(names):
             continue
         renamed = [f"{a} -> {b}" for a, b in zip(kept, names, strict=True) if a != b and a and b]
         if renamed:

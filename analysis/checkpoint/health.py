@@ -17,6 +17,7 @@ import numpy as np
 
 from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.model import Batch, StateFile
+from statelens.analysis.core.operator_kinds import AGGREGATION, DEDUP, behaviour
 
 SKEW_WARNING = 10.0
 SKEW_MIN_ROWS_PER_PARTITION = 10  # below this on average, partition counts are noise, not skew
@@ -326,9 +327,6 @@ class EvictionFacts:
     windows_past_watermark: int = 0  # windows still in state although the watermark passed their end
 
 
-WATERMARK_EVICTED = ("join", "aggregation", "dedup", "dedup_within_watermark", "session_window")
-
-
 def counted(stores: list[StoreGrowth]) -> list[StoreGrowth]:
     """The stores whose rows are what users mean by 'rows in state': a join's rows per side
     (keyWithIndexToValue or keyWithTsToValues, not its key counts or time index), every other
@@ -359,11 +357,11 @@ def key_json(key: Any) -> str:
 
 def never_evicts(f: EvictionFacts, has_watermark: bool) -> str | None:
     """Why the operator's state can never leave, or None when it can."""
-    if f.kind in WATERMARK_EVICTED and not has_watermark:
+    if behaviour(f.kind).watermark_evicts and not has_watermark:
         return "the query has no watermark, and this operator removes state only when the watermark passes it"
-    if f.kind in ("aggregation", "dedup") and not f.key_has_event_time:
+    if f.kind in (AGGREGATION, DEDUP) and not f.key_has_event_time:
         return "its key has no event-time column (no window, no timestamp), so the watermark cannot remove any of it"
-    if f.kind == "aggregation" and f.windows_past_watermark:
+    if f.kind == AGGREGATION and f.windows_past_watermark:
         return (
             f"{f.windows_past_watermark} window(s) already behind the watermark are still kept: the query runs in "
             "complete mode, which never removes a window"
@@ -373,20 +371,20 @@ def never_evicts(f: EvictionFacts, has_watermark: bool) -> str | None:
 
 def growth_fix(f: EvictionFacts, has_watermark: bool) -> tuple[str, str | None]:
     """What lets such state leave: the change to the query, and the API or setting it names."""
-    if f.kind in WATERMARK_EVICTED and not has_watermark:
+    if behaviour(f.kind).watermark_evicts and not has_watermark:
         return (
             "Fix: define a watermark on the event-time column (withWatermark) before this operator, so state older than "
             "the delay can be removed.",
             "withWatermark(eventTimeColumn, delay)",
         )
-    if f.kind == "dedup" and not f.key_has_event_time:
+    if f.kind == DEDUP and not f.key_has_event_time:
         return (
             "Fix: deduplicate with dropDuplicatesWithinWatermark(keys), which keeps each key only until the watermark "
             "passes its event time plus the delay, or add the event-time column to the dropDuplicates keys (then a "
             "duplicate counts only with the same event time). Either needs a new checkpoint: the state schema changes.",
             "dropDuplicatesWithinWatermark(keys)",
         )
-    if f.kind == "aggregation" and not f.key_has_event_time:
+    if f.kind == AGGREGATION and not f.key_has_event_time:
         return (
             "Fix: group by a window of the event-time column (window(eventTime, ...)) with a watermark, so closed windows "
             "are removed; a plain group-by keeps every group forever.",
@@ -428,7 +426,7 @@ def growth_findings(
                     evidence=evidence,
                 )
             )
-        elif grew and not removed and f.kind in WATERMARK_EVICTED:
+        elif grew and not removed and behaviour(f.kind).watermark_evicts:
             when = (
                 f" The oldest event time in state is {fmt_time(f.oldest_event_ms)}; the watermark is {fmt_time(marks[-1])}: rows "
                 "leave once the watermark passes their event time plus the operator's bound (window end, join time range)."
@@ -460,7 +458,7 @@ def growth_findings(
                     evidence=evidence,
                 )
             )
-    needing = [f.operator_id for f in facts or [] if f.kind in WATERMARK_EVICTED]
+    needing = [f.operator_id for f in facts or [] if behaviour(f.kind).watermark_evicts]
     if batches and stores and not has_watermark and needing:
         findings.append(
             Finding(

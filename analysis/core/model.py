@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from statelens.analysis.core.errors import BatchOutOfRange, NoState, UnknownOperator, UnknownStore
-from statelens.analysis.core.operator_kinds import JOIN, TWS, find_kind
+from statelens.analysis.core.operator_kinds import JOIN, TWS, behaviour, find_kind
 
 DEFAULT_STORE = "default"
 # conf keys worth showing: provider, partitions, state format versions and the like
@@ -94,6 +94,12 @@ class OperatorInfo:
     @property
     def is_join(self) -> bool:
         return self.kind == JOIN or any(s.store_name.startswith(("left-", "right-")) for s in self.stores)
+
+    @property
+    def lists_unmatched(self) -> bool:
+        """Whether its keys that never produced output are a question of their own (``unmatched``): a
+        join's keys never matched, an aggregation's windows still waiting."""
+        return self.is_join or behaviour(self.kind).unmatched
 
     @property
     def sources(self) -> list[StateSource]:

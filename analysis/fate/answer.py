@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from statelens.analysis.core.errors import StateLensError, StateReadError
 from statelens.analysis.core.model import CheckpointInfo, default_operator, operator_of, resolve_batch
 from statelens.analysis.core.near_miss import near_miss_reason
-from statelens.analysis.core.operator_kinds import UnsupportedOperator, find_kind
+from statelens.analysis.core.operator_kinds import JOIN, UnsupportedOperator, find_kind
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.core.state_access import StateAccess
 from statelens.analysis.fate.key import SinkSearch, failed_fate, key_fate
@@ -228,7 +228,7 @@ def verdict_operator(walk: FateWalk, fate: KeyFate, key_field: str | None, info:
         for cols in view.keys.values():
             for i, c in enumerate(cols):
                 if key_field is not None and key_field in (c.name, c.source_column, f"field{i}"):
-                    return op.operator_id, f"field{i}" if view.kind == "join" else c.name
+                    return op.operator_id, f"field{i}" if view.kind == JOIN else c.name
     return default_operator(info).operator_id, None
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from statelens.analysis.core.operator_kinds import GROUP_STATE, TWS, find_kind
+from statelens.analysis.core.operator_kinds import behaviour
 from statelens.analysis.core.state_access import key_text
 from statelens.analysis.fate.model import (
     EMITTED,
@@ -57,7 +57,7 @@ def key_fate(
         for rec in records:
             fate.records.append(walk.follow(rec, records))
         fate.notes = list(walk.notes)
-        function_ops = {o.operator_id for o in walk.info.operators if find_kind(o.operator_name) in (GROUP_STATE, TWS)}
+        function_ops = {o.operator_id for o in walk.info.operators if behaviour(o.kind).function}
     row_keys: dict[tuple[int | None, str | None, str], str] = {}
     if sink is not None:
         own = {(o.batch_id, o.file, o.group) for o in written}

@@ -14,6 +14,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from statelens.analysis.core.operator_kinds import JOIN, behaviour
 from statelens.analysis.fate.model import (
     CONDITION_NOT_MET,
     DROPPED,
@@ -556,12 +557,12 @@ def from_state(
     if verdict == "evicted":
         outcome = (
             (OUTCOME_WRITTEN if was_matched else LOST if join_type else None)
-            if kind == "join"
+            if kind == JOIN
             else OUTCOME_WRITTEN
-            if kind in ("aggregation", "session_window")
+            if behaviour(kind).emits_when_evicted
             else None
         )
-        if outcome is None and kind == "join" and not was_matched:
+        if outcome is None and kind == JOIN and not was_matched:
             why = (
                 f"operator {operator_id}'s state shows it evicted unmatched: an inner or semi join dropped it (lost), an "
                 "outer join preserving its side wrote it null-padded, and the checkpoint does not record the join type "

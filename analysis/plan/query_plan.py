@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.analysis.core.operator_kinds import PLAN_NODES
+from statelens.analysis.core.operator_kinds import JOIN, PLAN_NODES, behaviour
 
 JOIN_TYPES = {
     "Inner": "inner",
@@ -197,7 +197,7 @@ class StatefulOperator:
 
     @property
     def sides(self) -> list[str]:
-        return ["left", "right"] if self.kind == "join" else [""]
+        return list(behaviour(self.kind).sides)
 
 
 @dataclass(frozen=True)
@@ -583,7 +583,7 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
             continue
         op_id = int(m.group("op"))
         op = StatefulOperator(op_id, kind, node.name, [])
-        if kind == "join":
+        if kind == JOIN:
             op.join = _join(op_id, args, node.details.get("Left output", ""), node.details.get("Right output", ""))
             lists = re.match(r"^\[(?P<left>.*?)\], \[(?P<right>.*?)\],", args)
             if lists:
@@ -596,7 +596,7 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
         else:
             keys = _bracketed(args)
             # [keys], ... ; a user's function first: func(...)#id, [grouping keys], ...
-            grouped = args.startswith("[") or kind in ("group_state", "transform_with_state")
+            grouped = args.startswith("[") or behaviour(kind).function
             op.keys = [_column(p, lineage) for p in split_top(keys[0])] if keys and grouped else []
             col = _watermark_column(node, "Input", lineage) or _watermark_column(node, "Left output", lineage)
             if col:

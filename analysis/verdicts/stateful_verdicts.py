@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from statelens.analysis.core.key_format import event_time_ms, fmt_duration, fmt_time, jsonable, to_ms
+from statelens.analysis.core.operator_kinds import GROUP_STATE, LIMIT, TWS, UnsupportedOperator
 from statelens.analysis.verdicts.key_timeline import row_evidence
 from statelens.analysis.verdicts.key_verdicts import (
     AGGREGATION,
@@ -26,7 +28,6 @@ from statelens.analysis.verdicts.verdict_common import near_misses, near_text, n
 
 def diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> KeyDiagnosis:
     rows = [(lk.name, r) for lk in lookups for r in lk.rows]
-    wm = ctx.watermark
     what = f"The key ({ctx.key_field} = {key!r})"
     if not rows:
         d = not_in_state(key, ctx, lookups, what)
@@ -34,59 +35,81 @@ def diagnose_stateful(key: str, ctx: Context, lookups: list[StoreLookup]) -> Key
         if d.near_misses and d.verdict == NEVER_IN_STATE:
             d.explanation += f" Similar keys are or were in state: {near_text(d.near_misses, False)}."
         return d
-    state_rows = [r for _, r in rows]
-    if ctx.kind == AGGREGATION:
-        d = _aggregation_in_state(key, ctx, state_rows, what)
-    elif ctx.kind in (DEDUP, DEDUP_WITHIN):
-        if ctx.kind == DEDUP_WITHIN:
-            expires = [r["value"]["expiresAtMicros"] // 1000 for r in state_rows if (r.get("value") or {}).get("expiresAtMicros")]
-            until = f"until the watermark passes {fmt_time(max(expires))}" if expires else "until it expires"
-            never = not wm
-        else:
-            times = [t for r in state_rows for _, t in [event_time_ms(r.get("key"))] if t is not None]
-            until = f"until the watermark passes its event time {fmt_time(max(times))}" if times else ""
-            never = not wm or not times
-        if never:
-            why = (
-                "there is no watermark"
-                if not wm
-                else "the deduplication key has no event-time column, so the watermark cannot evict it"
-            )
-            tail = f" It is never removed: {why}, and this state grows with every new key."
-            until = "for as long as the query runs"
-        else:
-            tail = f" The watermark has not passed it yet (now {fmt_time(wm)})."
-        d = KeyDiagnosis(
-            key,
-            DROPPING_DUPLICATES,
-            f"{what} is in the deduplication state: the first row with it was emitted, and every later row "
-            f"with it is dropped as a duplicate {until}.{tail}",
-        )
-    elif ctx.kind == SESSION:
-        sessions = []
-        for r in state_rows:
-            w = (r.get("value") or {}).get("session_window") or {}
-            s, e = to_ms(w.get("start")), to_ms(w.get("end"))
-            if s is not None and e is not None:
-                sessions.append((s, e))
-        desc = "; ".join(
-            f"{fmt_time(s)} – {fmt_time(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})"
-            for s, e in sorted(sessions)
-        )
-        d = KeyDiagnosis(
-            key,
-            SESSION_OPEN,
-            f"{what} has {len(sessions)} open session(s): {desc}. A session closes and is emitted (append mode) "
-            f"once the watermark (now {fmt_time(wm)}) passes its end; new events within the gap extend it.",
-        )
-    else:
-        d = KeyDiagnosis(key, IN_STATE, f"{what} holds state: {_state_summary(lookups, ctx)}.")
+    d = in_state_verdict(ctx.kind)(key, ctx, [r for _, r in rows], lookups, what)
     for name, r in rows:
         d.evidence.append(row_evidence(name, r, ctx.batch))
     return d
 
 
-def _aggregation_in_state(key: str, ctx: Context, state_rows: list[dict[str, Any]], what: str) -> KeyDiagnosis:
+def in_state_verdict(kind: str) -> InStateVerdict:
+    """The verdict of a kind's operator on a key it holds state for (a join's: ``join_verdicts``); a
+    kind without one is refused, never given another kind's."""
+    if kind not in VERDICTS:
+        raise UnsupportedOperator(f"operator kind {kind} has no verdict yet")
+    return VERDICTS[kind]
+
+
+def _dedup_in_state(
+    key: str, ctx: Context, state_rows: list[dict[str, Any]], lookups: list[StoreLookup], what: str
+) -> KeyDiagnosis:
+    wm = ctx.watermark
+    if ctx.kind == DEDUP_WITHIN:
+        expires = [r["value"]["expiresAtMicros"] // 1000 for r in state_rows if (r.get("value") or {}).get("expiresAtMicros")]
+        until = f"until the watermark passes {fmt_time(max(expires))}" if expires else "until it expires"
+        never = not wm
+    else:
+        times = [t for r in state_rows for _, t in [event_time_ms(r.get("key"))] if t is not None]
+        until = f"until the watermark passes its event time {fmt_time(max(times))}" if times else ""
+        never = not wm or not times
+    if never:
+        why = (
+            "there is no watermark"
+            if not wm
+            else "the deduplication key has no event-time column, so the watermark cannot evict it"
+        )
+        tail = f" It is never removed: {why}, and this state grows with every new key."
+        until = "for as long as the query runs"
+    else:
+        tail = f" The watermark has not passed it yet (now {fmt_time(wm)})."
+    return KeyDiagnosis(
+        key,
+        DROPPING_DUPLICATES,
+        f"{what} is in the deduplication state: the first row with it was emitted, and every later row "
+        f"with it is dropped as a duplicate {until}.{tail}",
+    )
+
+
+def _session_in_state(
+    key: str, ctx: Context, state_rows: list[dict[str, Any]], lookups: list[StoreLookup], what: str
+) -> KeyDiagnosis:
+    wm = ctx.watermark
+    sessions = []
+    for r in state_rows:
+        w = (r.get("value") or {}).get("session_window") or {}
+        s, e = to_ms(w.get("start")), to_ms(w.get("end"))
+        if s is not None and e is not None:
+            sessions.append((s, e))
+    desc = "; ".join(
+        f"{fmt_time(s)} – {fmt_time(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})"
+        for s, e in sorted(sessions)
+    )
+    return KeyDiagnosis(
+        key,
+        SESSION_OPEN,
+        f"{what} has {len(sessions)} open session(s): {desc}. A session closes and is emitted (append mode) "
+        f"once the watermark (now {fmt_time(wm)}) passes its end; new events within the gap extend it.",
+    )
+
+
+def _holds_state(key: str, ctx: Context, state_rows: list[dict[str, Any]], lookups: list[StoreLookup], what: str) -> KeyDiagnosis:
+    """A user's function's state (group state, transformWithState: what it keeps, its timeouts and
+    timers), or a limit's: the key holds it, as it is."""
+    return KeyDiagnosis(key, IN_STATE, f"{what} holds state: {_state_summary(lookups, ctx)}.")
+
+
+def _aggregation_in_state(
+    key: str, ctx: Context, state_rows: list[dict[str, Any]], lookups: list[StoreLookup], what: str
+) -> KeyDiagnosis:
     wm = ctx.watermark
     windows = [(r["key"].get("window") or {}) for r in state_rows if isinstance(r.get("key"), dict)]
     ends = sorted(e for w in windows if isinstance(w, dict) and (e := to_ms(w.get("end"))) is not None)
@@ -211,3 +234,17 @@ def _ttl(row: dict[str, Any]) -> str:
             if isinstance(t, int) and t > 0:
                 return f", expires by TTL at processing time {fmt_time(t)}"
     return ""
+
+
+# (key, context, its state rows, every store's lookup, "The key (field = 'x')") -> the verdict
+InStateVerdict = Callable[[str, Context, list[dict[str, Any]], list[StoreLookup], str], KeyDiagnosis]
+# each kind's verdict on a key it holds state for, one per kind of the registry but the join's
+VERDICTS: dict[str, InStateVerdict] = {
+    AGGREGATION: _aggregation_in_state,
+    DEDUP: _dedup_in_state,
+    DEDUP_WITHIN: _dedup_in_state,
+    SESSION: _session_in_state,
+    GROUP_STATE: _holds_state,
+    TWS: _holds_state,
+    LIMIT: _holds_state,
+}

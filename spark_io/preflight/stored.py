@@ -22,13 +22,16 @@ class StoredFacts:
     unread: list[str] = field(default_factory=list)  # stores not read, and why
 
 
+SESSION_COLUMN = "session_window"  # the column session_window() gives a row (Spark's name, not a kind)
+
+
 def _window(struct: pa.StructArray) -> tuple[pa.StructArray, bool] | None:
     """A row's time window (a tumbling or sliding ``window``, or a ``session_window``), and whether a session."""
-    for name in ("window", "session_window"):
+    for name in ("window", SESSION_COLUMN):
         if name in [f.name for f in struct.type]:
             w = struct.field(name)
             if [f.name for f in w.type][:2] == ["start", "end"]:
-                return w, name == "session_window"
+                return w, name == SESSION_COLUMN
     return None
 
 
