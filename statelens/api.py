@@ -59,6 +59,8 @@ def audit_refusals(door: str, command: str) -> None:
     """Under a team's access policy with an audit log (``STATELENS_POLICY``), each refusal this process
     makes (a path outside the allowed roots, a link leading out of them) is a line of that log, with
     the operating system's user: the CLI's ``command`` is audited as the app's pages are."""
+    if not os.environ.get("STATELENS_POLICY", "").strip():  # no policy (policy.policy_path): not even its module is read
+        return
     import getpass
 
     from statelens.spark_io.runtime.policy import audit, load_policy

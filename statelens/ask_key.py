@@ -28,8 +28,8 @@ class AskKey(Opened):
     ) -> results.Answers:
         """Why each key never reached the output: by default the whole query (each input record of
         the key followed through every operator), or one ``operator``'s verdict. One answer per key."""
+        from statelens.analysis.core.key_format import parse_event_time
         from statelens.analysis.core.question import KeyQuestion
-        from statelens.analysis.runs.progress import parse_event_time
 
         if not keys:
             raise InvalidInput("Give the keys to explain: cp.why_missing('ord-42', ...).")

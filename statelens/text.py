@@ -5,8 +5,7 @@ from __future__ import annotations
 from statelens.analysis.checkpoint.health import counted_stores_text, human_bytes, key_json, rows_in_state
 from statelens.analysis.checkpoint.overview import repartition_lines
 from statelens.analysis.core.key_columns import columns_equal_to_key
-from statelens.analysis.core.key_format import fmt_time
-from statelens.analysis.runs.progress import parse_event_time
+from statelens.analysis.core.key_format import fmt_time, parse_event_time
 
 __all__ = [
     "columns_equal_to_key",

@@ -19,8 +19,9 @@ import pytest
 from test_checkpoint import expected_watermarks
 
 from statelens.analysis.core.errors import ProgressNotFound, ProgressReadError
+from statelens.analysis.core.key_format import parse_event_time
 from statelens.analysis.core.question import KeyQuestion
-from statelens.analysis.runs.progress import late_drops, lateness, operator_mismatch, parse_event_time, progress_findings
+from statelens.analysis.runs.progress import late_drops, lateness, operator_mismatch, progress_findings
 from statelens.analysis.verdicts import why_missing as wm
 from statelens.spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
 from statelens.spark_io.logs.event_logs import read_progress

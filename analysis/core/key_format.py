@@ -6,6 +6,8 @@ import datetime as dt
 import decimal
 from typing import Any
 
+from statelens.analysis.core.errors import InvalidInput
+
 NO_TIME = "no time"  # a time that is not there (a watermark not set yet: 0), as every answer writes it
 
 
@@ -76,3 +78,20 @@ def row_time_ms(row: dict[str, Any]) -> int | None:
 def sql_literal(s: str) -> str:
     """A DuckDB string literal: quotes doubled, nothing else is special."""
     return "'" + s.replace("'", "''") + "'"
+
+
+def parse_event_time(text: str) -> int:
+    """An event time typed by a user: ISO 8601 (UTC unless it says otherwise) or epoch milliseconds."""
+    raw = text.strip()
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        t = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(
+            f"'{text}' is not an event time: write it like 2026-01-01T00:07:15 (UTC), 2026-01-01 00:07:15+02:00 "
+            "or as epoch milliseconds."
+        ) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)

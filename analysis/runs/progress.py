@@ -602,23 +602,6 @@ def lateness(
     return Lateness(event_time_ms, late_from, drops, log is not None, covered, arrivals)
 
 
-def parse_event_time(text: str) -> int:
-    """An event time typed by a user: ISO 8601 (UTC unless it says otherwise) or epoch milliseconds."""
-    raw = text.strip()
-    if raw.lstrip("-").isdigit():
-        return int(raw)
-    try:
-        t = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(
-            f"'{text}' is not an event time: write it like 2026-01-01T00:07:15 (UTC), 2026-01-01 00:07:15+02:00 "
-            "or as epoch milliseconds."
-        ) from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return int(t.timestamp() * 1000)
-
-
 # --------------------------------------------------------------------------- per batch, for pages and the CLI
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from statelens.analysis.core import key_columns
 from statelens.analysis.core.errors import InvalidInput, StateReadError, UnknownOperator
@@ -29,13 +29,15 @@ from statelens.analysis.core.model import (
     table_name,
     validate_source,
 )
-from statelens.analysis.core.operator_kinds import kind_of
+from statelens.analysis.core.operator_kinds import behaviour, kind_of
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.core.state_access import MAX_STATE_BATCHES, KeyQuery, StateAccess, typed_values
 from statelens.analysis.inputs.records import ArrivalSearch, InputSearch
-from statelens.analysis.plan.query_plan import JoinPlan
-from statelens.analysis.runs.progress import Lateness, ProgressLog, lateness
 from statelens.analysis.verdicts import why_missing as wm
+
+if TYPE_CHECKING:  # (the progress module, with the plan's parser, is read only with an event log or an event time)
+    from statelens.analysis.plan.query_plan import JoinPlan
+    from statelens.analysis.runs.progress import Lateness, ProgressLog
 
 
 @dataclass
@@ -195,7 +197,7 @@ def why_missing(
         output_mode=_output_mode(progress, op.operator_id),
     )
     mode_assumed = ctx.output_mode is None and not append_only(info)
-    if mode_assumed and kind in (wm.AGGREGATION, wm.SESSION) and any(watermarks.values()):
+    if mode_assumed and behaviour(kind).emits_when_evicted and any(watermarks.values()):
         # the usual mode of a windowed aggregation with a watermark, said once (the state tells complete mode apart)
         ctx.notes.append("(The output mode is not in the checkpoint: append mode was assumed; the query's event log tells.)")
     # 2. history: the change feed, or the state batch by batch where there is none
@@ -251,7 +253,11 @@ def why_missing(
                 ctx.eviction_horizon[side] = horizon
     if suspicious or waiting_sides:
         results = run_all()
-    late = lateness(event_time_ms, info, op.operator_id, progress, arrivals) if event_time_ms is not None else None
+    late = None
+    if event_time_ms is not None:
+        from statelens.analysis.runs.progress import lateness
+
+        late = lateness(event_time_ms, info, op.operator_id, progress, arrivals)
     for d in results if late else []:
         if d.verdict != wm.UNKNOWN:
             wm.apply_lateness(d, ctx, late, [lookups[d.key][n] for n in names])
@@ -275,7 +281,7 @@ def why_missing(
         engine=str(getattr(access, "engine", "spark")),
         engine_notes=list(dict.fromkeys(getattr(access, "fallbacks", []))),
         key_columns=key_columns.key_column(key_field, by_side),
-        output_mode_assumed=mode_assumed and kind in (wm.AGGREGATION, wm.SESSION),
+        output_mode_assumed=mode_assumed and behaviour(kind).emits_when_evicted,
     )
 
 

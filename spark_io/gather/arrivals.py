@@ -8,10 +8,14 @@ remote, outside the allowed roots or of another format are named, never guessed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from statelens.analysis.core.model import CheckpointInfo, default_operator, operator_of
 from statelens.analysis.inputs.records import Arrival, ArrivalSearch, holds_time
-from statelens.analysis.runs.progress import ProgressLog, lateness
 from statelens.spark_io.runtime.engine_choice import reads_natively
+
+if TYPE_CHECKING:  # the progress module is read only when an event log was given
+    from statelens.analysis.runs.progress import ProgressLog
 
 
 def arrivals_for(
@@ -21,6 +25,8 @@ def arrivals_for(
     the progress shows the operator dropping rows once that time was late (a checkpoint this process reads)."""
     if event_time_ms is None or progress is None or not reads_natively(info.path):
         return None
+    from statelens.analysis.runs.progress import lateness
+
     op = default_operator(info) if operator_id is None else operator_of(info, operator_id)
     if not lateness(event_time_ms, info, op.operator_id, progress).drops:
         return None

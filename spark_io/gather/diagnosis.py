@@ -13,7 +13,6 @@ from statelens.analysis.core.model import CheckpointInfo, lookup_sources, operat
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.core.state_access import StateAccess
 from statelens.analysis.inputs.records import InputSearch
-from statelens.analysis.runs.progress import ProgressLog
 from statelens.analysis.verdicts import diagnose
 from statelens.analysis.verdicts.diagnose import WhyMissingReport, ordered_key_fields
 from statelens.spark_io.gather.arrivals import arrivals_for
@@ -23,8 +22,9 @@ from statelens.spark_io.runtime.engine_choice import reads_natively
 from statelens.spark_io.storage import open_storage
 from statelens.spark_io.storage.gate import check_allowed
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the progress module, with the plan's parser, is read only with an event log)
     from statelens.analysis.fate.answer import QueryAnswer
+    from statelens.analysis.runs.progress import ProgressLog
 
 
 def key_fields_of(info: CheckpointInfo, operator_id: int) -> list[str]:

@@ -22,18 +22,8 @@ import re
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from statelens.analysis.checkpoint.doctor import (
-    DoctorReport,
-    RunState,
-    damaged_offsets,
-    examine,
-    repartition_history,
-    unreadable_report,
-)
-from statelens.analysis.checkpoint.integrity import integrity_problems
-from statelens.analysis.checkpoint.restart_error import RestartExplanation, explain
 from statelens.analysis.core.errors import (
     CheckpointUnreadable,
     CorruptCheckpoint,
@@ -52,11 +42,14 @@ from statelens.analysis.core.model import (
 from statelens.analysis.core.operator_kinds import JOIN, find_kind
 from statelens.analysis.inputs.sources import SourceBatch, batch_sources, offset_lines, parse_offset
 from statelens.spark_io.logs.files import DIGITS, VERSIONED, Files, StorageFiles, open_files
-from statelens.spark_io.logs.integrity import verify_sidecars
 from statelens.spark_io.storage import LocalStorage
 from statelens.spark_io.storage.locations import is_local, local_path
 
 # --------------------------------------------------------------------------- file access
+
+if TYPE_CHECKING:  # the doctor's and the restart error's modules: read by those questions alone
+    from statelens.analysis.checkpoint.doctor import DoctorReport, RunState
+    from statelens.analysis.checkpoint.restart_error import RestartExplanation
 
 
 # --------------------------------------------------------------------------- helpers
@@ -399,6 +392,10 @@ def doctor(
     problems (never taken for missing files), as is a log that cannot be read at all. ``run``: the
     query's last run as its event log tells it; ``now_ms``: the time now (default: the clock);
     ``repartition_runs``: the offline repartitions an event log shows (start, end ms)."""
+    from statelens.analysis.checkpoint.doctor import damaged_offsets, examine, repartition_history, unreadable_report
+    from statelens.analysis.checkpoint.integrity import integrity_problems
+    from statelens.spark_io.logs.integrity import verify_sidecars
+
     damaged: list[tuple[int, str]] = []
     try:
         info = read_checkpoint(path, damaged)
@@ -442,6 +439,8 @@ def _repartition_seconds(info: CheckpointInfo, runs: list[tuple[int, int]]) -> d
 
 def explain_restart_error(path: str, error: str) -> RestartExplanation:
     """A failed restart's error explained against this checkpoint's operators and stored key schemas."""
+    from statelens.analysis.checkpoint.restart_error import explain
+
     info = read_checkpoint(path)
     return explain(error, info, read_key_fields(info.path)[0])
 
