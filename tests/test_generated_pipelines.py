@@ -441,7 +441,7 @@ def test_a_defect_in_one_stage_leaves_the_other_keys_answered(truth: Callable[[s
     and where to report it; keys that never reach it still answer; nothing raises."""
     from pipegen.differential import ask, engine
 
-    from statelens.analysis.fate.stages.aggregation import AggregationStage
+    from statelens.analysis.kinds.aggregation import AggregationStage
 
     name = "union_dedup_sessions"
     t = truth(name)
@@ -449,7 +449,7 @@ def test_a_defect_in_one_stage_leaves_the_other_keys_answered(truth: Callable[[s
     def broken(*_: Any) -> Any:
         raise ZeroDivisionError("a defect")
 
-    from statelens.analysis.fate.stages.session import SessionStage
+    from statelens.analysis.kinds.session_window import SessionStage
 
     monkeypatch.setattr(SessionStage, "step", broken)
     monkeypatch.setattr(AggregationStage, "step", broken)

@@ -1,5 +1,6 @@
-"""The one registry of operator kinds (``analysis.core.operator_kinds``): every kind Spark wrote in the
-samples is claimed by one, every kind has its fate stage, and an operator no kind claims is never
+"""The registry of operator kinds (``analysis.kinds``, one module each, seen through
+``analysis.core.operator_kinds``): every kind Spark wrote in the samples is claimed by one, every kind
+declares its fate stage and its verdict, and an operator no kind claims is never
 walked as another: a key through it is ``unknown``, saying so, while the other keys still answer."""
 
 from __future__ import annotations
@@ -13,25 +14,43 @@ from pathlib import Path
 
 import pytest
 
-from statelens.analysis.core.operator_kinds import KINDS, LIMIT, PLAN_NODES, UnsupportedOperator, find_kind, kind_of
-from statelens.analysis.fate.stages import STAGES
+from statelens.analysis.core.operator_kinds import LIMIT, UnsupportedOperator, find_kind, kind_of, plan_nodes
+from statelens.analysis.kinds import KINDS
 from support import SAMPLES
 
 
 def test_every_kind_has_its_stage_and_its_plan_nodes() -> None:
     kinds = [k.kind for k in KINDS]
     assert len(kinds) == len(set(kinds))
-    assert set(STAGES) == set(kinds) - {LIMIT}  # a global limit's state holds a count, no key's rows
-    assert all(k.plan_nodes for k in KINDS) and len(PLAN_NODES) == sum(len(k.plan_nodes) for k in KINDS)
+    assert {k.kind for k in KINDS if k.stage is not None} == set(kinds) - {
+        LIMIT
+    }  # a global limit's state holds a count, no key's rows
+    assert all(k.plan_nodes for k in KINDS) and len(plan_nodes()) == sum(len(k.plan_nodes) for k in KINDS)
+
+
+def test_each_kind_is_one_module_of_the_registry() -> None:
+    """One module per kind in ``analysis/kinds``, each declaring one kind, every one of them listed once
+    in ``KINDS``: a module the registry does not list would be a kind no checkpoint is ever read as."""
+    from support import ROOT
+
+    modules = {p.stem for p in (ROOT / "analysis" / "kinds").glob("*.py") if p.stem != "__init__"}
+    declared = {_module_of(k) for k in KINDS}
+    assert declared == modules and len(KINDS) == len(modules)
+
+
+def _module_of(kind: object) -> str:
+    import statelens.analysis.kinds as pkg
+
+    return next(m for m in pkg.__dict__ if getattr(getattr(pkg, m), "KIND", None) is kind)
 
 
 def test_every_kind_has_its_verdict_and_none_is_guessed() -> None:
     """The one-operator verdict of a key in state is the kind's own (a join's: both sides, its own
     module); a kind without one is refused, never given another kind's."""
     from statelens.analysis.core.operator_kinds import JOIN
-    from statelens.analysis.verdicts.stateful_verdicts import VERDICTS, in_state_verdict
+    from statelens.analysis.verdicts.stateful_verdicts import in_state_verdict
 
-    assert set(VERDICTS) == {k.kind for k in KINDS} - {JOIN}
+    assert {k.kind for k in KINDS if k.in_state is not None} == {k.kind for k in KINDS} - {JOIN}
     with pytest.raises(UnsupportedOperator, match="no verdict"):
         in_state_verdict("streaming_top_k")
 
@@ -48,7 +67,7 @@ def test_kind_strings_live_in_the_registry() -> None:
         f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
         for folder in ("analysis", "spark_io", "statelens", "views", "commands")
         for p in (ROOT / folder).rglob("*.py")
-        if not p.is_symlink() and p.name != "operator_kinds.py"
+        if not p.is_symlink() and p.name != "operator_kinds.py" and p.parent.name != "kinds"
         for n, line in enumerate(p.read_text().splitlines(), 1)
         if compared.search(line)
     ]

@@ -1,18 +1,26 @@
-"""The one registry of stateful operator kinds: how Spark names each (the state metadata's
-``operatorName``, the physical plan's node), and the kind State Lens knows it as. The fate walk's
-stages (``analysis.fate.stages.STAGES``) and the one-operator verdicts are keyed by these kinds.
+"""The registry of stateful operator kinds: how Spark names each (the state metadata's
+``operatorName``, the physical plan's node), the kind State Lens knows it as, and what follows from it.
+
+Each kind is one module of ``analysis/kinds`` (its names, plan nodes, label, sides, its stage of the
+fate walk and its one-operator verdict), listed once in that package's ``KINDS``. This module is the
+bottom rooms' view of them: it loads that list the first time a kind is looked up, so a reader or a
+plan parser asks ``find_kind``/``behaviour`` without importing the walk or the verdicts above it.
 
 A name no kind claims is not guessed at: ``kind_of`` says it is not supported, and a key whose
-records pass such an operator is answered ``unknown``, saying so. A new kind is a line here and a
-stage file beside its siblings (the docs show the diff of a real one).
+records pass such an operator is answered ``unknown``, saying so.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 from statelens.analysis.core.errors import StateLensError
 
+# the kinds' names, for the modules that read a kind's rows (a join's sides, an aggregation's windows)
 JOIN, AGGREGATION, DEDUP, DEDUP_WITHIN, SESSION, GROUP_STATE, TWS, LIMIT = (
     "join",
     "aggregation",
@@ -24,12 +32,14 @@ JOIN, AGGREGATION, DEDUP, DEDUP_WITHIN, SESSION, GROUP_STATE, TWS, LIMIT = (
     "limit",
 )
 
+REMOVED = "Its state was removed: by a timeout, a timer or TTL expiry, or by the function itself (state.remove() / clear())."
+
 
 @dataclass(frozen=True)
 class OperatorKind:
     """A kind of stateful operator and what follows from it wherever State Lens reads or answers: how
-    Spark names it, how an answer names it, and how it treats rows (its stage in ``analysis.fate.stages``
-    and its one-operator verdict in ``analysis.verdicts`` are registered by this ``kind``)."""
+    Spark names it, how an answer names it, how it treats rows, its stage of the fate walk and its
+    one-operator verdict on a key it holds state for (both declared in the kind's module)."""
 
     kind: str
     names: tuple[str, ...]  # the state metadata's operatorName, lower case: exact, or a prefix ending in "*"
@@ -40,63 +50,41 @@ class OperatorKind:
     emits_when_evicted: bool = False  # a row the watermark evicts was emitted then (a window's, a session's result)
     unmatched: bool = False  # keys that never produced output are a question of their own: never matched, still waiting
     watermark_evicts: bool = False  # the watermark removes its state (without one it grows with every key)
+    output_mode: str | None = None  # the one output mode Spark runs it in ("update"); None: the query's
+    stage: Any = None  # its part of the fate walk (``analysis.fate.stage.Stage``); None: a key through it is unknown
+    # its verdict on a key it holds state for: (key, context, state rows, lookups, "The key (...)") -> KeyDiagnosis;
+    # None: a key it holds is answered by a verdict of its own (a join's sides) or refused
+    in_state: Callable[..., Any] | None = None
+    # what removing a key's state meant (a one-operator verdict's 'evicted'), given the verdict's context
+    evicted: Callable[[Any], str] = lambda ctx: REMOVED
 
 
-# most specific first: "dedupeWithinWatermark" before "dedupe*"
-KINDS: tuple[OperatorKind, ...] = (
-    OperatorKind(
-        JOIN,
-        ("symmetrichashjoin",),
-        ("StreamingSymmetricHashJoin",),
-        "stream-stream join",
-        ("left", "right"),
-        unmatched=True,
-        watermark_evicts=True,
-    ),
-    OperatorKind(
-        TWS,
-        ("transformwithstate*",),
-        ("TransformWithState", "TransformWithStateInPandas", "TransformWithStateInPySpark"),
-        "transformWithState",
-        function=True,
-    ),
-    OperatorKind(
-        GROUP_STATE,
-        ("flatmapgroupswithstate*", "applyinpandaswithstate*", "flatmapgroupsinpandaswithstate*"),
-        ("FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState"),
-        "group state",
-        function=True,
-    ),
-    OperatorKind(
-        SESSION,
-        ("sessionwindow*",),
-        ("SessionWindowStateStoreSave",),
-        "session window",
-        emits_when_evicted=True,
-        watermark_evicts=True,
-    ),
-    OperatorKind(
-        DEDUP_WITHIN,
-        ("dedupewithinwatermark",),
-        ("StreamingDeduplicateWithinWatermark",),
-        "dropDuplicatesWithinWatermark",
-        watermark_evicts=True,
-    ),
-    OperatorKind(DEDUP, ("dedupe*",), ("StreamingDeduplicate",), "dropDuplicates", watermark_evicts=True),
-    OperatorKind(
-        AGGREGATION,
-        ("statestoresave*",),
-        ("StateStoreSave",),
-        "aggregation",
-        emits_when_evicted=True,
-        unmatched=True,
-        watermark_evicts=True,
-    ),
-    OperatorKind(LIMIT, ("globallimit*", "streaminggloballimit*"), ("StreamingGlobalLimit",)),
-)
-PLAN_NODES: dict[str, str] = {node: k.kind for k in KINDS for node in k.plan_nodes}
-LABELS: dict[str, str] = {k.kind: k.label for k in KINDS if k.label}  # kind -> how an answer names it
-_BY_KIND: dict[str, OperatorKind] = {k.kind: k for k in KINDS}
+@cache
+def kinds() -> tuple[OperatorKind, ...]:
+    """Every kind, most specific first (``analysis.kinds.KINDS``: "dedupeWithinWatermark" before
+    "dedupe*"), loaded on the first look-up."""
+    found: tuple[OperatorKind, ...] = importlib.import_module("statelens.analysis.kinds").KINDS
+    return found
+
+
+@cache
+def _by_kind() -> dict[str, OperatorKind]:
+    found: dict[str, OperatorKind] = {}
+    for k in kinds():
+        if k.kind in found:
+            raise RuntimeError(f"two modules declare the operator kind {k.kind}")
+        found[k.kind] = k
+    return found
+
+
+def plan_nodes() -> dict[str, str]:
+    """The physical plan's node -> the kind whose state it writes."""
+    return {node: k.kind for k in kinds() for node in k.plan_nodes}
+
+
+def label(kind: str | None, default: str) -> str:
+    """How an answer names an operator of ``kind`` (``default``: Spark's name, for a kind without a label)."""
+    return behaviour(kind).label or default
 
 
 class UnsupportedOperator(StateLensError):
@@ -110,7 +98,7 @@ def _matches(pattern: str, name: str) -> bool:
 def behaviour(kind: str | None) -> OperatorKind:
     """What follows from a kind (``OperatorKind``); a kind the registry does not hold (None: an operator
     no kind claims) behaves as none: one input, no function, nothing emitted on eviction."""
-    return _BY_KIND.get(kind or "", _NONE)
+    return _by_kind().get(kind or "", _NONE)
 
 
 _NONE = OperatorKind("", (), ())
@@ -119,7 +107,7 @@ _NONE = OperatorKind("", (), ())
 def find_kind(operator_name: str) -> str | None:
     """The kind of an operator Spark named ``operator_name``; None: no kind claims it."""
     name = operator_name.strip().lower()
-    return next((k.kind for k in KINDS for p in k.names if _matches(p, name)), None)
+    return next((k.kind for k in kinds() for p in k.names if _matches(p, name)), None)
 
 
 def kind_of(operator_name: str) -> str:

@@ -55,7 +55,6 @@ from statelens.analysis.fate.model import (
     fmt_time,
     group_text,
 )
-from statelens.analysis.fate.stages import STAGES
 from statelens.analysis.fate.walk import FateWalk, RecordFinder
 
 __all__ = [
@@ -79,7 +78,6 @@ __all__ = [
     "PASSED",
     "REACHED",
     "REACHED_STATE",
-    "STAGES",
     "STATE_REMOVED",
     "UNKNOWN",
     "WAITING",

@@ -5,7 +5,7 @@ them, the order a record passes them in, each operator's state of a lookup value
 watermarks each operator had per batch, and the input records a stage may need besides the key's own
 (the other side of a join, the record a duplicate repeated: ``RecordFinder``). Before an operator's
 stage looks at its state, the walk applies what every operator shares: the plan's filters on the
-way to it, and the late-row watermark. The stage (``analysis.fate.stages``, one per operator kind)
+way to it, and the late-row watermark. The stage (``analysis.fate.stage``, one per operator kind in ``analysis.kinds``)
 tells what the operator did with the row and what it sends on.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from statelens.analysis.core.errors import StateLensError, StateReadError
 from statelens.analysis.core.key_format import fmt_duration, jsonable, to_ms
 from statelens.analysis.core.model import CheckpointInfo, OperatorInfo, StateSource, sources_of
-from statelens.analysis.core.operator_kinds import AGGREGATION, JOIN, LABELS, SESSION, TWS, find_kind, unsupported
+from statelens.analysis.core.operator_kinds import AGGREGATION, JOIN, SESSION, TWS, behaviour, find_kind, label, unsupported
 from statelens.analysis.core.state_access import MAX_STATE_BATCHES, KeyQuery, StateAccess, key_text, typed_values
 from statelens.analysis.fate.model import (
     DROPPED_AS_LATE,
@@ -64,7 +64,7 @@ class RecordFinder(Protocol):
 
 
 class StageLike(Protocol):
-    """An operator kind's stage (``analysis.fate.stages``)."""
+    """An operator kind's stage (``analysis.fate.stage.Stage``, declared in its kind's module)."""
 
     def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult: ...
 
@@ -92,7 +92,7 @@ class OpView:
 
     @property
     def label(self) -> str:
-        return f"operator {self.operator_id} ({LABELS.get(self.kind, self.op.operator_name)})"
+        return f"operator {self.operator_id} ({label(self.kind, self.op.operator_name)})"
 
     def lookup(self, side: str) -> tuple[str, Column] | None:
         """The state key field a record is looked up by, and the column whose value it takes."""
@@ -212,13 +212,11 @@ class FateWalk:
         asked: tuple[str, ...] = (),
         finder: RecordFinder | None = None,
         duplicates: dict[int, dict[int, int]] | None = None,
-        stages: Mapping[str, StageLike] | None = None,
         static_tables: dict[int, StaticTable] | None = None,
         assume_renames: bool = False,
         strict: bool = False,
     ) -> None:
         self.access = access
-        self.stages = stages or {}  # operator kind -> its stage (``analysis.fate.stages.STAGES``)
         self.asked = asked  # the keys asked about (a reader of part of a store reads their partition first)
         self.info = info
         self.plan = plan
@@ -270,7 +268,7 @@ class FateWalk:
         kind = find_kind(op.operator_name) or ""  # "": no kind claims it (its stage: none)
         planned = self.plan.operators.get(op.operator_id) if self.plan else None
         if planned is not None and self.plan is not None:
-            keys = {"": planned.keys} if kind != JOIN else {"left": planned.keys, "right": planned.right_keys}
+            keys = dict(zip(behaviour(kind).sides, (planned.keys, planned.right_keys), strict=False))
             filters = {scan: planned.filters.get(scan, []) for scans in planned.sources.values() for scan in scans}
             return OpView(
                 op,
@@ -286,14 +284,14 @@ class FateWalk:
                 planned=True,
                 raw_condition=planned.join.raw_condition if planned.join else None,
             )
-        sides = ["left", "right"] if kind == JOIN else [""]
+        sides = behaviour(kind).sides
         keys = {}
         for side in sides:
             src = self.source(op, side)
             fields = self.access.key_fields(src, self.last)
             named = self.access.key_columns(src, self.last, self.asked) if kind == JOIN else {}
             keys[side] = [Column(n, named.get(n, n)) for n, _ in fields]
-        return OpView(op, kind, keys, dict.fromkeys(sides), join_type=self.join_type)
+        return OpView(op, kind, keys, dict.fromkeys(sides), behaviour(kind).output_mode, join_type=self.join_type)
 
     def scan_source(self, scan_id: int) -> str:
         """The checkpoint's source a plan's scan reads (by the folder in its Location)."""
@@ -618,7 +616,7 @@ class FateWalk:
                 fate.at_batch = min((f.batch for f in flows), default=rec.batch_id)
                 return fate
             view = self.view(op)
-            stage = self.stages.get(view.kind)  # None: a kind no stage follows (its step says so)
+            stage = behaviour(view.kind).stage  # None: a kind no stage follows (its step says so)
             # the last operator of its path emits the query's output; without a plan, only operator 0 surely does
             final = i == len(chain) - 1 and (self.plan is not None or op.operator_id == 0)
             results = probed or [self.step(stage, view, side, flow, rec, records, below, final) for flow in flows]
@@ -668,7 +666,7 @@ class FateWalk:
         if not maybe:
             return [], []
         nview = self.view(nxt[0])
-        probe = [self.step(self.stages.get(nview.kind), nview, nxt[1], f, rec, records, view.operator_id, final) for f in maybe]
+        probe = [self.step(behaviour(nview.kind).stage, nview, nxt[1], f, rec, records, view.operator_id, final) for f in maybe]
         held = [p.step for p in probe if p.step.outcome in (REACHED_STATE, PASSED)]
         if not held:
             return [], []

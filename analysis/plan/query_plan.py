@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.analysis.core.operator_kinds import JOIN, PLAN_NODES, behaviour
+from statelens.analysis.core.operator_kinds import JOIN, behaviour, plan_nodes
 
 JOIN_TYPES = {
     "Inner": "inner",
@@ -53,9 +53,6 @@ _DETAIL = re.compile(r"^(?P<k>[A-Z][A-Za-z ]*?)(?: \[\d+\])? ?: (?P<v>.*)$")
 # watermark tag ``-T<delay>ms``
 ATTR = re.compile(r"(?P<name>[A-Za-z_][\w$]*(?:\([\w$]*\))?)#(?P<id>\d+)L?(?:-T(?P<delay>\d+)ms)?")
 _STATE_INFO = re.compile(r"state info \[[^\]]*?opId = (?P<op>\d+)[^\]]*\]")
-
-# the physical nodes that write a stateful operator's state (a restore node shares its id): the registry's
-WRITERS = PLAN_NODES
 
 
 @dataclass(frozen=True)
@@ -576,7 +573,7 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
             if m:
                 delays[m.group("col")] = _interval_ms(m.group("delay"))
     for node in root.walk():
-        kind = WRITERS.get(node.name)
+        kind = plan_nodes().get(node.name)
         args = node.details.get("Arguments", "")
         m = _STATE_INFO.search(args)
         if kind is None or not m:
@@ -644,7 +641,7 @@ def _below(
     """Record the sources and stateful operators directly under ``op`` on one side, with the
     filters on the way down to each source, and the joins with static tables on the way."""
     m = _STATE_INFO.search(node.details.get("Arguments", ""))
-    if node.name in WRITERS and m:
+    if node.name in plan_nodes() and m:
         op.upstream[side].append(int(m.group("op")))
         op.upstream_filters[int(m.group("op"))] = list(conditions)
         return
@@ -681,7 +678,7 @@ def batch_watermarks(plan: str) -> dict[int, OperatorWatermarks]:
         if section:
             node = section.group("name")
             continue
-        if node not in WRITERS or not line.startswith("Arguments: "):
+        if node not in plan_nodes() or not line.startswith("Arguments: "):
             continue
         m = _STATE_INFO.search(line)
         if m:

@@ -194,7 +194,7 @@ def why_missing(
         join_format=join_format,
         batch_times={b.batch_id: b.timestamp_ms for b in info.batches},
         single_operator=len(info.operators) == 1,
-        output_mode=_output_mode(progress, op.operator_id),
+        output_mode=_output_mode(progress, op.operator_id) or behaviour(kind).output_mode,
     )
     mode_assumed = ctx.output_mode is None and not append_only(info)
     if mode_assumed and behaviour(kind).emits_when_evicted and any(watermarks.values()):

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.near_miss import near_miss_reason
+from statelens.analysis.core.operator_kinds import behaviour
 from statelens.analysis.verdicts.key_timeline import history_rows, row_evidence
 from statelens.analysis.verdicts.key_verdicts import (
-    AGGREGATION,
-    DEDUP,
-    DEDUP_WITHIN,
     EMITTED_UNMATCHED,
     EVICTED,
     JOIN,
     NEVER_IN_STATE,
     PRESERVED,
-    SESSION,
     UNKNOWN,
     Context,
     KeyDiagnosis,
@@ -73,7 +70,7 @@ def not_in_state(key: str, ctx: Context, lookups: list[StoreLookup], what: str) 
                 key,
                 EVICTED,
                 f"{what} was in state and was removed in batch {batch}, whose watermark was "
-                f"{fmt_time(ctx.watermarks.get(batch, 0))}. " + _eviction_note(ctx),
+                f"{fmt_time(ctx.watermarks.get(batch, 0))}. " + behaviour(ctx.kind).evicted(ctx),
                 evicted_at_batch=batch,
             )
         else:
@@ -162,24 +159,6 @@ def _join_evicted(
         was_matched=matched,
         matched_at_batch=joined_in,
     )
-
-
-def _eviction_note(ctx: Context) -> str:
-    if ctx.kind == AGGREGATION:
-        mode = (ctx.output_mode or "").lower()
-        if mode == "append":
-            return "The watermark passed the end of its window: this query runs in append mode, so its result was emitted in that batch."
-        if mode == "update":
-            return "The watermark passed the end of its window: this query runs in update mode, so its counts had been emitted in the batches that changed them."
-        return "The watermark passed the end of its window: its result was emitted in that batch."
-    if ctx.kind in (DEDUP, DEDUP_WITHIN):
-        return (
-            "From then on a row with this key is not recognised as a duplicate: if it is not behind the "
-            "watermark it passes through again, otherwise it is dropped as late data."
-        )
-    if ctx.kind == SESSION:
-        return "The watermark passed the end of its session: the session was closed and emitted (append mode)."
-    return "Its state was removed: by a timeout, a timer or TTL expiry, or by the function itself (state.remove() / clear())."
 
 
 def near_misses(key: str, lookups: list[StoreLookup], batch: int, limit: int = 8) -> list[dict[str, str]]:

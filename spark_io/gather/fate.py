@@ -23,7 +23,6 @@ from statelens.analysis.core.model import CheckpointInfo, require_committed, req
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.core.state_access import StateAccess
 from statelens.analysis.fate import (
-    STAGES,
     WRITTEN,
     FateWalk,
     Output,
@@ -88,7 +87,6 @@ def _walk(
         asked=keys,
         finder=finder,
         duplicates=progress.duplicates() if progress is not None else None,
-        stages=STAGES,
         static_tables=static,
         assume_renames=assume_renames,
         strict=bool(os.environ.get("STATELENS_DEBUG")),

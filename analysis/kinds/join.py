@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statelens.analysis.core.key_format import fmt_duration, to_ms
-from statelens.analysis.core.operator_kinds import JOIN
+from statelens.analysis.core.operator_kinds import JOIN, OperatorKind
 from statelens.analysis.core.state_access import key_text
 from statelens.analysis.fate.model import (
     CONDITION_NOT_MET,
@@ -29,7 +29,7 @@ from statelens.analysis.fate.model import (
     noun,
     record_text,
 )
-from statelens.analysis.fate.stages.base import Stage
+from statelens.analysis.fate.stage import Stage
 from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
 from statelens.analysis.inputs.records import InputRecord, event_time_us
 from statelens.analysis.plan.predicates import filter_passes
@@ -76,8 +76,6 @@ def side_rows(changes: list[dict[str, Any]]) -> list[SideRow]:
 
 
 class JoinStage(Stage):
-    kinds = (JOIN,)
-
     def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
         side, flow, rec, final, t_us = a.side, a.flow, a.rec, a.final, a.t_us
         op_id, b = view.operator_id, flow.batch
@@ -424,3 +422,16 @@ def _first_time(value: dict[str, Any] | None, tz: str) -> int | None:
             if t is not None:
                 return t // 1000
     return None
+
+
+# a key's one-operator verdict is its two sides' (``analysis.verdicts.join_verdicts``)
+KIND = OperatorKind(
+    JOIN,
+    ("symmetrichashjoin",),
+    ("StreamingSymmetricHashJoin",),
+    "stream-stream join",
+    ("left", "right"),
+    unmatched=True,
+    watermark_evicts=True,
+    stage=JoinStage(),
+)

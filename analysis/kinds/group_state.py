@@ -1,5 +1,5 @@
-"""applyInPandasWithState, flatMapGroupsWithState and transformWithState: the record changed its
-group's state; what the user's function emitted is not in the state. The stage says when the state
+"""applyInPandasWithState and flatMapGroupsWithState (transformWithState's stage too): the record
+changed its group's state; what the user's function emitted is not in the state. The stage says when the state
 was removed (the function may have emitted then) or what still holds it (a timeout, a timer); the
 outcome comes from the sink's files (``analysis.fate.outcome``)."""
 
@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from statelens.analysis.core.operator_kinds import GROUP_STATE, TWS
+from statelens.analysis.core.operator_kinds import GROUP_STATE, OperatorKind
 from statelens.analysis.fate.model import REACHED_STATE, STATE_REMOVED, Output, Step, Waiting, fmt_time
-from statelens.analysis.fate.stages.base import Stage
+from statelens.analysis.fate.stage import Stage
 from statelens.analysis.fate.walk import Arrival, FateWalk, OpView, StepResult, key_id
+from statelens.analysis.verdicts.stateful_verdicts import holds_state
 
 
 def _timeout(rows: list[dict[str, Any]]) -> int | None:
@@ -24,8 +25,6 @@ def _timeout(rows: list[dict[str, Any]]) -> int | None:
 
 
 class GroupStateStage(Stage):
-    kinds = (GROUP_STATE, TWS)
-
     def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
         side, flow, rec, final = a.side, a.flow, a.rec, a.final
         op_id, b = view.operator_id, flow.batch
@@ -73,3 +72,14 @@ class GroupStateStage(Stage):
             outputs,
             waiting,
         )
+
+
+KIND = OperatorKind(
+    GROUP_STATE,
+    ("flatmapgroupswithstate*", "applyinpandaswithstate*", "flatmapgroupsinpandaswithstate*"),
+    ("FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState"),
+    "group state",
+    function=True,
+    stage=GroupStateStage(),
+    in_state=holds_state,
+)

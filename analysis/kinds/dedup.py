@@ -1,9 +1,13 @@
-"""dropDuplicates and dropDuplicatesWithinWatermark: a record passes when its dedup key enters the
-operator's state with it, and is dropped as a duplicate while an earlier record's key is held."""
+"""dropDuplicates: a record passes when its dedup key enters the operator's state with it, and is
+dropped as a duplicate while an earlier record's key is held (dropDuplicatesWithinWatermark's stage
+too: ``dedup_within_watermark``)."""
 
 from __future__ import annotations
 
-from statelens.analysis.core.operator_kinds import DEDUP, DEDUP_WITHIN
+from typing import Any
+
+from statelens.analysis.core.key_format import event_time_ms, fmt_time
+from statelens.analysis.core.operator_kinds import DEDUP, OperatorKind
 from statelens.analysis.core.state_access import key_text
 from statelens.analysis.fate.model import (
     DROPPED_AS_DUPLICATE,
@@ -16,15 +20,14 @@ from statelens.analysis.fate.model import (
     noun,
     record_text,
 )
-from statelens.analysis.fate.stages.base import Stage
+from statelens.analysis.fate.stage import Stage
 from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, same_value
 from statelens.analysis.inputs.records import InputRecord
 from statelens.analysis.plan.query_plan import Column
+from statelens.analysis.verdicts.key_verdicts import DROPPING_DUPLICATES, Context, KeyDiagnosis, StoreLookup
 
 
 class DedupStage(Stage):
-    kinds = (DEDUP, DEDUP_WITHIN)
-
     def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
         side, flow, rec, records, final = a.side, a.flow, a.rec, a.records, a.final
         op_id, b = view.operator_id, flow.batch
@@ -140,3 +143,52 @@ class DedupStage(Stage):
         )
         cause = Cause(DROPPED_AS_DUPLICATE, op_id, b, None, rec, short, earlier=earlier)
         return StepResult(Step(op_id, DROPPED_AS_DUPLICATE, b, detail, group=dk, evidence=evidence, cause=cause))
+
+
+# ---- the one-operator verdict
+
+
+def in_state(key: str, ctx: Context, state_rows: list[dict[str, Any]], lookups: list[StoreLookup], what: str) -> KeyDiagnosis:
+    times = [t for r in state_rows for _, t in [event_time_ms(r.get("key"))] if t is not None]
+    until = f"until the watermark passes its event time {fmt_time(max(times))}" if times else ""
+    return dropping(key, ctx, what, until, never=not ctx.watermark or not times)
+
+
+def dropping(key: str, ctx: Context, what: str, until: str, never: bool) -> KeyDiagnosis:
+    """A key held in a deduplication state: later rows with it are dropped ``until`` (or forever)."""
+    wm = ctx.watermark
+    if never:
+        why = (
+            "there is no watermark"
+            if not wm
+            else "the deduplication key has no event-time column, so the watermark cannot evict it"
+        )
+        tail = f" It is never removed: {why}, and this state grows with every new key."
+        until = "for as long as the query runs"
+    else:
+        tail = f" The watermark has not passed it yet (now {fmt_time(wm)})."
+    return KeyDiagnosis(
+        key,
+        DROPPING_DUPLICATES,
+        f"{what} is in the deduplication state: the first row with it was emitted, and every later row "
+        f"with it is dropped as a duplicate {until}.{tail}",
+    )
+
+
+def evicted(ctx: Context) -> str:
+    return (
+        "From then on a row with this key is not recognised as a duplicate: if it is not behind the "
+        "watermark it passes through again, otherwise it is dropped as late data."
+    )
+
+
+KIND = OperatorKind(
+    DEDUP,
+    ("dedupe*",),
+    ("StreamingDeduplicate",),
+    "dropDuplicates",
+    watermark_evicts=True,
+    stage=DedupStage(),
+    in_state=in_state,
+    evicted=evicted,
+)

@@ -8,8 +8,9 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+from statelens.analysis.core.key_format import fmt_duration, to_ms
 from statelens.analysis.core.model import append_only
-from statelens.analysis.core.operator_kinds import AGGREGATION
+from statelens.analysis.core.operator_kinds import AGGREGATION, OperatorKind
 from statelens.analysis.fate.model import (
     EMITTED,
     MODE_UNKNOWN,
@@ -21,7 +22,7 @@ from statelens.analysis.fate.model import (
     fmt_time,
     group_text,
 )
-from statelens.analysis.fate.stages.base import Stage, key_has
+from statelens.analysis.fate.stage import Stage, key_has
 from statelens.analysis.fate.walk import (
     TIME_KEYS,
     Arrival,
@@ -34,6 +35,7 @@ from statelens.analysis.fate.walk import (
     window_of_key,
 )
 from statelens.analysis.inputs.records import event_time_us
+from statelens.analysis.verdicts.key_verdicts import IN_STATE, WAITING_WATERMARK, Context, KeyDiagnosis, StoreLookup
 
 
 def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:
@@ -52,8 +54,6 @@ def mode_known(walk: FateWalk, view: OpView) -> bool:
 
 
 class AggregationStage(Stage):
-    kinds = (AGGREGATION,)
-
     def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
         side, flow, rec, final, t_us, window = a.side, a.flow, a.rec, a.final, a.t_us, a.window
         op_id, b = view.operator_id, flow.batch
@@ -170,3 +170,105 @@ def _utc(ms: int) -> dt.datetime:
 def _covers(key: dict[str, Any], t_ms: int) -> bool:
     w = window_of_key(key)
     return w is not None and w[0] <= t_ms < w[1]
+
+
+# ---- the one-operator verdict
+
+
+def in_state(key: str, ctx: Context, state_rows: list[dict[str, Any]], lookups: list[StoreLookup], what: str) -> KeyDiagnosis:
+    wm = ctx.watermark
+    windows = [(r["key"].get("window") or {}) for r in state_rows if isinstance(r.get("key"), dict)]
+    ends = sorted(e for w in windows if isinstance(w, dict) and (e := to_ms(w.get("end"))) is not None)
+    mode = (ctx.output_mode or "").lower()
+    if not ends:
+        emitted = {
+            "update": "this query runs in update mode: its new value is emitted in every batch that changes it.",
+            "complete": "this query runs in complete mode: it is in every batch's output.",
+            "append": "this query runs in append mode, which emits a group only when it is removed: never, here.",
+        }.get(
+            mode,
+            "in update or complete mode its new value is emitted in every batch that changes it (append mode emits "
+            "nothing for it until it is removed, which does not happen).",
+        )
+        return KeyDiagnosis(
+            key,
+            IN_STATE,
+            f"{what} is in state ({len(state_rows)} row(s)). Its group has no window, so the watermark never removes it; "
+            + emitted,
+        )
+    if not wm:
+        emitted = {
+            "update": "This query runs in update mode: they are emitted in every batch that changes them.",
+            "complete": "This query runs in complete mode: every batch's output holds all of them.",
+        }.get(
+            mode,
+            "In complete or update mode they are emitted in every batch that changes them; append mode would need a watermark.",
+        )
+        return KeyDiagnosis(
+            key,
+            IN_STATE,
+            f"{what} has {len(ends)} window(s) in state and the query has no watermark: windows never close and are "
+            f"never removed. {emitted}",
+        )
+    past = [e for e in ends if e <= wm]
+    if past and (ctx.single_operator or mode == "complete") and mode != "append":
+        return KeyDiagnosis(
+            key,
+            IN_STATE,
+            f"{what} has {len(ends)} window(s) in state, {len(past)} of them ending at or before the watermark "
+            f"({fmt_time(wm)}) yet still kept: the query runs in complete mode, which keeps every window and emits all "
+            "of them in every batch.",
+        )
+    if past:
+        return KeyDiagnosis(
+            key,
+            WAITING_WATERMARK,
+            f"{what} has {len(ends)} window(s) in state; {len(past)} end before the query's watermark ({fmt_time(wm)}) "
+            "but are still kept: in a query with several stateful operators this one evicts by the watermark of its "
+            "input, which lags behind the upstream operator's bound (for example a join's time range). "
+            + ("Each" if mode == "append" else "In append mode each")
+            + f" window is emitted when that watermark passes its end; the earliest ends at {fmt_time(min(ends))}.",
+        )
+    nxt = min(ends)
+    closes = (
+        f"the watermark (now {fmt_time(wm)}) reaches its end: the next closes at {fmt_time(nxt)}, {fmt_duration(nxt - wm)} ahead of "
+        "the watermark."
+        if ctx.single_operator
+        # several operators: this one evicts by its input's watermark, which may trail the query's (a join's
+        # bound upstream): only the window's end is said, not a distance to the query's watermark
+        else f"the watermark of its input passes its end: the next ends at {fmt_time(nxt)} (the query's watermark is "
+        f"{fmt_time(wm)}; this operator's may trail it)."
+    )
+    if mode == "update":
+        text = f"{what} has {len(ends)} window(s) in state. This query runs in update mode: their current counts were emitted in the batches that changed them; each leaves the state when {closes}"
+    elif mode == "append":
+        text = f"{what} has {len(ends)} window(s) in state. This query runs in append mode: a window is emitted when {closes}"
+    else:  # not known: append assumed (the diagnosis says so once)
+        text = f"{what} has {len(ends)} window(s) in state. A window is emitted when {closes}"
+    return KeyDiagnosis(key, WAITING_WATERMARK, text)
+
+
+def evicted(ctx: Context) -> str:
+    """What the watermark's removal of a group's window meant for its output."""
+    mode = (ctx.output_mode or "").lower()
+    if mode == "append":
+        return (
+            "The watermark passed the end of its window: this query runs in append mode, so its result was emitted in that batch."
+        )
+    if mode == "update":
+        return "The watermark passed the end of its window: this query runs in update mode, so its counts had been emitted in the batches that changed them."
+    return "The watermark passed the end of its window: its result was emitted in that batch."
+
+
+KIND = OperatorKind(
+    AGGREGATION,
+    ("statestoresave*",),
+    ("StateStoreSave",),
+    "aggregation",
+    emits_when_evicted=True,
+    unmatched=True,
+    watermark_evicts=True,
+    stage=AggregationStage(),
+    in_state=in_state,
+    evicted=evicted,
+)

@@ -8,8 +8,8 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from statelens.analysis.core.key_format import to_ms
-from statelens.analysis.core.operator_kinds import SESSION
+from statelens.analysis.core.key_format import fmt_duration, to_ms
+from statelens.analysis.core.operator_kinds import SESSION, OperatorKind
 from statelens.analysis.fate.model import (
     DROPPED_AS_LATE,
     EMITTED,
@@ -23,9 +23,10 @@ from statelens.analysis.fate.model import (
     record_text,
     window_text,
 )
-from statelens.analysis.fate.stages.aggregation import mode_known, output_mode, unless_emitted
-from statelens.analysis.fate.stages.base import Stage, key_has
+from statelens.analysis.fate.stage import Stage, key_has
 from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, key_id
+from statelens.analysis.kinds.aggregation import mode_known, output_mode, unless_emitted
+from statelens.analysis.verdicts.key_verdicts import SESSION_OPEN, Context, KeyDiagnosis, StoreLookup
 
 
 def session_of(row: dict[str, Any]) -> tuple[int, int] | None:
@@ -38,8 +39,6 @@ def session_of(row: dict[str, Any]) -> tuple[int, int] | None:
 
 
 class SessionStage(Stage):
-    kinds = (SESSION,)
-
     def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
         side, flow, rec, final, t_us = a.side, a.flow, a.rec, a.final, a.t_us
         op_id, b = view.operator_id, flow.batch
@@ -134,3 +133,39 @@ class SessionStage(Stage):
 
 def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+# ---- the one-operator verdict
+
+
+def in_state(key: str, ctx: Context, state_rows: list[dict[str, Any]], lookups: list[StoreLookup], what: str) -> KeyDiagnosis:
+    wm = ctx.watermark
+    sessions = []
+    for r in state_rows:
+        w = (r.get("value") or {}).get("session_window") or {}
+        s, e = to_ms(w.get("start")), to_ms(w.get("end"))
+        if s is not None and e is not None:
+            sessions.append((s, e))
+    desc = "; ".join(
+        f"{fmt_time(s)} – {fmt_time(e)} ({'closes in ' + fmt_duration(e - wm) if e > wm else 'closing'})"
+        for s, e in sorted(sessions)
+    )
+    return KeyDiagnosis(
+        key,
+        SESSION_OPEN,
+        f"{what} has {len(sessions)} open session(s): {desc}. A session closes and is emitted (append mode) "
+        f"once the watermark (now {fmt_time(wm)}) passes its end; new events within the gap extend it.",
+    )
+
+
+KIND = OperatorKind(
+    SESSION,
+    ("sessionwindow*",),
+    ("SessionWindowStateStoreSave",),
+    "session window",
+    emits_when_evicted=True,
+    watermark_evicts=True,
+    stage=SessionStage(),
+    in_state=in_state,
+    evicted=lambda ctx: "The watermark passed the end of its session: the session was closed and emitted (append mode).",
+)
