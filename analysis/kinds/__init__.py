@@ -18,6 +18,7 @@ from statelens.analysis.kinds import (
     join,
     limit,
     session_window,
+    streamline_aggregation,
     transform_with_state,
 )
 
@@ -29,5 +30,6 @@ KINDS: tuple[OperatorKind, ...] = (
     dedup_within_watermark.KIND,
     dedup.KIND,
     aggregation.KIND,
+    streamline_aggregation.KIND,
     limit.KIND,
 )
