@@ -3,13 +3,15 @@ not in the state."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statelens.analysis.core.state_access import key_text
 from statelens.analysis.fate.model import NOT_FOUND, UNKNOWN, Cause, Step
 from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, History, OpView, StepResult, column_value, same_value
 from statelens.analysis.inputs.records import InputRecord
-from statelens.analysis.plan.query_plan import Column
+
+if TYPE_CHECKING:
+    from statelens.analysis.plan.query_plan import Column
 
 
 class Stage:

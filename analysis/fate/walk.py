@@ -15,7 +15,7 @@ import datetime as dt
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from statelens.analysis.core.errors import StateLensError, StateReadError
 from statelens.analysis.core.key_format import fmt_duration, jsonable, to_ms
@@ -43,9 +43,10 @@ from statelens.analysis.fate.model import (
     window_text,
 )
 from statelens.analysis.inputs.records import InputRecord, event_time_us
-from statelens.analysis.plan.predicates import filter_passes
-from statelens.analysis.plan.query_plan import Column, OperatorWatermarks, QueryPlan, Window, readable
-from statelens.analysis.plan.static_table import StaticTable
+
+if TYPE_CHECKING:  # the plan's modules are imported where a plan is read or a filter evaluated
+    from statelens.analysis.plan.query_plan import Column, OperatorWatermarks, QueryPlan, Window
+    from statelens.analysis.plan.static_table import StaticTable
 
 # state key fields that are an operator's time, not an input column (a window, a session's start)
 TIME_KEYS = ("window", "session_window", "sessionStartTime")
@@ -284,13 +285,15 @@ class FateWalk:
                 planned=True,
                 raw_condition=planned.join.raw_condition if planned.join else None,
             )
+        from statelens.analysis.plan import query_plan
+
         sides = behaviour(kind).sides
         keys = {}
         for side in sides:
             src = self.source(op, side)
             fields = self.access.key_fields(src, self.last)
             named = self.access.key_columns(src, self.last, self.asked) if kind == JOIN else {}
-            keys[side] = [Column(n, named.get(n, n)) for n, _ in fields]
+            keys[side] = [query_plan.Column(n, named.get(n, n)) for n, _ in fields]
         return OpView(op, kind, keys, dict.fromkeys(sides), behaviour(kind).output_mode, join_type=self.join_type)
 
     def scan_source(self, scan_id: int) -> str:
@@ -731,6 +734,9 @@ class FateWalk:
                 if columns is not None:
                     columns |= set(flow.values)
                 continue
+            from statelens.analysis.plan.predicates import filter_passes
+            from statelens.analysis.plan.query_plan import readable
+
             verdict = filter_passes(cond, flow.values, columns)
             shown = readable(cond)
             if verdict.passes is False:

@@ -4,7 +4,7 @@ too: ``dedup_within_watermark``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statelens.analysis.core.key_format import event_time_ms, fmt_time
 from statelens.analysis.core.operator_kinds import DEDUP, OperatorKind
@@ -23,8 +23,10 @@ from statelens.analysis.fate.model import (
 from statelens.analysis.fate.stage import Stage
 from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, column_value, same_value
 from statelens.analysis.inputs.records import InputRecord
-from statelens.analysis.plan.query_plan import Column
 from statelens.analysis.verdicts.key_verdicts import DROPPING_DUPLICATES, Context, KeyDiagnosis, StoreLookup
+
+if TYPE_CHECKING:
+    from statelens.analysis.plan.query_plan import Column
 
 
 class DedupStage(Stage):

@@ -32,8 +32,6 @@ from statelens.analysis.fate.model import (
 from statelens.analysis.fate.stage import Stage
 from statelens.analysis.fate.walk import Arrival, FateWalk, Flow, OpView, StepResult, key_id, same_value
 from statelens.analysis.inputs.records import InputRecord, event_time_us
-from statelens.analysis.plan.predicates import filter_passes
-from statelens.analysis.plan.query_plan import readable
 from statelens.analysis.verdicts.key_verdicts import PRESERVED
 
 
@@ -376,6 +374,8 @@ class JoinStage(Stage):
 
     @staticmethod
     def _condition(view: OpView) -> str:
+        from statelens.analysis.plan.query_plan import readable  # a condition is the plan's: read with it
+
         return f" `{readable(view.condition)}`" if view.condition else " (its time range; the event log's plan states it)"
 
     def _pairs(self, side: str, row: SideRow, others: list[SideRow]) -> str:
@@ -406,6 +406,8 @@ def _may_join(view: OpView, row: SideRow, other: SideRow) -> bool:
     theirs = {k: v for k, v in other.value.items() if k != "matched"}
     if any(k in theirs and theirs[k] != v for k, v in mine.items()):
         return True  # the condition names a side for such a column: not told apart here
+    from statelens.analysis.plan.predicates import filter_passes  # the plan's condition, evaluated as Spark does
+
     return filter_passes(view.raw_condition, {**theirs, **mine}).passes is not False
 
 
