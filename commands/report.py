@@ -19,7 +19,12 @@ def add(p: argparse.ArgumentParser) -> None:
         default=[],
         help="a key missing from the output (repeatable): the report answers why, through the whole query",
     )
-    p.add_argument("--input-root", default=None, help="with --key: where the input files are now, if they moved")
+    p.add_argument(
+        "--input-root",
+        action="append",
+        default=None,
+        help="with --key: where the input files are now, if they moved (again for another)",
+    )
     p.add_argument("--sink", default=None, help="with --key: where the file sink's folder is now, if it moved")
 
 

@@ -51,8 +51,10 @@ def add(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--input-root",
+        action="append",
         default=None,
-        help="where the input files are now, when they moved since the query read them (the folder holding the sources' folders)",
+        help="where the input files are now, when they moved since the query read them (the folder holding the sources' "
+        "folders); again for another (cleanSource=archive: the archive and the source folders holding the files not read)",
     )
     p.add_argument(
         "--sink",

@@ -56,7 +56,7 @@ class AskHealth(Opened):
         self,
         event_log: str | None = None,
         keys: list[str] | tuple[str, ...] = (),
-        input_root: str | None = None,
+        input_root: str | list[str] | tuple[str, ...] | None = None,
         sink: str | None = None,
     ) -> results.Report:
         """The one-file HTML health report (``.html``): summary, findings, charts, and with ``keys``
@@ -67,7 +67,12 @@ class AskHealth(Opened):
             from statelens.analysis.core.question import KeyQuestion
             from statelens.spark_io.gather.diagnosis import why_missing
 
-            q = KeyQuestion(tuple(str(k) for k in keys), event_log=event_log, input_root=input_root, sink=sink)
+            q = KeyQuestion(
+                tuple(str(k) for k in keys),
+                event_log=event_log,
+                input_root=input_root if isinstance(input_root, str | None) else tuple(input_root),
+                sink=sink,
+            )
             answers = why_missing(self.path, q, info=c.info).results
         return results.Report(c, answers)
 

@@ -22,12 +22,14 @@ class AskKey(Opened):
         join_type: str | None = None,
         event_time: str | int | None = None,
         event_log: str | None = None,
-        input_root: str | None = None,
+        input_root: str | list[str] | tuple[str, ...] | None = None,
         sink: str | None = None,
         near_misses: bool = True,
     ) -> results.Answers:
         """Why each key never reached the output: by default the whole query (each input record of
-        the key followed through every operator), or one ``operator``'s verdict. One answer per key."""
+        the key followed through every operator), or one ``operator``'s verdict. One answer per key.
+        ``input_root``: where the input files are now, if they moved (several folders: each in turn,
+        the archive ``cleanSource`` moved the files read to and the source's folder holding the rest)."""
         from statelens.analysis.core.key_format import parse_event_time
         from statelens.analysis.core.question import KeyQuestion
 
@@ -37,7 +39,7 @@ class AskKey(Opened):
             tuple(str(k) for k in keys),
             key_field,
             event_log,
-            input_root,
+            input_root if isinstance(input_root, str | None) else tuple(input_root),
             sink,
             operator,
             batch,

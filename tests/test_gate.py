@@ -185,7 +185,7 @@ def test_input_files_outside_the_roots_are_named_the_same_whether_they_exist_or_
     log1 = crafted / "sources" / "0" / "1"
     log1.write_text(log1.read_text().replace(json.loads(log1.read_text().splitlines()[1])["path"], f"file://{real}-gone"))
     with as_user(teams.bob()):
-        files, _, _ = listed_files(read_checkpoint(str(crafted)), None)
+        files, _, _ = listed_files(read_checkpoint(str(crafted)))
     whys = {f.batch_id: f.why for f in files if f.batch_id in (0, 1)}
     assert whys[0] == whys[1] == "outside the folders that may be opened"
 

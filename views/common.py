@@ -257,7 +257,7 @@ def why_missing_cached(path: str, q: statelens.KeyQuestion) -> statelens.Answers
     """Why-missing's answers to ``q``: the whole query (``statelens.QueryAnswers``: each key's records
     from the input files to the output), or one operator's verdicts (``q.near_misses=False``: without
     the look-alike search)."""
-    for moved, what in ((q.input_root, "input"), (q.sink, "sink")):
+    for moved, what in (*((r, "input") for r in q.input_roots), (q.sink, "sink")):
         if moved:
             auth.typed(what, moved)  # checked where it is read (a cached answer was asked with the same bounds)
     return cached(path, q.event_log).ask(q)

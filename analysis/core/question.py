@@ -18,7 +18,9 @@ class KeyQuestion:
     keys: tuple[str, ...]
     key_field: str | None = None  # the input column or state key field the keys are values of (None: the key columns)
     event_log: str | None = None  # the query's event log or progress JSON lines: its plan and progress
-    input_root: str | None = None  # where the input files are now, when they moved
+    # where the input files are now, when they moved: a folder, or several (the archive cleanSource moved the
+    # files read to, and the source's folder beside it that holds the rest); held as a tuple
+    input_root: str | tuple[str, ...] | None = None
     sink: str | None = None  # the file sink's folder, when it is not where the event log says
     operator: int | None = None  # one operator's verdict alone (None: the whole query)
     batch: int | None = None  # the batch asked at (None: the last committed)
@@ -33,6 +35,13 @@ class KeyQuestion:
         if self.join_type is not None and self.join_type not in JOIN_TYPES:
             raise InvalidInput(f"Unknown join type '{self.join_type}': use one of {', '.join(JOIN_TYPES)}.")
         object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "input_root", self.input_roots)
+
+    @property
+    def input_roots(self) -> tuple[str, ...]:
+        """Every folder given for where the input files are now, in the order given."""
+        root = self.input_root
+        return (root,) if isinstance(root, str) else tuple(dict.fromkeys(r for r in root or () if r))
 
     @property
     def whole_query(self) -> bool:

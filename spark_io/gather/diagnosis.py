@@ -86,7 +86,7 @@ def why_missing(
     given. ``access``: the state to read (kept between questions), else the engine's;
     ``searched``: the input files already searched for these keys. The input and sink folders given
     are refused up front when outside what may be read, missing or unreadable."""
-    for folder, what, flag in ((q.input_root, "input", "--input-root"), (q.sink, "sink", "--sink")):
+    for folder, what, flag in (*((r, "input", "--input-root") for r in q.input_roots), (q.sink, "sink", "--sink")):
         if folder:
             _given_folder(folder, what, flag)
     info = info or read_checkpoint(path)

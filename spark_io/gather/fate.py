@@ -109,7 +109,7 @@ def why_missing_whole(
     ``progress``: ``q.event_log`` read; ``searched``: the input search of an earlier answer to the
     same question (the app asks without near misses first), used instead of reading the input files again."""
     keys, key_field, join_type = list(q.keys), q.key_field, q.join_type
-    input_root, sink, near_misses = q.input_root, q.sink, q.near_misses
+    input_root, sink, near_misses = q.input_roots, q.sink, q.near_misses
     require_state(info)
     require_committed(info)
     walk = _walk(info, access, progress, join_type, tuple(keys))  # the operators' key columns, to search the input for
@@ -170,7 +170,7 @@ def why_missing_whole(
         wanted = answer.look_alikes(in_state, fates, MAX_NEAR)
         near_keys = sorted({n for found in wanted.values() for n, _, _ in found})
         if near_keys:  # each followed as a key of its own: was that spelling written, when, and where
-            near_search = search_inputs(info, near_keys, columns, None, format_of, tz, listing=listing)
+            near_search = search_inputs(info, near_keys, columns, (), format_of, tz, listing=listing)
             near_written, near_sink = _written(progress, sink, near_keys, sink_columns(walk, columns), windows)
             fates = answer.with_near_fates(fates, wanted, near_search, walk, near_written, near_sink)
     plan_from = progress.location if plan is not None and progress is not None else None
@@ -182,7 +182,7 @@ def _through_static(
     lookups: list[StaticLookup],
     keys: list[str],
     info: CheckpointInfo,
-    input_root: str | None,
+    input_root: tuple[str, ...],
     format_of: Callable[[str], str | None],
     tz: str,
     listing: Listing,

@@ -127,14 +127,15 @@ def _folder(paths: list[str]) -> str:
 
 
 def listed_files(
-    info: CheckpointInfo, input_root: str | None = None, format_of: Callable[[str], str | None] | None = None
+    info: CheckpointInfo, input_root: tuple[str, ...] = (), format_of: Callable[[str], str | None] | None = None
 ) -> tuple[list[ListedFile], list[str], dict[int, str]]:
     """Every file each batch read, where it can be read from, and the sources that are not files.
 
     ``input_root``: where the sources' folders are now, when the files moved since the query read
     them (a copy of the input beside a copy of the checkpoint, or the archive Spark moved them to
-    with ``cleanSource=archive``): a file logged as ``/old/in/orders/part-0.json`` is looked for at
-    ``<root>/orders/part-0.json``, then ``<root>/part-0.json``, then ``<root>/old/in/orders/part-0.json``.
+    with ``cleanSource=archive``; several: each in turn): a file logged as ``/old/in/orders/part-0.json``
+    is looked for at ``<root>/orders/part-0.json``, then ``<root>/part-0.json``, then
+    ``<root>/old/in/orders/part-0.json``.
     Returns (files, notes on sources not searched, source index -> name)."""
     batches = read_source_offsets(info.path)
     names: dict[int, str] = {}
@@ -177,17 +178,17 @@ def listed_files(
     return out, notes, names
 
 
-def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tuple[str | None, Entry | None, str | None]:
+def _moved(path: str, folder: str, roots: tuple[str, ...], listings: _Listings) -> tuple[str | None, Entry | None, str | None]:
     """(where the file is now, its entry there, why it is not read): where it was logged, else under
-    ``root`` (see ``listed_files``). A place outside the bounds is not looked at: whether a file is there
-    is never told."""
+    each of ``roots`` in turn (see ``listed_files``). A place outside the bounds is not looked at:
+    whether a file is there is never told."""
     refused = not _may(path)
     found = None if refused else listings.entry(path)
     if found is not None:
         return path, found, None
-    if root:
-        rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
-        base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
+    rel = path[len(folder) :].lstrip("/") if folder and path.startswith(folder) else path.rsplit("/", 1)[-1]
+    base = folder.rstrip("/").rsplit("/", 1)[-1] if folder else ""
+    for root in roots:
         root = local_path(root) if is_local(root) else root
         # the source's folder copied under it, its files alone, or the whole logged path under it: where
         # Spark's cleanSource=archive moves a file it read (sourceArchiveDir + the file's own path)
@@ -197,7 +198,7 @@ def _moved(path: str, folder: str, root: str | None, listings: _Listings) -> tup
                 return candidate, found, None
     if refused:
         return None, None, "outside the folders that may be opened"
-    return None, None, "no longer there" + ("" if root else " (if the input moved, give where it is now: --input-root)")
+    return None, None, "no longer there" + ("" if roots else " (if the input moved, give where it is now: --input-root)")
 
 
 def _may(path: str) -> bool:
@@ -219,7 +220,7 @@ def search_inputs(
     info: CheckpointInfo,
     keys: list[str],
     columns: list[str],
-    input_root: str | None = None,
+    input_root: tuple[str, ...] = (),
     format_of: Callable[[str], str | None] | None = None,
     time_zone: str = "UTC",
     listing: Listing | None = None,
@@ -260,7 +261,7 @@ def search_inputs(
     missing = [k for k in keys if not any(r.key == k for r in search.records)]
     if missing:  # the files beside those Spark read, which it never read: what the folder holds and Spark did not see
         for i, fs in sorted(by_source.items()):
-            unlisted, refused = _unlisted(files, fs)
+            unlisted, refused = _unlisted(files, fs, input_root)
             search.unlisted_why += refused
             found = [r for r in _exact(unlisted, missing, wanted_of[i]) if not r.unreadable]
             search.unread += found
@@ -290,17 +291,20 @@ def _passed_over(f: ListedFile, newest: int | None) -> str:
 MAX_UNLISTED = 1_000  # files of a source's folder that no batch read, searched for keys never found
 
 
-def _unlisted(logged: list[ListedFile], fs: list[ListedFile]) -> tuple[list[ListedFile], list[str]]:
-    """The data files in the folders a source's files are in (where Spark listed them, and where they
-    are now) that no batch of any source read (no entry of its log): newer than the last batch, or
-    passed over (older than the source's ``maxFileAge`` when they came, or written as Spark listed).
-    And each folder that could not be listed, with why (where Spark listed files and they moved
-    since, the folder is gone: not said)."""
+def _unlisted(logged: list[ListedFile], fs: list[ListedFile], roots: tuple[str, ...] = ()) -> tuple[list[ListedFile], list[str]]:
+    """The data files in the folders a source's files are in (where Spark listed them, where they are
+    now, and its folder under each input root given: the source's folder beside the archive that
+    ``cleanSource`` moved the files read to) that no batch of any source read (no entry of its log):
+    newer than the last batch, or passed over (older than the source's ``maxFileAge`` when they came,
+    or written as Spark listed). And each folder that could not be listed, with why (where Spark
+    listed files and they moved since, the folder is gone: not said)."""
     read = {f.uri.rsplit("/", 1)[-1] for f in logged}
     first = fs[0]
     logged_at = [p for p in (_local(f.uri) for f in fs) if p]
     now_at = _folder([f.path for f in fs if f.path])
-    folders = [x for x in dict.fromkeys((_folder(logged_at), now_at)) if x]
+    base = _folder(logged_at).rstrip("/").rsplit("/", 1)[-1] if logged_at else ""
+    under = [_join(local_path(r) if is_local(r) else r, base) for r in roots if base]
+    folders = [x for x in dict.fromkeys((_folder(logged_at), now_at, *under)) if x]
     out: list[ListedFile] = []
     refused: list[str] = []
     for folder in folders:

@@ -24,7 +24,7 @@ from statelens.spark_io.storage.gate import check_allowed
 _URI = re.compile(r"(?:[a-z][a-z0-9+.-]*:)?/[^,\]\s]+")
 
 
-def static_tables(plan: QueryPlan | None, sources: set[str], input_root: str | None) -> dict[int, StaticTable]:
+def static_tables(plan: QueryPlan | None, sources: set[str], input_root: tuple[str, ...] = ()) -> dict[int, StaticTable]:
     """Scan node id -> the static table it reads, for every scan on a static side of a batch join."""
     if plan is None:
         return {}
@@ -44,7 +44,7 @@ def _source_of(plan: QueryPlan, scan_id: int, sources: set[str]) -> bool:
     return any(name and f"/{name}/" in loc for name in sources)
 
 
-def _read_table(plan: QueryPlan, scan_id: int, input_root: str | None) -> StaticTable:
+def _read_table(plan: QueryPlan, scan_id: int, input_root: tuple[str, ...]) -> StaticTable:
     scan = plan.scans[scan_id]
     locations = [m.group(0) for m in _URI.finditer(scan.location.split("[", 1)[-1])]
     name = (locations[0].rstrip("/").rsplit("/", 1)[-1] if locations else "") or f"scan {scan_id}"
@@ -55,7 +55,7 @@ def _read_table(plan: QueryPlan, scan_id: int, input_root: str | None) -> Static
         allowed = _may(loc)
         found = _files(loc) if allowed else []
         refused = refused or not allowed
-        for moved in _under(input_root, loc) if not found and input_root else []:
+        for moved in [m for root in input_root for m in _under(root, loc)] if not found else []:
             if _may(moved) and (found := _files(moved)):
                 break
         files += found

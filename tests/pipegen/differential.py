@@ -62,10 +62,12 @@ def engine(name: str) -> Iterator[None]:
         eng.configure("auto")
 
 
-def input_root(folder: Path) -> str:
-    """Where a pipeline's input files are: with cleanSource=archive, the files Spark read are under
-    archive/ (the rest where they were written, as the source's log records)."""
-    return str(folder / "archive" if (folder / "archive").is_dir() else folder / "inputs")
+def input_root(folder: Path) -> tuple[str, ...]:
+    """Where a pipeline's input files are now (the pipeline's folder moved since Spark ran it): with
+    cleanSource=archive, the files Spark read under archive/ and the rest where they were written,
+    inputs/ (a file no batch read stays there); else inputs/."""
+    archive = folder / "archive"
+    return (str(archive), str(folder / "inputs")) if archive.is_dir() else (str(folder / "inputs"),)
 
 
 def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) -> Any:
@@ -86,7 +88,7 @@ def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) ->
 def cli_args(folder: Path, keys: list[str], with_log: bool = True) -> list[str]:
     """``cli.py why-missing``'s arguments for keys of a generated pipeline's folder (native engine)."""
     log = ["--event-log", str(folder / "event_log")] if with_log else []
-    paths = ["--input-root", input_root(folder), "--sink", str(folder / "sink")]
+    paths = [*(a for root in input_root(folder) for a in ("--input-root", root)), "--sink", str(folder / "sink")]
     return ["why-missing", str(folder / "checkpoint"), *keys, *log, *paths, "--engine", "native"]
 
 
