@@ -17,7 +17,7 @@ import numpy as np
 
 from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.model import Batch, StateFile
-from statelens.analysis.core.operator_kinds import AGGREGATION, DEDUP, behaviour
+from statelens.analysis.core.operator_kinds import behaviour
 
 SKEW_WARNING = 10.0
 SKEW_MIN_ROWS_PER_PARTITION = 10  # below this on average, partition counts are noise, not skew
@@ -359,9 +359,9 @@ def never_evicts(f: EvictionFacts, has_watermark: bool) -> str | None:
     """Why the operator's state can never leave, or None when it can."""
     if behaviour(f.kind).watermark_evicts and not has_watermark:
         return "the query has no watermark, and this operator removes state only when the watermark passes it"
-    if f.kind in (AGGREGATION, DEDUP) and not f.key_has_event_time:
+    if behaviour(f.kind).needs_key_time and not f.key_has_event_time:
         return "its key has no event-time column (no window, no timestamp), so the watermark cannot remove any of it"
-    if f.kind == AGGREGATION and f.windows_past_watermark:
+    if f.windows_past_watermark:  # counted for an aggregation alone (spark_io.gather.checkup)
         return (
             f"{f.windows_past_watermark} window(s) already behind the watermark are still kept: the query runs in "
             "complete mode, which never removes a window"
@@ -377,19 +377,9 @@ def growth_fix(f: EvictionFacts, has_watermark: bool) -> tuple[str, str | None]:
             "the delay can be removed.",
             "withWatermark(eventTimeColumn, delay)",
         )
-    if f.kind == DEDUP and not f.key_has_event_time:
-        return (
-            "Fix: deduplicate with dropDuplicatesWithinWatermark(keys), which keeps each key only until the watermark "
-            "passes its event time plus the delay, or add the event-time column to the dropDuplicates keys (then a "
-            "duplicate counts only with the same event time). Either needs a new checkpoint: the state schema changes.",
-            "dropDuplicatesWithinWatermark(keys)",
-        )
-    if f.kind == AGGREGATION and not f.key_has_event_time:
-        return (
-            "Fix: group by a window of the event-time column (window(eventTime, ...)) with a watermark, so closed windows "
-            "are removed; a plain group-by keeps every group forever.",
-            "groupBy(window(eventTimeColumn, duration), ...)",
-        )
+    fix = behaviour(f.kind).needs_key_time
+    if fix is not None and not f.key_has_event_time:
+        return fix
     return "Fix: run it in append or update mode, which removes windows behind the watermark.", "outputMode"
 
 

@@ -51,6 +51,9 @@ class OperatorKind:
     unmatched: bool = False  # keys that never produced output are a question of their own: never matched, still waiting
     watermark_evicts: bool = False  # the watermark removes its state (without one it grows with every key)
     output_mode: str | None = None  # the one output mode Spark runs it in ("update"); None: the query's
+    # the watermark removes a key only by an event time its key holds (a window, a timestamp): without one,
+    # its state grows with every key; and the change that gives it one (the fix, the API it names)
+    needs_key_time: tuple[str, str] | None = None
     stage: Any = None  # its part of the fate walk (``analysis.fate.stage.Stage``); None: a key through it is unknown
     # its verdict on a key it holds state for: (key, context, state rows, lookups, "The key (...)") -> KeyDiagnosis;
     # None: a key it holds is answered by a verdict of its own (a join's sides) or refused

@@ -260,6 +260,13 @@ def evicted(ctx: Context) -> str:
     return "The watermark passed the end of its window: its result was emitted in that batch."
 
 
+# a plain group-by keeps every group: what lets its state leave
+WINDOWED = (
+    "Fix: group by a window of the event-time column (window(eventTime, ...)) with a watermark, so closed windows "
+    "are removed; a plain group-by keeps every group forever.",
+    "groupBy(window(eventTimeColumn, duration), ...)",
+)
+
 KIND = OperatorKind(
     AGGREGATION,
     ("statestoresave*",),
@@ -268,6 +275,7 @@ KIND = OperatorKind(
     emits_when_evicted=True,
     unmatched=True,
     watermark_evicts=True,
+    needs_key_time=WINDOWED,
     stage=AggregationStage(),
     in_state=in_state,
     evicted=evicted,

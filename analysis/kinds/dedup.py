@@ -190,6 +190,12 @@ KIND = OperatorKind(
     ("StreamingDeduplicate",),
     "dropDuplicates",
     watermark_evicts=True,
+    needs_key_time=(
+        "Fix: deduplicate with dropDuplicatesWithinWatermark(keys), which keeps each key only until the watermark "
+        "passes its event time plus the delay, or add the event-time column to the dropDuplicates keys (then a "
+        "duplicate counts only with the same event time). Either needs a new checkpoint: the state schema changes.",
+        "dropDuplicatesWithinWatermark(keys)",
+    ),
     stage=DedupStage(),
     in_state=in_state,
     evicted=evicted,

@@ -17,6 +17,7 @@ KIND = OperatorKind(
     emits_when_evicted=True,
     watermark_evicts=True,
     output_mode="update",
+    needs_key_time=aggregation.WINDOWED,
     stage=aggregation.AggregationStage(),
     in_state=aggregation.in_state,
     evicted=aggregation.evicted,
