@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -279,3 +280,27 @@ def test_a_query_that_failed_in_its_first_batch_is_one_line_for_each_diagnosis(t
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1, (args, r.stderr[-2000:])
         assert "no committed batch yet: batch 0 is in offsets/ and not committed" in lines[0], lines[0]
+
+
+def test_the_input_root_given_twice_finds_the_file_no_batch_read_without_a_jvm() -> None:
+    """A generated pipeline with cleanSource=archive, moved since Spark ran it: the files its batches
+    read are in the archive, the file written while the job was stopped (no batch read it) is in the
+    source's folder. Given both, the answer names that file; given the archive alone, it cannot."""
+    folder = SAMPLES / "generated" / "seed-2409"
+    (key,) = [
+        k["key"] for k in json.loads((folder / "pipeline.json").read_text())["keys"] if k["design"].startswith("never read")
+    ]
+    (stale,) = [p for p in (folder / "inputs").rglob("*") if p.is_file()]
+    base = ["why-missing", str(folder / "checkpoint"), key, "--sink", str(folder / "sink"), "--engine", "native", "--json"]
+
+    def detail(*roots: Path) -> dict[str, Any]:
+        r = run_cli(*base, *(a for root in roots for a in ("--input-root", str(root))), env=no_java_env())
+        assert r.returncode == 0, r.stderr
+        (answer,) = json.loads(r.stdout)["results"]
+        return answer
+
+    both = detail(folder / "archive", folder / "inputs")
+    assert (both["outcome"], both["cause"]) == ("never_in_input", "never_in_input")
+    assert stale.name in both["cause_at"]["detail"] and "no batch read it" in both["cause_at"]["detail"]
+    alone = detail(folder / "archive")
+    assert alone["outcome"] == "never_in_input" and stale.name not in alone["cause_at"]["detail"]
