@@ -66,8 +66,10 @@ def input_root(folder: Path) -> tuple[str, ...]:
     """Where a pipeline's input files are now (the pipeline's folder moved since Spark ran it): with
     cleanSource=archive, the files Spark read under archive/ and the rest where they were written,
     inputs/ (a file no batch read stays there); else inputs/."""
-    archive = folder / "archive"
-    return (str(archive), str(folder / "inputs")) if archive.is_dir() else (str(folder / "inputs"),)
+    archive, inputs = folder / "archive", folder / "inputs"
+    if not archive.is_dir():
+        return (str(inputs),)
+    return (str(archive), str(inputs)) if inputs.is_dir() else (str(archive),)  # every file read: all archived
 
 
 def ask(folder: Path, keys: list[str], key_field: str | None, with_log: bool) -> Any:
