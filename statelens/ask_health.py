@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from statelens import results
@@ -56,7 +57,7 @@ class AskHealth(Opened):
         self,
         event_log: str | None = None,
         keys: list[str] | tuple[str, ...] = (),
-        input_root: str | list[str] | tuple[str, ...] | None = None,
+        input_root: str | Sequence[str] | None = None,
         sink: str | None = None,
     ) -> results.Report:
         """The one-file HTML health report (``.html``): summary, findings, charts, and with ``keys``
@@ -70,7 +71,7 @@ class AskHealth(Opened):
             q = KeyQuestion(
                 tuple(str(k) for k in keys),
                 event_log=event_log,
-                input_root=input_root if isinstance(input_root, str | None) else tuple(input_root),
+                input_root=input_root,
                 sink=sink,
             )
             answers = why_missing(self.path, q, info=c.info).results

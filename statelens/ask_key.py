@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from statelens import results
@@ -22,7 +23,7 @@ class AskKey(Opened):
         join_type: str | None = None,
         event_time: str | int | None = None,
         event_log: str | None = None,
-        input_root: str | list[str] | tuple[str, ...] | None = None,
+        input_root: str | Sequence[str] | None = None,
         sink: str | None = None,
         near_misses: bool = True,
     ) -> results.Answers:
@@ -39,7 +40,7 @@ class AskKey(Opened):
             tuple(str(k) for k in keys),
             key_field,
             event_log,
-            input_root if isinstance(input_root, str | None) else tuple(input_root),
+            input_root,
             sink,
             operator,
             batch,

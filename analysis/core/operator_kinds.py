@@ -80,6 +80,7 @@ def _by_kind() -> dict[str, OperatorKind]:
     return found
 
 
+@cache
 def plan_nodes() -> dict[str, str]:
     """The physical plan's node -> the kind whose state it writes."""
     return {node: k.kind for k in kinds() for node in k.plan_nodes}

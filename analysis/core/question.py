@@ -5,6 +5,7 @@ frozen and hashable, so it is the key of the app's cached answers too."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ class KeyQuestion:
     event_log: str | None = None  # the query's event log or progress JSON lines: its plan and progress
     # where the input files are now, when they moved: a folder, or several (the archive cleanSource moved the
     # files read to, and the source's folder beside it that holds the rest); held as a tuple
-    input_root: str | tuple[str, ...] | None = None
+    input_root: str | Sequence[str] | None = None
     sink: str | None = None  # the file sink's folder, when it is not where the event log says
     operator: int | None = None  # one operator's verdict alone (None: the whole query)
     batch: int | None = None  # the batch asked at (None: the last committed)
@@ -40,8 +41,8 @@ class KeyQuestion:
     @property
     def input_roots(self) -> tuple[str, ...]:
         """Every folder given for where the input files are now, in the order given."""
-        root = self.input_root
-        return (root,) if isinstance(root, str) else tuple(dict.fromkeys(r for r in root or () if r))
+        roots = (self.input_root,) if isinstance(self.input_root, str) else self.input_root or ()
+        return tuple(dict.fromkeys(r for r in roots if r))  # each once; an empty one is none given
 
     @property
     def whole_query(self) -> bool:

@@ -18,8 +18,6 @@ class Stage:
     """One operator kind's part of the walk: what the operator did with a row that reached it (its
     filters and late-row watermark already passed), what it sends on, what it emitted, what waits."""
 
-    kinds: tuple[str, ...] = ()
-
     def step(self, walk: FateWalk, view: OpView, a: Arrival) -> StepResult:
         raise NotImplementedError
 
