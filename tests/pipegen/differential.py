@@ -124,10 +124,12 @@ def check(truth: Truth, engines: list[str], logs: tuple[bool, ...] = (True, Fals
 
                     refused = isinstance(e, StateLensError)
                     text = str(e) if refused else traceback.format_exc(limit=-3).strip().splitlines()[-1]
-                    # without the plan, a field that is no input column nor state key may be refused, saying so
-                    verdict = "right" if refused and not with_log and "event log" in text else "crashed"
-                    got = f"{'refused' if refused else 'crashed'}: {text}"
-                    out += [Check(name, t.key, t.design, eng, with_log, verdict, t.summary(), got, []) for t in ts]
+                    # without the plan, a field that is no input column nor state key may be refused, saying so:
+                    # a named limit (never right), like any answer that does not tell
+                    verdict = "limit" if refused and not with_log and "event log" in text else "crashed"
+                    got = f"{'unknown (refused)' if refused else 'crashed'}: {text}"
+                    why = [text] if verdict == "limit" else []
+                    out += [Check(name, t.key, t.design, eng, with_log, verdict, t.summary(), got, why) for t in ts]
                     continue
                 for t in ts:
                     out.append(_judged(name, t, eng, with_log, results.get(t.key), field, report.key_field))
