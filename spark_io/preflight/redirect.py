@@ -145,15 +145,21 @@ def _one_batch(writer: Any, connect: bool) -> dict[str, Any]:
         query = _ORIGINAL_START.get(type(writer), type(writer).start)(writer)
     except Exception as e:  # refused before it ran (an output mode the query does not allow ...)
         return {"error": str(e), "error_class": _error_class(e), "started": False, "plan": None, "progress": []}
+    # a batch reports progress only when it ended well: once there is some, the restart has passed, and
+    # what the stop raises (a next batch, e.g. the watermark's batch without data, interrupted on a busy
+    # machine) is not the restart's verdict
+    passed = False
     try:
         while not query.awaitTermination(0.2):
             if query.recentProgress:
+                passed = True
                 query.stop()
         failure = query.exception()
-        if failure is not None:
+        if failure is not None and not passed:
             error, error_class = str(failure), _error_class(failure)
     except BaseException as e:  # the verdict is Spark's exception itself
-        error, error_class = str(e), _error_class(e)
+        if not passed:
+            error, error_class = str(e), _error_class(e)
     progress: list[dict[str, Any]] = []
     with contextlib.suppress(Exception):
         progress = [{"batchId": p["batchId"], "numInputRows": p["numInputRows"]} for p in query.recentProgress]
