@@ -11,6 +11,7 @@ from types import ModuleType
 COMMANDS: dict[str, str] = {
     "overview": "overview",
     "ls": "ls",
+    "pipeline": "pipeline",
     "serve": "serve",
     "doctor": "doctor",
     "sql": "sql",

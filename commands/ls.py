@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
             continue
         worst = f"{r.worst_severity}: {r.worst}" if r.worst else "ok"
         out.append([
-            r.path,
+            r.path + (f" ({r.flow}{', superseded by a full refresh' if r.superseded else ''})" if r.flow else ""),
             str(r.last_committed) if r.last_committed is not None else "",
             fmt_ms(r.committed_at_ms) if r.committed_at_ms else "",
             str(r.uncommitted),

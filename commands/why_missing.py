@@ -12,7 +12,10 @@ SPARK = True
 
 
 def add(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
+    p.add_argument(
+        "checkpoint",
+        help="the query's checkpoint, or a root holding a pipeline's checkpoints (each key followed through every hop)",
+    )
     p.add_argument("keys", nargs="+", metavar="KEY")
     p.add_argument(
         "--operator",
@@ -61,6 +64,12 @@ def add(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the file sink's folder (with _spark_metadata), when it is not where the event log says",
     )
+    p.add_argument(
+        "--data-root",
+        default=None,
+        help="with a root of several checkpoints: where their tables are now, when not where the logs say (a Declarative "
+        "Pipeline's warehouse)",
+    )
     p.add_argument("--json", action="store_true", help='print {"results": [{"key", "verdict", "fate", ...}]}')
 
 
@@ -69,7 +78,12 @@ def run(args: argparse.Namespace) -> None:
 
     import statelens
 
-    answers = statelens.open(args.checkpoint).why_missing(
+    try:
+        opened = statelens.open(args.checkpoint)
+    except statelens.NotACheckpoint:  # a root holding several checkpoints: the key across the pipeline
+        _across(args)
+        return
+    answers = opened.why_missing(
         *args.keys,
         operator=args.operator,
         batch=args.batch,
@@ -125,6 +139,39 @@ def run(args: argparse.Namespace) -> None:
             print(f"  evidence: {len(r.evidence)} row(s); --json shows them")
 
 
+def _across(args: argparse.Namespace) -> None:
+    import statelens
+
+    answers = statelens.why_missing_across(
+        args.checkpoint,
+        *args.keys,
+        key_field=args.key_field,
+        event_log=args.event_log,
+        data_root=args.data_root,
+        input_root=(args.input_root or [None])[0],
+    )
+    if args.json:
+        dump({"root": args.checkpoint, "results": [a.to_dict() for a in answers]})
+        return
+    print(f"each key across the queries under {args.checkpoint}, upstream first")
+    for a in answers:
+        at = a.cause_at or {}
+        where = ", ".join(
+            f"{label} {at[k]}"
+            for k, label in (
+                ("query", "query"),
+                ("operator_id", "operator"),
+                ("batch_id", "batch"),
+                ("upstream_batch_id", "upstream batch"),
+            )
+            if at.get(k) is not None
+        )
+        print(f"\n{a.key}: {a.outcome}" + (f" · cause {a.cause}" if a.cause else "") + (f" ({where})" if where else ""))
+        print(f"  {a.headline}")
+        for h in a.hops:
+            print(f"  {h.query}: {h.outcome}" + (f" ({h.cause})" if h.cause else ""))
+
+
 def print_fate(fate: Any, said: str | None = None) -> None:
     """A key's fate as a flow: each record, operator by operator, then what reached the output.
     ``said``: the note on the query's input printed above every key (not repeated under each)."""
@@ -139,7 +186,10 @@ def print_fate(fate: Any, said: str | None = None) -> None:
             f"op {st.operator_id} {st.outcome.replace('_', ' ')}" + (f" (batch {st.batch})" if st.batch is not None else "")
             for st in rf.steps
         )
-        print(f"  record: {rec.source} batch {rec.batch_id}, {rec.file_name} row {rec.row}, {when}: {path}")
+        # the batch is this query's (the one that read the file), not its source's: a table read from an
+        # upstream query has batches of its own
+        source = f" from {rec.source}" if rec.source else ""
+        print(f"  record: read in batch {rec.batch_id}{source}, {rec.file_name} row {rec.row}, {when}: {path}")
     for o in fate.outputs:
         where = f"operator {o.operator_id}" if o.operator_id is not None else "the sink's files"
         print(f"  output: {o.group}: {o.kind.replace('_', ' ')} in batch {o.batch_id} ({where})")

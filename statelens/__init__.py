@@ -15,7 +15,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from statelens.analysis.core.errors import InvalidInput, StateLensError, speaking_as
+from statelens.analysis.core.errors import InvalidInput, NotACheckpoint, StateLensError, speaking_as
 from statelens.analysis.core.question import KeyQuestion
 from statelens.api import (
     Checkpoint,
@@ -25,12 +25,14 @@ from statelens.api import (
     limits,
     ls,
     open,
+    open_pipeline,
     question,
     refused,
     serve,
     serving,
     shown_url,
     stop_serving,
+    why_missing_across,
 )
 from statelens.results import Answers, KeyAnswer, Listing, QueryAnswers, Result, Rows
 
@@ -55,6 +57,7 @@ __all__ = [
     "KeyAnswer",
     "KeyQuestion",
     "Listing",
+    "NotACheckpoint",
     "QueryAnswers",
     "Result",
     "RowFilter",
@@ -67,6 +70,7 @@ __all__ = [
     "limits",
     "ls",
     "open",
+    "open_pipeline",
     "question",
     "refused",
     "serve",
@@ -74,4 +78,5 @@ __all__ = [
     "shown_url",
     "speaking_as",
     "stop_serving",
+    "why_missing_across",
 ]

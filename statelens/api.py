@@ -146,6 +146,38 @@ def ls(prefix: str, sort: str = "problems") -> results.Listing:
     return results.Listing(prefix, sort_rows(rows, sort), skipped)
 
 
+@_question
+def open_pipeline(root: str, data_root: str | None = None) -> Any:
+    """The queries under ``root`` (a folder or bucket prefix holding checkpoints at any depth, a
+    Declarative Pipeline's storage root) and the hops between them: which table each writes and reads,
+    and which upstream batches each downstream batch read (``analysis.pipeline.model.Pipeline``).
+    ``data_root``: where the tables are now, when not where the logs say (a pipeline's warehouse). No JVM."""
+    from statelens.spark_io.gather.pipeline import open_pipeline as found
+
+    return found(root, data_root)
+
+
+@_question
+def why_missing_across(
+    root: str,
+    *keys: str,
+    key_field: str | None = None,
+    event_log: str | None = None,
+    data_root: str | None = None,
+    input_root: str | None = None,
+) -> list[Any]:
+    """Each key followed through every query under ``root``, from the first query's input (``input_root``,
+    when its files moved) through each table to the last: per key its outcome at the pipeline's end,
+    the cause and the query, operator and batch it happened in (with the upstream batch that wrote the
+    record's file), and each query's own answer (``analysis.pipeline.fate.PipelineKeyAnswer``)."""
+    from statelens.spark_io.gather.pipeline import open_pipeline as found
+    from statelens.spark_io.gather.pipeline import why_missing_across as across
+
+    if not keys:
+        raise InvalidInput("Give the keys to explain: statelens.why_missing_across(root, 'ord-42', key_field=...).")
+    return across(found(root, data_root), [str(k) for k in keys], key_field, event_log, (input_root,) if input_root else ())
+
+
 def open(path: str, keep: bool = False) -> Checkpoint:
     """A checkpoint (the folder given to the query as ``checkpointLocation``): local, ``s3://``,
     ``abfss://``, ``gs://`` or ``hdfs://``. It is read when asked, never written. ``keep``: keep what

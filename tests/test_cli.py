@@ -187,6 +187,7 @@ def _bad_input(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "unmatched": (["unmatched", cp, "--operator", "7"], "Operator 7"),
         "app": (["app", "8600"], "not a Streamlit option"),
         "ls": (["ls", str(tmp / "nowhere")], "does not exist"),
+        "pipeline": (["pipeline", str(tmp / "nowhere")], "does not exist"),
         "preflight": (["preflight", cp], "Give the job's command after --"),
         "rebuild": (["rebuild", cp, "--to", str(tmp / "new")], "Give the changed job's command after --"),
         "repartition": (["repartition", cp, "--partitions", "0"], "--partitions must be 1 or more"),

@@ -47,6 +47,8 @@ class CheckpointRow:
     problems: int = 0
     findings: list[str] = field(default_factory=list)  # growth and skew told by file sizes
     error: str | None = None  # why the checkpoint could not be read
+    flow: str | None = None  # a Declarative Pipeline flow's checkpoint: its flow (``schema.table[/flow][@vN]``)
+    superseded: bool = False  # that flow's version is superseded by a full refresh
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

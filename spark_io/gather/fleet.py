@@ -11,12 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 from statelens.analysis.checkpoint.doctor import examine
 from statelens.analysis.core.errors import NotACheckpoint, StateLensError
+from statelens.analysis.pipeline.model import Flow, flow_at, with_currency
 from statelens.analysis.runs.fleet import CheckpointRow, row_of
 from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from statelens.spark_io.storage import open_storage
 
 MAX_DEPTH = 8  # folders below the prefix a checkpoint may sit at
 MAX_CHECKPOINTS = 1000
+# folders of a table's own bookkeeping, never holding a checkpoint; other folders starting with _ are
+# searched (a Declarative Pipeline's _checkpoints, a team's table/_checkpoint)
+NOT_CHECKPOINTS = ("_spark_metadata", "_delta_log", "_temporary", "_committed", "_started")
 CHECKPOINTS_AT_ONCE = 8
 
 
@@ -35,7 +39,7 @@ def find_checkpoints(prefix: str) -> list[str]:
             if "offsets" in dirs and "commits" in dirs:
                 found.append(storage.where(rel))
             else:
-                below += [p for n, p in dirs.items() if not n.startswith((".", "_"))]
+                below += [p for n, p in dirs.items() if not n.startswith((".", *NOT_CHECKPOINTS))]
         level = below
     if not found and storage.info("") is None:
         raise NotACheckpoint(f"{prefix} does not exist (or holds nothing): check the path.")
@@ -58,9 +62,30 @@ def list_checkpoints(prefix: str, now_ms: int | None = None) -> list[CheckpointR
     now = int(time.time() * 1000) if now_ms is None else now_ms
     paths = find_checkpoints(prefix)
     if not open_storage(prefix, check=False).remote:
-        return [checkpoint_row(p, now) for p in paths]
-    # CHECKPOINTS_AT_ONCE checkpoints at a time, each fetching its log files through the shared
-    # pool (16 requests at a time, whoever asks)
-    with ThreadPoolExecutor(CHECKPOINTS_AT_ONCE, thread_name_prefix="statelens-ls") as pool:
-        futures = [pool.submit(contextvars.copy_context().run, checkpoint_row, p, now) for p in paths]
-        return [f.result() for f in futures]
+        rows = [checkpoint_row(p, now) for p in paths]
+    else:
+        # CHECKPOINTS_AT_ONCE checkpoints at a time, each fetching its log files through the shared
+        # pool (16 requests at a time, whoever asks)
+        with ThreadPoolExecutor(CHECKPOINTS_AT_ONCE, thread_name_prefix="statelens-ls") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, checkpoint_row, p, now) for p in paths]
+            rows = [f.result() for f in futures]
+    flows = flows_of(paths)
+    for p, r in zip(paths, rows, strict=True):
+        if p in flows:
+            r.flow, r.superseded = flows[p].name, not flows[p].current
+    return rows
+
+
+def flows_of(paths: list[str]) -> dict[str, Flow]:
+    """The checkpoints of Declarative Pipeline flows among ``paths`` -> their flow, current or superseded
+    (among the flows of the same storage root)."""
+    found = {p: flow_at(tuple(p.rstrip("/").split("/"))) for p in paths}
+    by_root: dict[str, list[str]] = {}
+    for p, f in found.items():
+        if f is not None:
+            by_root.setdefault(p.rstrip("/").rsplit("/", 6)[0], []).append(p)
+    out: dict[str, Flow] = {}
+    for group in by_root.values():
+        marked = with_currency(found[p] for p in group)  # type: ignore[misc]
+        out.update({p: marked[found[p]] for p in group})  # type: ignore[index]
+    return out

@@ -39,7 +39,7 @@ from statelens.analysis.inputs.records import ANY, InputRecord, InputSearch
 from statelens.spark_io.logs.checkpoint import read_source_offsets
 from statelens.spark_io.runtime import scratch
 from statelens.spark_io.runtime.engine_choice import reads_natively
-from statelens.spark_io.storage import Entry, open_storage
+from statelens.spark_io.storage import Entry, Storage, open_storage
 from statelens.spark_io.storage.gate import check_allowed
 from statelens.spark_io.storage.locations import is_local, local_path
 
@@ -722,6 +722,42 @@ def sink_column_names(folder: str) -> frozenset[str] | None:
     return frozenset(found) if found else None
 
 
+def sink_logs(storage: Storage) -> tuple[list[Entry], dict[str, bytes]]:
+    """A file sink folder's ``_spark_metadata`` log files, oldest first, and their bytes."""
+    logs = sorted(
+        (e for e in storage.listdir("_spark_metadata") if re.fullmatch(r"\d+(\.compact)?", e.name)),
+        key=lambda e: int(e.name.split(".")[0]),
+    )
+    return logs, storage.read_many([e.path for e in logs], {e.path: e for e in logs})
+
+
+def sink_log_owner(logs: list[Entry], texts: dict[str, bytes]) -> dict[str, tuple[int | None, tuple[int, int], str]]:
+    """Each file a file sink's log lists -> (the batch that wrote it, the batches it may be of, its
+    path as logged), from the log files (``_spark_metadata/<batch>``, oldest first) and their bytes.
+    A ``<n>.compact`` log lists every file so far: the ones no earlier log named are its batch's, or,
+    where batches since the previous compaction lost their own logs, one of those (batch None)."""
+    owner: dict[str, tuple[int | None, tuple[int, int], str]] = {}
+    kept = {int(e.name) for e in logs if e.name.isdigit()}
+    last_compact = -1
+    for log in logs:
+        batch = int(log.name.split(".")[0])
+        compact = log.name.endswith(".compact")
+        lost = [b for b in range(last_compact + 1, batch) if b not in kept] if compact else []
+        for line in texts[log.path].decode("utf-8", "replace").splitlines()[1:]:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            logged = str(entry.get("path", ""))
+            name = logged.rsplit("/", 1)[-1]
+            if entry.get("action", "add") != "add" or not name or name in owner:
+                continue
+            owner[name] = (None, (lost[0], batch), logged) if lost else (batch, (batch, batch), logged)
+        if compact:
+            last_compact = batch
+    return owner
+
+
 def search_sink(
     folder: str, keys: list[str], columns: list[str], windows: dict[int, tuple[int, int]] | None = None
 ) -> tuple[dict[str, list[SinkRow]], str | None]:
@@ -739,11 +775,7 @@ def search_sink(
     storage = open_storage(folder, check=False)
     try:
         listed = {e.name: e for e in storage.listdir("")}
-        logs = sorted(
-            (e for e in storage.listdir("_spark_metadata") if re.fullmatch(r"\d+(\.compact)?", e.name)),
-            key=lambda e: int(e.name.split(".")[0]),
-        )
-        texts = storage.read_many([e.path for e in logs], {e.path: e for e in logs})
+        logs, texts = sink_logs(storage)
     except (OSError, StateLensError) as e:
         return {}, f"the sink folder {folder} cannot be read ({getattr(e, 'message', None) or e})"
     if "_spark_metadata" not in listed:
@@ -755,28 +787,9 @@ def search_sink(
             return _search_batch_folder(storage, folder, keys, columns, windows), None
         except (OSError, StateLensError) as e:
             return {}, f"the sink folder {folder} cannot be read ({getattr(e, 'message', None) or e})"
-    owner: dict[str, tuple[int | None, tuple[int, int]]] = {}
-    kept = {int(e.name) for e in logs if e.name.isdigit()}
-    last_compact = -1
-    for log in logs:
-        batch = int(log.name.split(".")[0])
-        compact = log.name.endswith(".compact")
-        # a compacted log lists every file so far: the ones no earlier log named are this batch's,
-        # or, where some batches since the previous compaction lost their own logs, one of those
-        lost = [b for b in range(last_compact + 1, batch) if b not in kept] if compact else []
-        for line in texts[log.path].decode("utf-8", "replace").splitlines()[1:]:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            name = str(entry.get("path", "")).rsplit("/", 1)[-1]
-            if entry.get("action", "add") != "add" or not name or name in owner:
-                continue
-            owner[name] = (None, (lost[0], batch)) if lost else (batch, (batch, batch))
-        if compact:
-            last_compact = batch
+    owner = sink_log_owner(logs, texts)
     files = []
-    for name, (written_in, _) in owner.items():
+    for name, (written_in, _, _) in owner.items():
         path = _join(local_path(folder) if is_local(folder) else folder, name)
         fmt = _format(name, None)
         if name in listed and not listed[name].is_dir and fmt:
@@ -787,6 +800,6 @@ def search_sink(
         found += _parquet(parquet, keys, columns, near=False)
     out: dict[str, list[SinkRow]] = {k: [] for k in keys}
     for r in found:
-        written_in, span = owner[r.file_name]
+        written_in, span, _ = owner[r.file_name]
         out[r.key].append(SinkRow(written_in, span, r.file_name, r.values))
     return out, None

@@ -1,0 +1,267 @@
+"""The pipeline under a root (``statelens pipeline``): every checkpoint at any depth, what each reads
+and writes, and the hops between them (``analysis.pipeline.model``).
+
+Per checkpoint: its ``ls`` row (health at a glance) and its file sources' logs (the files each batch
+read). Every folder those files were read from, and each Declarative Pipeline table under
+``--data-root``, is a table that may have a writer: its ``_spark_metadata`` log says which batch wrote
+each file. Its writer is told by the Declarative Pipeline's layout (the table's current flow), else by
+time (each batch's log entry written while that batch of exactly one query ran, between its
+``offsets/N`` and ``commits/N``). Only listings and log files are read, no state or data file."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from statelens.analysis.core.errors import NotACheckpoint, StateLensError
+from statelens.analysis.core.model import CheckpointInfo
+from statelens.analysis.core.question import KeyQuestion
+from statelens.analysis.pipeline.fate import NEVER, HopAnswer, PipelineKeyAnswer, hop_answer, pipeline_fate
+from statelens.analysis.pipeline.model import (
+    Flow,
+    Pipeline,
+    PipelineQuery,
+    SinkLog,
+    link,
+    norm,
+    parent,
+)
+from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.gather.fleet import checkpoint_row, find_checkpoints, flows_of
+from statelens.spark_io.gather.inputs import search_inputs, search_sink, sink_log_owner, sink_logs
+from statelens.spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
+from statelens.spark_io.storage import Storage, open_storage
+from statelens.spark_io.storage.locations import is_local, local_path
+
+SLACK_MS = 2000  # a log entry's time may round to the second on some file systems
+
+
+def _rel(root: str, path: str) -> str:
+    r, p = root.rstrip("/"), path.rstrip("/")
+    return "." if p == r else p[len(r) + 1 :] if p.startswith(r + "/") else p
+
+
+def _join(folder: str, name: str) -> str:
+    return folder.rstrip("/") + "/" + name
+
+
+def _sink_log(storage: Storage, folder: str) -> SinkLog | None:
+    """The folder's file sink log, or None when it has none (not a file sink's table)."""
+    try:
+        logs, texts = sink_logs(storage)
+    except (OSError, StateLensError):
+        return None
+    if not logs:
+        return None
+    owner = sink_log_owner(logs, texts)
+    files = {norm(logged): batch for batch, _, logged in owner.values()}
+    logged = parent(next(iter(files))) if files else norm(folder)
+    return SinkLog(folder, logged, files, tuple(sorted(int(e.name.split(".")[0]) for e in logs)))
+
+
+def _stamps(storage: Storage, folder: str) -> dict[int, int]:
+    """batch -> the modification time (ms) of its file in a log folder (``offsets``, ``commits``, ``_spark_metadata``)."""
+    try:
+        entries = storage.listdir(folder)
+    except (OSError, StateLensError):
+        return {}
+    return {int(e.name.split(".")[0]): e.mtime_ns // 1_000_000 for e in entries if e.name.split(".")[0].isdigit()}
+
+
+def _written_during(sink: dict[int, int], offsets: dict[int, int], commits: dict[int, int]) -> bool:
+    """Every batch of the sink's log written while the same batch of this query ran."""
+    return bool(sink) and all(
+        b in offsets and b in commits and offsets[b] - SLACK_MS <= t <= commits[b] + SLACK_MS for b, t in sink.items()
+    )
+
+
+def _table_folders(data_root: str | None, flows: Iterable[Flow]) -> dict[str, str]:
+    """A Declarative Pipeline table's folder under the warehouse (``<table>``, or ``<schema>.db/<table>``
+    outside the default schema) -> the table's name (``schema.table``), for the tables that are there."""
+    if not data_root:
+        return {}
+    storage = open_storage(data_root, what="folder", check=False)
+    out: dict[str, str] = {}
+    for f in flows:
+        for rel in ([f.table] if f.schema == "default" else []) + [f"{f.schema}.db/{f.table}"]:
+            if storage.info(_join(rel, "_spark_metadata")) is not None:
+                out[open_storage(storage.where(rel), check=False).where("")] = f"{f.schema}.{f.table}"
+                break
+    return out
+
+
+def _located(logged_folder: str, data_root: str | None) -> str | None:
+    """Where a table whose files were logged in ``logged_folder`` is now: there, or under the data root
+    by its folder's name (a copy of the warehouse)."""
+    candidates = [_join(data_root, logged_folder.rstrip("/").rsplit("/", 1)[-1])] if data_root else []
+    candidates.append(local_path(logged_folder) if is_local(logged_folder) else logged_folder)
+    for c in candidates:
+        try:
+            storage = open_storage(c, check=False)
+            if storage.info("_spark_metadata") is not None:
+                return storage.where("")
+        except (OSError, StateLensError):
+            continue
+    return None
+
+
+def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = None) -> Pipeline:
+    """Every query under ``root`` and the hops between them (``data_root``: where the tables are, when
+    not where the logs say, e.g. a Declarative Pipeline's warehouse)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    paths = find_checkpoints(root)
+    if not paths:
+        raise NotACheckpoint(
+            f"No checkpoint (a folder with offsets/ and commits/) under {root}: give the folder that holds them."
+        )
+    flows = flows_of(paths)
+    notes: list[str] = []
+    queries: dict[str, PipelineQuery] = {}
+    reads: dict[str, dict[int, dict[int, list[str]]]] = {}
+    for path in paths:
+        flow = flows.get(path)
+        name = flow.name if flow else _rel(root, path)
+        row = checkpoint_row(path, now)
+        sources: dict[int, tuple[str, str]] = {}
+        read: dict[int, dict[int, list[str]]] = {}
+        try:
+            for batch, batch_sources in read_source_offsets(path).items():
+                for s in batch_sources:
+                    if s.kind == "file" and s.files:
+                        read.setdefault(s.source, {}).setdefault(batch, []).extend(s.files)
+                        sources.setdefault(s.source, (s.name, parent(s.files[0])))
+        except StateLensError as e:
+            notes.append(f"{name}: its sources cannot be read ({e.message})")
+        reads[name] = read
+        queries[name] = PipelineQuery(
+            name,
+            path,
+            flow,
+            sources,
+            last_batch=row.last_committed,
+            watermark_ms=row.watermark_ms,
+            state_bytes=row.state_bytes,
+            problem=row.error or (f"{row.worst_severity}: {row.worst}" if row.worst else None),
+        )
+    # the tables: every folder a source read, and the Declarative Pipeline's tables in the warehouse
+    tables: dict[str, str | None] = {}  # where it is now -> a Declarative Pipeline table's name
+    for q in queries.values():
+        for _, logged in q.sources.values():
+            where = _located(logged, data_root)
+            if where is not None:
+                tables.setdefault(where, None)
+    tables.update(_table_folders(data_root, flows.values()))
+    writers: dict[str, tuple[str, SinkLog]] = {}
+    for where, sdp_table in tables.items():
+        storage = open_storage(where, what="folder", check=False)
+        log = _sink_log(storage, where)
+        if log is None:
+            continue
+        table_name = sdp_table or log.logged.rsplit("/", 1)[-1]
+        writer, how = _writer(root, table_name, sdp_table is not None, queries.values(), storage)
+        if writer is None:
+            notes.append(f"the table at {where} ({len(log.batches)} batches logged): {how}")
+            continue
+        writers[log.logged] = (writer, log)
+        queries[writer] = _with_sink(queries[writer], where, how)
+    hops = link(reads, writers)
+    return Pipeline(root, tuple(queries.values()), tuple(hops), tuple(notes))
+
+
+def _with_sink(q: PipelineQuery, sink: str, how: str) -> PipelineQuery:
+    return PipelineQuery(
+        q.name, q.checkpoint, q.flow, q.sources, sink, how, q.last_batch, q.watermark_ms, q.state_bytes, q.problem
+    )
+
+
+def _writer(root: str, table_name: str, sdp: bool, queries: Iterable[PipelineQuery], storage: Storage) -> tuple[str | None, str]:
+    """The query writing a table, and how that is known; (None, why not) when it is not."""
+    queries = list(queries)
+    schema, _, table = table_name.rpartition(".")
+    current = [
+        q
+        for q in queries
+        if q.flow and q.flow.current and q.flow.table == table and (not schema or not sdp or q.flow.schema == schema)
+    ]
+    if len(current) == 1:
+        return current[0].name, f"the Declarative Pipeline's table {current[0].flow.schema}.{table}"  # type: ignore[union-attr]
+    if len(current) > 1:
+        return None, f"{len(current)} current flows write table {table}: {', '.join(q.name for q in current)}"
+    sink_times = _stamps(storage, "_spark_metadata")
+    fits = []
+    for q in queries:
+        cp = open_storage(q.checkpoint, check=False)
+        if _written_during(sink_times, _stamps(cp, "offsets"), _stamps(cp, "commits")):
+            fits.append(q)
+    if len(fits) == 1:
+        return fits[0].name, "its _spark_metadata entries were written while this query's batches of the same numbers ran"
+    if fits:
+        return None, f"its log fits the batches of {len(fits)} queries ({', '.join(q.name for q in fits)}): give the event log"
+    return None, f"no query under {root} wrote it (its log entries match no query's batches)"
+
+
+def _stateless_answer(
+    name: str, info: CheckpointInfo, key: str, columns: list[str], roots: tuple[str, ...], sink: str | None
+) -> HopAnswer:
+    """A query without state: the key's records in what it read, and its rows in the table it wrote."""
+    search = search_inputs(info, [key], columns, roots)
+    records = [r for r in search.records if r.key == key]
+    rows = search_sink(sink, [key], columns)[0].get(key, []) if sink else []
+    read = tuple((r.batch_id, r.file) for r in records)
+    written = tuple(sorted({r.batch_id for r in rows if r.batch_id is not None}))
+    if rows:
+        said = f"Written: {len(rows)} row(s) of it are in its table, written in batch {', '.join(map(str, written)) or '?'}."
+        return HopAnswer(name, "written", None, None, said, read, written, {"key": key, "outcome": "written"})
+    if not records:
+        outcome = NEVER if search.complete else "unknown"
+        said = (
+            f"Never in the input: none of the {search.files_searched} files it read holds {key!r}."
+            if outcome == NEVER
+            else f"Unknown: {len(search.unsearched)} of the files it read could not be searched ({'; '.join(search.unsearched[:2])})."
+        )
+        return HopAnswer(
+            name, outcome, outcome if outcome == NEVER else None, None, said, (), (), {"key": key, "outcome": outcome}
+        )
+    said = (
+        f"Unknown: it read {len(records)} record(s) of it (batch {records[0].batch_id}, {records[0].file_name}) and its table "
+        "holds none: a query without state drops a row only in a filter or a projection; its plan (the event log) tells which."
+    )
+    return HopAnswer(
+        name, "unknown", None, {"batch_id": records[0].batch_id, "file": records[0].file}, said, read, (), {"key": key}
+    )
+
+
+def why_missing_across(
+    pipeline: Pipeline,
+    keys: list[str],
+    key_field: str | None,
+    event_log: str | None = None,
+    input_root: tuple[str, ...] = (),
+) -> list[PipelineKeyAnswer]:
+    """Each key followed from the first query's input through every hop to the last table: each
+    current query asked on its own (its input: the tables upstream of it where they are now, then
+    ``input_root``; its output: its table), then composed (``analysis.pipeline.fate``). A query that
+    cannot answer says unknown and why; the others still answer."""
+    order = [n for n in pipeline.order() if not (pipeline.query(n).flow and not pipeline.query(n).flow.current)]  # type: ignore[union-attr]
+    hops = [h for h in pipeline.hops if h.downstream in order]
+    per_query: dict[str, dict[str, HopAnswer]] = {}
+    for name in order:
+        q = pipeline.query(name)
+        roots = tuple(h.table for h in hops if h.downstream == name) + tuple(input_root)
+        per_query[name] = {}
+        try:
+            info = read_checkpoint(q.checkpoint)
+            if not info.operators:
+                for k in keys:
+                    per_query[name][k] = _stateless_answer(name, info, k, [key_field] if key_field else [], roots, q.sink)
+                continue
+            asked = KeyQuestion(tuple(keys), key_field, event_log, roots or None, q.sink)
+            report = why_missing(q.checkpoint, asked, info)
+            for r in report.to_dict()["results"]:
+                per_query[name][r["key"]] = hop_answer(name, r)
+        except StateLensError as e:
+            for k in keys:
+                per_query[name][k] = HopAnswer(
+                    name, "unknown", None, None, f"Unknown: {e.title}: {e.message}", answer={"key": k, "reason": e.message}
+                )
+    return [pipeline_fate(k, order, hops, {n: per_query[n][k] for n in order}) for k in keys]

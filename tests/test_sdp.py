@@ -1,0 +1,273 @@
+"""A Spark Declarative Pipeline, run for real with ``spark-pipelines``: its flows found under the storage
+root, the hops between its tables and how far each lags, against what the runs wrote.
+
+The committed pipeline (``sample_checkpoints/sdp.py``: bronze -> silver -> gold, a full refresh of gold,
+then a run of bronze and silver alone) is read without a JVM; a second, smaller one is built here with
+``spark-pipelines`` itself. The truth is the runs (``runs.json``, the input files) and the tables' own
+Parquet files, read with pyarrow."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from test_cli import no_java_env, run_cli
+
+import statelens
+from support import SAMPLES, tree_checksums
+
+sys.path.insert(0, str(SAMPLES))
+import sdp  # the pipeline's generator
+
+ORDERS = SAMPLES / "sdp" / "orders"
+
+
+def _input_orders(root: Path, file_name: str) -> set[str]:
+    return {json.loads(line)["order_id"] for line in (root / "inputs" / "orders" / file_name).read_text().splitlines()}
+
+
+def _logged_files(table: Path, batches: set[int]) -> list[Path]:
+    """The files a table's file sink log says those batches wrote, at the table's folder now."""
+    out = []
+    for n in batches:
+        for line in (table / "_spark_metadata" / str(n)).read_text().splitlines()[1:]:
+            out.append(table / json.loads(line)["path"].rsplit("/", 1)[-1])
+    return out
+
+
+def _orders_in(files: list[Path]) -> set[str]:
+    return {o for f in files for o in pq.read_table(f, columns=["order_id"]).column("order_id").to_pylist()}
+
+
+def _runs(root: Path) -> list[dict[str, Any]]:
+    return json.loads((root / "runs.json").read_text())
+
+
+def _check_pipeline(root: Path) -> None:
+    """The pipeline under ``root``'s storage root against its runs: every flow, current or superseded by
+    the full refreshes that ran, the chain of tables, and gold's lag: exactly the orders of the runs
+    that refreshed bronze and silver alone."""
+    runs = _runs(root)
+    p = statelens.open_pipeline(str(root / "storage"), data_root=str(root / "warehouse"))
+    refreshed = sum(1 for r in runs if r["args"][:1] == ["--full-refresh"] and "gold" in r["args"][1])
+    expected = {"default.bronze", "default.silver", "default.gold"} | {f"default.gold@v{v}" for v in range(refreshed)}
+    assert {q.name for q in p.queries} == expected
+    assert p.groups() == [
+        [
+            "default.bronze",
+            "default.silver",
+            "default.gold",
+            *sorted(expected - {"default.bronze", "default.silver", "default.gold"}),
+        ]
+    ]
+    assert all(q.sink == str(root / "warehouse" / q.flow.table) for q in p.queries if q.flow and q.flow.current)  # type: ignore[union-attr]
+    by = {(h.upstream, h.downstream): h for h in p.hops}
+    assert set(by) == {("default.bronze", "default.silver"), ("default.silver", "default.gold")} | {
+        ("default.silver", f"default.gold@v{v}") for v in range(refreshed)
+    }
+    # silver read every file bronze wrote: no lag
+    assert by[("default.bronze", "default.silver")].unread == ()
+    # gold's lag: the silver batches written after gold last read, holding the orders of the runs without gold
+    gold = by[("default.silver", "default.gold")]
+    without_gold = set().union(
+        *[_input_orders(root, r["input_file"]) for r in runs if r["input_file"] and r["args"] == ["--refresh", "bronze,silver"]]
+    )
+    assert gold.unread, "the last run refreshed bronze and silver alone"
+    assert _orders_in(_logged_files(root / "warehouse" / "silver", set(gold.unread))) == without_gold & _orders_in(
+        list((root / "warehouse" / "silver").glob("*.parquet"))
+    )
+    # what gold read holds no order of those runs, and every order of silver's table that is not in them
+    read = {n for ns in gold.read.values() for n in ns}
+    silver_all = _orders_in(list((root / "warehouse" / "silver").glob("*.parquet")))
+    assert _orders_in(_logged_files(root / "warehouse" / "silver", read)) == silver_all - without_gold
+
+
+def test_the_committed_pipeline_is_found_with_its_hops_and_lag() -> None:
+    _check_pipeline(ORDERS)
+
+
+def test_ls_lists_the_flows_of_a_storage_root_current_and_superseded() -> None:
+    """``ls`` of the storage root (its checkpoints under ``_checkpoints``) finds every flow; the gold
+    flow's version before the full refresh is said superseded."""
+    r = run_cli("ls", str(ORDERS / "storage"), "--json", env=no_java_env())
+    assert r.returncode == 0, r.stderr
+    rows = {
+        Path(c["path"]).relative_to((ORDERS / "storage").resolve()).as_posix(): c for c in json.loads(r.stdout)["checkpoints"]
+    }
+    base = "_checkpoints/spark_catalog/default"
+    assert {k: (c["flow"], c["superseded"]) for k, c in rows.items()} == {
+        f"{base}/bronze/bronze/0": ("default.bronze", False),
+        f"{base}/silver/silver/0": ("default.silver", False),
+        f"{base}/gold/gold/0": ("default.gold@v0", True),
+        f"{base}/gold/gold/1": ("default.gold", False),
+    }
+    text = run_cli("ls", str(ORDERS / "storage"), env=no_java_env())
+    assert "(default.gold@v0, superseded by a full refresh)" in text.stdout
+
+
+def test_the_pipeline_command_draws_the_chain_and_says_the_lag() -> None:
+    r = run_cli("pipeline", str(ORDERS / "storage"), "--data-root", str(ORDERS / "warehouse"), env=no_java_env())
+    assert r.returncode == 0, r.stderr
+    assert "Pipeline 1: default.bronze -> default.silver -> default.gold -> default.gold@v0" in r.stdout
+    p = statelens.open_pipeline(str(ORDERS / "storage"), data_root=str(ORDERS / "warehouse"))
+    gold = next(h for h in p.hops if h.downstream == "default.gold")
+    assert f"lag: {len(gold.unread)} batch(es) written and not read yet" in r.stdout
+    assert "superseded, no longer runs" in r.stdout
+    data = json.loads(
+        run_cli("pipeline", str(ORDERS / "storage"), "--data-root", str(ORDERS / "warehouse"), "--json", env=no_java_env()).stdout
+    )
+    assert [q["name"] for q in data["queries"]][:3] == ["default.bronze", "default.silver", "default.gold"]
+
+
+def test_a_root_without_checkpoints_is_one_line(tmp_path: Path) -> None:
+    r = run_cli("pipeline", str(tmp_path), env=no_java_env())
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and "No checkpoint" in r.stderr
+
+
+def _progress(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """(query id, batch) -> the progress Spark reported for it, from the runs' event logs (zstd)."""
+    import pyarrow as pa
+
+    out = {}
+    for f in (root / "event_log").glob("*/events_*"):
+        with pa.input_stream(str(f), compression="zstd" if f.name.endswith(".zstd") else None) as s:
+            for line in s.read().decode().splitlines():
+                e = json.loads(line)
+                if e.get("Event", "").endswith("QueryProgressEvent"):
+                    out[(e["progress"]["id"], e["progress"]["batchId"])] = e["progress"]
+    return out
+
+
+def _truth(root: Path) -> dict[str, str]:
+    """customer -> what became of it, from the input files and the tables Spark wrote: in gold's table
+    (written); in silver's files gold has not read (not read yet); in bronze and not in silver
+    (lost at silver); in no input file (never in the input); else in silver and not in gold."""
+
+    def customers(files: list[Path]) -> set[str]:
+        return {c for f in files for c in pq.read_table(f, columns=["customer"]).column("customer").to_pylist()}
+
+    wh = root / "warehouse"
+    inputs = {
+        json.loads(line)["customer"] for f in (root / "inputs" / "orders").glob("*.json") for line in f.read_text().splitlines()
+    }
+    p = statelens.open_pipeline(str(root / "storage"), data_root=str(wh))
+    gold_hop = next(h for h in p.hops if h.downstream == "default.gold")
+    unread = customers(_logged_files(wh / "silver", set(gold_hop.unread)))
+    out = {}
+    for c in inputs | {"gina"}:
+        if c in customers(list((wh / "gold").glob("*.parquet"))):
+            out[c] = "written"
+        elif c in unread:
+            out[c] = "not_read_yet"
+        elif c in customers(list((wh / "bronze").glob("*.parquet"))) - customers(list((wh / "silver").glob("*.parquet"))):
+            out[c] = "lost_at_silver"
+        elif c not in inputs:
+            out[c] = "never_in_input"
+        else:
+            out[c] = "in_gold"
+    return out
+
+
+CUSTOMERS = ["alice", "bob", "carol", "dave", "erin", "frank", "heidi", "gina", "zed"]
+
+
+def _across(root: Path, event_log: bool) -> dict[str, Any]:
+    return {
+        a.key: a
+        for a in statelens.why_missing_across(
+            str(root / "storage"),
+            *CUSTOMERS,
+            key_field="customer",
+            data_root=str(root / "warehouse"),
+            input_root=str(root / "inputs"),
+            event_log=str(root / "event_log") if event_log else None,
+        )
+    }
+
+
+def test_each_customer_across_the_pipeline_as_the_tables_and_progress_say() -> None:
+    """With the event logs: each customer's outcome at gold, and where the rest was lost, against the
+    tables' Parquet files and Spark's progress: a late drop is in the batch whose progress counts it."""
+    truth = _truth(ORDERS)
+    answers = _across(ORDERS, event_log=True)
+    progress = _progress(ORDERS)
+    ids = {
+        q.name: json.loads((Path(q.checkpoint) / "metadata").read_text())["id"]
+        for q in statelens.open_pipeline(str(ORDERS / "storage")).queries
+    }
+    for c, fact in truth.items():
+        a = answers[c]
+        assert [h.query for h in a.hops] == ["default.bronze", "default.silver", "default.gold"], c
+        if fact == "written":
+            assert (a.outcome, a.cause_at["query"]) == ("written", "default.gold"), (c, a.headline)
+        elif fact == "not_read_yet":
+            assert (a.outcome, a.cause, a.cause_at["upstream_query"]) == ("waiting", "not_read_yet", "default.silver"), c
+            hop = next(
+                h
+                for h in statelens.open_pipeline(str(ORDERS / "storage"), data_root=str(ORDERS / "warehouse")).hops
+                if h.downstream == "default.gold"
+            )
+            assert a.cause_at["upstream_batch_id"] in hop.unread
+        elif fact == "lost_at_silver":
+            assert (a.outcome, a.cause_at["query"]) == ("lost", "default.silver"), (c, a.headline)
+            if a.cause == "dropped_as_late":  # Spark counted a row dropped by the watermark in that batch
+                assert (
+                    progress[(ids["default.silver"], a.cause_at["batch_id"])]["stateOperators"][0]["numRowsDroppedByWatermark"]
+                    >= 1
+                )
+            else:  # the filter: the record Spark read has an amount the silver flow's filter removes
+                assert a.cause == "filtered", (c, a.cause)
+                rec = a.hops[1].answer["fate"]["records"][0]["values"]
+                assert not rec["amount"] > 0
+            # the upstream batch that wrote the record's file: bronze's log names that file in that batch
+            assert a.cause_at["upstream_query"] == "default.bronze"
+            logged = _logged_files(ORDERS / "warehouse" / "bronze", {a.cause_at["upstream_batch_id"]})
+            assert Path(a.cause_at["file"]).name in {f.name for f in logged}
+        elif fact == "never_in_input":
+            assert (a.outcome, a.cause_at["query"]) == ("never_in_input", "default.bronze"), c
+        else:  # in silver and read by gold, not in gold's table: still in gold's state, waiting for the watermark
+            assert (a.outcome, a.cause, a.cause_at["query"]) == ("waiting", "waiting_for_watermark", "default.gold"), c
+    assert set(truth.values()) == {"written", "not_read_yet", "lost_at_silver", "never_in_input", "in_gold"}
+
+
+def test_without_the_event_log_an_answer_is_the_same_or_unknown() -> None:
+    """A definite answer without the event log is the one the event log gives; else it says it cannot tell."""
+    with_log, without = _across(ORDERS, event_log=True), _across(ORDERS, event_log=False)
+    for c in CUSTOMERS:
+        a, b = with_log[c], without[c]
+        assert (b.outcome, b.cause) == (a.outcome, a.cause) or "unknown" in (b.outcome, b.cause), (c, a.cause, b.cause)
+        assert b.cause_at["query"] == a.cause_at["query"], c
+
+
+def test_why_missing_given_a_root_follows_the_key_through_every_hop() -> None:
+    r = run_cli(
+        "why-missing", str(ORDERS / "storage"), "dave", "heidi", "--key-field", "customer",
+        "--data-root", str(ORDERS / "warehouse"), "--input-root", str(ORDERS / "inputs"),
+        "--event-log", str(ORDERS / "event_log"), "--json",
+        env=no_java_env(),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = {x["key"]: x for x in json.loads(r.stdout)["results"]}
+    assert (got["dave"]["outcome"], got["dave"]["cause"], got["dave"]["cause_at"]["query"]) == (
+        "lost",
+        "dropped_as_late",
+        "default.silver",
+    )
+    assert (got["heidi"]["outcome"], got["heidi"]["cause"]) == ("waiting", "not_read_yet")
+    assert [h["query"] for h in got["dave"]["hops"]] == ["default.bronze", "default.silver", "default.gold"]
+
+
+@pytest.mark.jvm
+def test_a_pipeline_built_here_with_spark_pipelines(tmp_path: Path) -> None:
+    """A smaller pipeline of the same flows, run here: two incremental runs, then one of bronze and
+    silver alone; read without writing a byte into its storage root or tables."""
+    files = [sdp.FILES[0], sdp.FILES[2], sdp.FILES[3]]
+    root = sdp.build(tmp_path / "orders", files, [(0, []), (1, []), (2, ["--refresh", "bronze,silver"])])
+    before = tree_checksums(root)
+    _check_pipeline(root)
+    assert tree_checksums(root) == before
