@@ -90,6 +90,17 @@ def _table_folders(data_root: str | None, flows: Iterable[Flow]) -> dict[str, st
     return out
 
 
+def _tables_in(folder: str) -> list[str]:
+    """The folders directly in ``folder`` holding a file sink's log."""
+    try:
+        storage = open_storage(folder, check=False)
+        dirs = [e for e in storage.listdir("") if e.is_dir and not e.name.startswith((".", "_"))]
+        logged = storage.map(lambda e: storage.info(_join(e.name, "_spark_metadata")) is not None, dirs)
+    except (OSError, StateLensError):
+        return []
+    return [open_storage(storage.where(e.name), check=False).where("") for e, has in zip(dirs, logged, strict=True) if has]
+
+
 def _located(logged_folder: str, data_root: str | None) -> str | None:
     """Where a table whose files were logged in ``logged_folder`` is now: there, or under the data root
     by its folder's name (a copy of the warehouse)."""
@@ -151,6 +162,10 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             if where is not None:
                 tables.setdefault(where, None)
     tables.update(_table_folders(data_root, flows.values()))
+    # a table no query reads (the last one) sits beside the others, or under the data root
+    for parent_folder in {t.rstrip("/").rsplit("/", 1)[0] for t in tables} | ({data_root} if data_root else set()):
+        for where in _tables_in(parent_folder):
+            tables.setdefault(where, None)
     writers: dict[str, tuple[str, SinkLog]] = {}
     for where, sdp_table in tables.items():
         storage = open_storage(where, what="folder", check=False)
@@ -264,4 +279,10 @@ def why_missing_across(
                 per_query[name][k] = HopAnswer(
                     name, "unknown", None, None, f"Unknown: {e.title}: {e.message}", answer={"key": k, "reason": e.message}
                 )
-    return [pipeline_fate(k, order, hops, {n: per_query[n][k] for n in order}) for k in keys]
+    groups = [[n for n in g if n in per_query] for g in pipeline.groups()]
+    out = []
+    for k in keys:
+        # the pipeline that saw the key (queries sharing no hop are pipelines of their own), else the first
+        fates = [pipeline_fate(k, g, hops, {n: per_query[n][k] for n in g}) for g in groups if g]
+        out.append(next((f for f in fates if f.outcome != NEVER), fates[0]))
+    return out
