@@ -22,7 +22,7 @@ def add(p: argparse.ArgumentParser) -> None:
     import statelens
 
     limits = statelens.limits()
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="the query's checkpoint, or a root holding several (each query a schema: silver.op0)")
     p.add_argument("query")
     p.add_argument("--batch", type=int, default=None, help="batch to read (default: last committed)")
     p.add_argument("--max-rows", type=int, default=10_000, help="row cap for the result (default 10000)")
@@ -44,9 +44,12 @@ def run(args: argparse.Namespace) -> None:
     import statelens
     from statelens.results import json_value
 
-    answer = statelens.open(args.checkpoint).sql(
-        args.query, args.batch, args.max_rows, args.row_budget, args.partitions, args.spill, args.timeout
-    )
+    try:
+        opened = statelens.open(args.checkpoint)
+    except statelens.NotACheckpoint:  # a root holding several checkpoints: every query's state at once
+        answer = statelens.sql_across(args.checkpoint, args.query, max_rows=args.max_rows)
+    else:
+        answer = opened.sql(args.query, args.batch, args.max_rows, args.row_budget, args.partitions, args.spill, args.timeout)
     if args.json:
         dump(answer)
         return
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> None:
     print(table(answer.table.column_names, shown))
     more = f" (cut at {args.max_rows}: more rows exist)" if answer.truncated else ""
     read = f", state read by {answer.engine}" if answer.engines else ""
-    print(f"\n{len(rows)} rows at batch {answer.batch}{more}{read}")
+    at = f"at batch {answer.batch}" if answer.batch is not None else f"({answer.title})"
+    print(f"\n{len(rows)} rows {at}{more}{read}")
     for note in answer.notes:
         print(f"note: {note}")

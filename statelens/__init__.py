@@ -31,6 +31,7 @@ from statelens.api import (
     serve,
     serving,
     shown_url,
+    sql_across,
     stop_serving,
     why_missing_across,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "serving",
     "shown_url",
     "speaking_as",
+    "sql_across",
     "stop_serving",
     "why_missing_across",
 ]

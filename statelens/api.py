@@ -158,6 +158,20 @@ def open_pipeline(root: str, data_root: str | None = None) -> Any:
 
 
 @_question
+def sql_across(root: str, query: str, data_root: str | None = None, max_rows: int = 10_000) -> results.Rows:
+    """DuckDB SQL over the state of every query under ``root`` at once: each query is a schema named as
+    ``open_pipeline`` names it, holding its own SQL's tables (``SELECT ... FROM silver.op0 JOIN
+    gold.op0 ...``), each at its query's last committed batch."""
+    from statelens.spark_io.gather.pipeline import open_pipeline as found
+    from statelens.spark_io.gather.pipeline_sql import PipelineSql
+
+    gateway = PipelineSql(found(root, data_root))
+    result, batches = gateway.execute(query, max_rows)
+    at = ", ".join(f"{q} at batch {b}" for q, b in batches.items())
+    return results.Rows(result.table, f"SQL across the pipeline: {at}", gateway.engines(), result.truncated, [])
+
+
+@_question
 def why_missing_across(
     root: str,
     *keys: str,

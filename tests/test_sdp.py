@@ -54,25 +54,23 @@ def _check_pipeline(root: Path) -> None:
     runs = _runs(root)
     p = statelens.open_pipeline(str(root / "storage"), data_root=str(root / "warehouse"))
     refreshed = sum(1 for r in runs if r["args"][:1] == ["--full-refresh"] and "gold" in r["args"][1])
-    expected = {"default.bronze", "default.silver", "default.gold"} | {f"default.gold@v{v}" for v in range(refreshed)}
+    expected = {"bronze", "silver", "gold"} | {f"gold@v{v}" for v in range(refreshed)}
     assert {q.name for q in p.queries} == expected
     assert p.groups() == [
         [
-            "default.bronze",
-            "default.silver",
-            "default.gold",
-            *sorted(expected - {"default.bronze", "default.silver", "default.gold"}),
+            "bronze",
+            "silver",
+            "gold",
+            *sorted(expected - {"bronze", "silver", "gold"}),
         ]
     ]
     assert all(q.sink == str(root / "warehouse" / q.flow.table) for q in p.queries if q.flow and q.flow.current)  # type: ignore[union-attr]
     by = {(h.upstream, h.downstream): h for h in p.hops}
-    assert set(by) == {("default.bronze", "default.silver"), ("default.silver", "default.gold")} | {
-        ("default.silver", f"default.gold@v{v}") for v in range(refreshed)
-    }
+    assert set(by) == {("bronze", "silver"), ("silver", "gold")} | {("silver", f"gold@v{v}") for v in range(refreshed)}
     # silver read every file bronze wrote: no lag
-    assert by[("default.bronze", "default.silver")].unread == ()
+    assert by[("bronze", "silver")].unread == ()
     # gold's lag: the silver batches written after gold last read, holding the orders of the runs without gold
-    gold = by[("default.silver", "default.gold")]
+    gold = by[("silver", "gold")]
     without_gold = set().union(
         *[_input_orders(root, r["input_file"]) for r in runs if r["input_file"] and r["args"] == ["--refresh", "bronze,silver"]]
     )
@@ -100,27 +98,27 @@ def test_ls_lists_the_flows_of_a_storage_root_current_and_superseded() -> None:
     }
     base = "_checkpoints/spark_catalog/default"
     assert {k: (c["flow"], c["superseded"]) for k, c in rows.items()} == {
-        f"{base}/bronze/bronze/0": ("default.bronze", False),
-        f"{base}/silver/silver/0": ("default.silver", False),
-        f"{base}/gold/gold/0": ("default.gold@v0", True),
-        f"{base}/gold/gold/1": ("default.gold", False),
+        f"{base}/bronze/bronze/0": ("bronze", False),
+        f"{base}/silver/silver/0": ("silver", False),
+        f"{base}/gold/gold/0": ("gold@v0", True),
+        f"{base}/gold/gold/1": ("gold", False),
     }
     text = run_cli("ls", str(ORDERS / "storage"), env=no_java_env())
-    assert "(default.gold@v0, superseded by a full refresh)" in text.stdout
+    assert "(gold@v0, superseded by a full refresh)" in text.stdout
 
 
 def test_the_pipeline_command_draws_the_chain_and_says_the_lag() -> None:
     r = run_cli("pipeline", str(ORDERS / "storage"), "--data-root", str(ORDERS / "warehouse"), env=no_java_env())
     assert r.returncode == 0, r.stderr
-    assert "Pipeline 1: default.bronze -> default.silver -> default.gold -> default.gold@v0" in r.stdout
+    assert "Pipeline 1: bronze -> silver -> gold -> gold@v0" in r.stdout
     p = statelens.open_pipeline(str(ORDERS / "storage"), data_root=str(ORDERS / "warehouse"))
-    gold = next(h for h in p.hops if h.downstream == "default.gold")
+    gold = next(h for h in p.hops if h.downstream == "gold")
     assert f"lag: {len(gold.unread)} batch(es) written and not read yet" in r.stdout
     assert "superseded, no longer runs" in r.stdout
     data = json.loads(
         run_cli("pipeline", str(ORDERS / "storage"), "--data-root", str(ORDERS / "warehouse"), "--json", env=no_java_env()).stdout
     )
-    assert [q["name"] for q in data["queries"]][:3] == ["default.bronze", "default.silver", "default.gold"]
+    assert [q["name"] for q in data["queries"]][:3] == ["bronze", "silver", "gold"]
 
 
 def test_a_root_without_checkpoints_is_one_line(tmp_path: Path) -> None:
@@ -156,7 +154,7 @@ def _truth(root: Path) -> dict[str, str]:
         json.loads(line)["customer"] for f in (root / "inputs" / "orders").glob("*.json") for line in f.read_text().splitlines()
     }
     p = statelens.open_pipeline(str(root / "storage"), data_root=str(wh))
-    gold_hop = next(h for h in p.hops if h.downstream == "default.gold")
+    gold_hop = next(h for h in p.hops if h.downstream == "gold")
     unread = customers(_logged_files(wh / "silver", set(gold_hop.unread)))
     out = {}
     for c in inputs | {"gina"}:
@@ -202,36 +200,33 @@ def test_each_customer_across_the_pipeline_as_the_tables_and_progress_say() -> N
     }
     for c, fact in truth.items():
         a = answers[c]
-        assert [h.query for h in a.hops] == ["default.bronze", "default.silver", "default.gold"], c
+        assert [h.query for h in a.hops] == ["bronze", "silver", "gold"], c
         if fact == "written":
-            assert (a.outcome, a.cause_at["query"]) == ("written", "default.gold"), (c, a.headline)
+            assert (a.outcome, a.cause_at["query"]) == ("written", "gold"), (c, a.headline)
         elif fact == "not_read_yet":
-            assert (a.outcome, a.cause, a.cause_at["upstream_query"]) == ("waiting", "not_read_yet", "default.silver"), c
+            assert (a.outcome, a.cause, a.cause_at["upstream_query"]) == ("waiting", "not_read_yet", "silver"), c
             hop = next(
                 h
                 for h in statelens.open_pipeline(str(ORDERS / "storage"), data_root=str(ORDERS / "warehouse")).hops
-                if h.downstream == "default.gold"
+                if h.downstream == "gold"
             )
             assert a.cause_at["upstream_batch_id"] in hop.unread
         elif fact == "lost_at_silver":
-            assert (a.outcome, a.cause_at["query"]) == ("lost", "default.silver"), (c, a.headline)
+            assert (a.outcome, a.cause_at["query"]) == ("lost", "silver"), (c, a.headline)
             if a.cause == "dropped_as_late":  # Spark counted a row dropped by the watermark in that batch
-                assert (
-                    progress[(ids["default.silver"], a.cause_at["batch_id"])]["stateOperators"][0]["numRowsDroppedByWatermark"]
-                    >= 1
-                )
+                assert progress[(ids["silver"], a.cause_at["batch_id"])]["stateOperators"][0]["numRowsDroppedByWatermark"] >= 1
             else:  # the filter: the record Spark read has an amount the silver flow's filter removes
                 assert a.cause == "filtered", (c, a.cause)
                 rec = a.hops[1].answer["fate"]["records"][0]["values"]
                 assert not rec["amount"] > 0
             # the upstream batch that wrote the record's file: bronze's log names that file in that batch
-            assert a.cause_at["upstream_query"] == "default.bronze"
+            assert a.cause_at["upstream_query"] == "bronze"
             logged = _logged_files(ORDERS / "warehouse" / "bronze", {a.cause_at["upstream_batch_id"]})
             assert Path(a.cause_at["file"]).name in {f.name for f in logged}
         elif fact == "never_in_input":
-            assert (a.outcome, a.cause_at["query"]) == ("never_in_input", "default.bronze"), c
+            assert (a.outcome, a.cause_at["query"]) == ("never_in_input", "bronze"), c
         else:  # in silver and read by gold, not in gold's table: still in gold's state, waiting for the watermark
-            assert (a.outcome, a.cause, a.cause_at["query"]) == ("waiting", "waiting_for_watermark", "default.gold"), c
+            assert (a.outcome, a.cause, a.cause_at["query"]) == ("waiting", "waiting_for_watermark", "gold"), c
     assert set(truth.values()) == {"written", "not_read_yet", "lost_at_silver", "never_in_input", "in_gold"}
 
 
@@ -256,18 +251,50 @@ def test_why_missing_given_a_root_follows_the_key_through_every_hop() -> None:
     assert (got["dave"]["outcome"], got["dave"]["cause"], got["dave"]["cause_at"]["query"]) == (
         "lost",
         "dropped_as_late",
-        "default.silver",
+        "silver",
     )
     assert (got["heidi"]["outcome"], got["heidi"]["cause"]) == ("waiting", "not_read_yet")
-    assert [h["query"] for h in got["dave"]["hops"]] == ["default.bronze", "default.silver", "default.gold"]
+    assert [h["query"] for h in got["dave"]["hops"]] == ["bronze", "silver", "gold"]
 
 
 @pytest.mark.jvm
 def test_a_pipeline_built_here_with_spark_pipelines(tmp_path: Path) -> None:
-    """A smaller pipeline of the same flows, run here: two incremental runs, then one of bronze and
+    """A smaller pipeline of the same flows, run here: one run of every flow, then one of bronze and
     silver alone; read without writing a byte into its storage root or tables."""
-    files = [sdp.FILES[0], sdp.FILES[2], sdp.FILES[3]]
-    root = sdp.build(tmp_path / "orders", files, [(0, []), (1, []), (2, ["--refresh", "bronze,silver"])])
+    root = sdp.build(tmp_path / "orders", [sdp.FILES[0], sdp.FILES[2]], [(0, []), (1, ["--refresh", "bronze,silver"])])
     before = tree_checksums(root)
     _check_pipeline(root)
     assert tree_checksums(root) == before
+
+
+def test_sql_across_the_pipeline_reads_each_querys_state_as_a_schema() -> None:
+    """``sql ROOT``: gold's state is the windows of the orders gold read that its table does not hold
+    yet (still open), from the Parquet files; joined with silver's state in one query; each query's own
+    SQL answers the same rows."""
+    root = ORDERS
+    p = statelens.open_pipeline(str(root / "storage"), data_root=str(root / "warehouse"))
+    gold_hop = next(h for h in p.hops if h.downstream == "gold")
+    read = pq.read_table(
+        _logged_files(root / "warehouse" / "silver", {n for ns in gold_hop.read.values() for n in ns})
+    ).to_pylist()
+    emitted = {(r["customer"], r["w"]["start"]) for r in pq.read_table(str(root / "warehouse" / "gold")).to_pylist()}
+
+    def window_start(ts: Any) -> Any:
+        return ts.replace(minute=ts.minute - ts.minute % 5, second=0)
+
+    waiting = {(r["customer"], window_start(r["ts"])) for r in read} - emitted
+    got = statelens.sql_across(
+        str(root / "storage"), "SELECT key.customer AS c, key.window.start AS s FROM gold.op0 ORDER BY 1, 2"
+    )
+    assert {(r["c"], r["s"].replace(tzinfo=None)) for r in got.table.to_pylist()} == waiting
+    own = statelens.open(p.query("gold").checkpoint).sql("SELECT key.customer AS c, key.window.start AS s FROM op0 ORDER BY 1, 2")
+    assert got.table.to_pylist() == own.table.to_pylist()
+    joined = statelens.sql_across(
+        str(root / "storage"),
+        'SELECT count(*) AS n FROM silver.op0 s JOIN gold.op0 g ON true UNION ALL SELECT count(*) FROM "gold@v0".op0',
+    )
+    silver_n = statelens.open(p.query("silver").checkpoint).sql("SELECT count(*) AS n FROM op0").table.to_pylist()[0]["n"]
+    v0_n = statelens.open(p.query("gold@v0").checkpoint).sql("SELECT count(*) AS n FROM op0").table.to_pylist()[0]["n"]
+    assert [r["n"] for r in joined.table.to_pylist()] == [silver_n * len(waiting), v0_n]
+    r = run_cli("sql", str(root / "storage"), "SELECT * FROM silver.nothing", env=no_java_env())
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Each query is a schema" in r.stderr

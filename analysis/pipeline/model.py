@@ -32,9 +32,10 @@ class Flow:
 
     @property
     def name(self) -> str:
-        """``schema.table``, with ``/flow`` when the flow is not named after its table, and ``@vN``
-        when a newer version supersedes it."""
-        base = f"{self.schema}.{self.table}" + ("" if self.flow == self.table else f"/{self.flow}")
+        """The table (``schema.table`` outside the default schema), with ``/flow`` when the flow is not
+        named after its table, and ``@vN`` when a newer version supersedes it: ``silver``, ``gold@v0``."""
+        table = self.table if self.schema == "default" else f"{self.schema}.{self.table}"
+        base = table + ("" if self.flow == self.table else f"/{self.flow}")
         return base if self.current else f"{base}@v{self.version}"
 
     def describe(self) -> str:

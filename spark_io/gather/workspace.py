@@ -161,7 +161,7 @@ _COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
 _STRING = re.compile(r"'(?:[^']|'')*'")
 
 
-def _locked_connection() -> duckdb.DuckDBPyConnection:
+def locked_connection() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB that reads what State Lens hands it (Arrow tables, and spilled tables as
     Arrow datasets, scanned by Arrow): no extensions, no configuration changes, no file outside its
     session's own DuckDB folder (where it spills a large sort: DuckDB allows its temporary folder,
@@ -180,6 +180,53 @@ def _locked_connection() -> duckdb.DuckDBPyConnection:
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
+
+
+def run_sql(
+    con: duckdb.DuckDBPyConnection,
+    tables: dict[str, Any],
+    sql: str,
+    max_rows: int,
+    timeout: float,
+    explain: Callable[[duckdb.Error], str],
+) -> QueryResult:
+    """One query on a cursor of ``con`` with ``tables`` (name -> Arrow table or dataset) registered:
+    at most ``max_rows`` rows back, stopped past ``timeout`` seconds; DuckDB's errors as State Lens's."""
+    t0 = time.perf_counter()
+    cur = con.cursor()
+    for name, table in tables.items():
+        cur.register(name, table)
+    timer = threading.Timer(timeout, cur.interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        rel = cur.sql(sql)
+        if rel is None:  # a statement without a result
+            return QueryResult(pa.table({}), False, time.perf_counter() - t0)
+        reader = rel.to_arrow_reader(min(max_rows + 1, 65_536))
+        batches, rows = [], 0
+        for batch in reader:
+            batches.append(batch)
+            rows += batch.num_rows
+            if rows > max_rows:
+                break
+        result = pa.Table.from_batches(batches, schema=reader.schema)
+    except duckdb.InterruptException as e:
+        raise SqlError(
+            f"The query ran longer than {timeout:g} s, the time limit, and was stopped. Narrow it (a filter, "
+            f"a LIMIT) or raise the limit ({option('--timeout')}, STATELENS_SQL_TIMEOUT)."
+        ) from e
+    except duckdb.PermissionException as e:
+        raise SqlRefused(LOCKED) from e
+    except duckdb.Error as e:
+        if "configuration has been locked" in str(e) or "Cannot change configuration" in str(e):
+            raise SqlRefused(LOCKED) from e
+        raise SqlError(explain(e)) from e
+    finally:
+        timer.cancel()
+        cur.close()
+    truncated = result.num_rows > max_rows
+    return QueryResult(result.slice(0, max_rows) if truncated else result, truncated, time.perf_counter() - t0)
 
 
 class Workspace:
@@ -207,7 +254,7 @@ class Workspace:
         self.specs = table_specs(self.info)
         self.loaded: dict[str, LoadedTable] = {}
         self._loader = loader
-        self._con = _locked_connection()
+        self._con = locked_connection()
         self._arrow: dict[
             str, Any
         ] = {}  # loaded tables (Arrow tables, spilled ones as datasets), registered on each query's cursor
@@ -325,42 +372,12 @@ class Workspace:
         return self._run(sql, max_rows)
 
     def _run(self, sql: str, max_rows: int) -> QueryResult:
-        t0 = time.perf_counter()
         with self._lock:
-            cur = self._con.cursor()
-            for name, table in self._arrow.items():
-                cur.register(name, table)
-            timer = threading.Timer(self.timeout, cur.interrupt)
-            timer.daemon = True
-            timer.start()
-            try:
-                rel = cur.sql(sql)
-                if rel is None:  # a statement without a result
-                    return QueryResult(pa.table({}), False, time.perf_counter() - t0)
-                reader = rel.to_arrow_reader(min(max_rows + 1, 65_536))
-                batches, rows = [], 0
-                for batch in reader:
-                    batches.append(batch)
-                    rows += batch.num_rows
-                    if rows > max_rows:
-                        break
-                table = pa.Table.from_batches(batches, schema=reader.schema)
-            except duckdb.InterruptException as e:
-                raise SqlError(
-                    f"The query ran longer than {self.timeout:g} s, the time limit, and was stopped. Narrow it (a filter, "
-                    f"a LIMIT) or raise the limit ({option('--timeout')}, STATELENS_SQL_TIMEOUT)."
-                ) from e
-            except duckdb.PermissionException as e:
-                raise SqlRefused(LOCKED) from e
-            except duckdb.Error as e:
-                if "configuration has been locked" in str(e) or "Cannot change configuration" in str(e):
-                    raise SqlRefused(LOCKED) from e
-                raise SqlError(self._explain(e)) from e
-            finally:
-                timer.cancel()
-                cur.close()
-        truncated = table.num_rows > max_rows
-        return QueryResult(table.slice(0, max_rows) if truncated else table, truncated, time.perf_counter() - t0)
+            return run_sql(self._con, self._arrow, sql, max_rows, self.timeout, self._explain)
+
+    def arrow_of(self, name: str) -> Any:
+        """A loaded table's rows (an Arrow table, or a spilled table's dataset)."""
+        return self._arrow[self.specs[name.lower()].name]
 
     def _explain(self, e: duckdb.Error) -> str:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
