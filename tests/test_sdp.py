@@ -298,3 +298,21 @@ def test_sql_across_the_pipeline_reads_each_querys_state_as_a_schema() -> None:
     assert [r["n"] for r in joined.table.to_pylist()] == [silver_n * len(waiting), v0_n]
     r = run_cli("sql", str(root / "storage"), "SELECT * FROM silver.nothing", env=no_java_env())
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Each query is a schema" in r.stderr
+
+
+def test_a_superseded_version_is_not_credited_with_the_rewritten_table() -> None:
+    """gold's version 0 still answers from its own state; the table its full refresh rewrote is
+    refused as its output in one line (its rows were written by version 1's batches, not version 0's)."""
+    base = ORDERS / "storage" / "_checkpoints" / "spark_catalog" / "default" / "gold" / "gold"
+    args = ["alice", "--key-field", "customer", "--input-root", str(ORDERS / "warehouse" / "silver")]
+    own = run_cli("why-missing", str(base / "0"), *args, "--json", env=no_java_env())
+    assert own.returncode == 0, own.stderr
+    (alice,) = json.loads(own.stdout)["results"]
+    assert alice["verdict"] == "evicted"  # its own state: emitted when the watermark passed its window
+    r = run_cli("why-missing", str(base / "0"), *args, "--sink", str(ORDERS / "warehouse" / "gold"), env=no_java_env())
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "rewritten by the full refresh that started version 1" in r.stderr and str(base / "1") in r.stderr
+    current = run_cli(
+        "why-missing", str(base / "1"), *args, "--sink", str(ORDERS / "warehouse" / "gold"), "--json", env=no_java_env()
+    )
+    assert json.loads(current.stdout)["results"][0]["outcome"] == "written"

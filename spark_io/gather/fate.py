@@ -45,6 +45,7 @@ from statelens.spark_io.gather.inputs import (
     Listing,
     RecordSearch,
     batch_windows,
+    foreign_sink,
     listed_files,
     search_inputs,
     search_sink,
@@ -156,7 +157,7 @@ def why_missing_whole(
     walk.prefetch(search.records)
     windows = batch_windows(info.path) if sink else None  # a folder the user names may be a foreachBatch's
     written, sink_searched = _written(
-        progress, sink, keys, sink_columns(walk, [*columns, *([key_field] if key_field else [])]), windows
+        info, progress, sink, keys, sink_columns(walk, [*columns, *([key_field] if key_field else [])]), windows
     )
     downstream = _sink_rows(progress, sink, windows) if sink_searched else None
     held = sink_column_names(sink_folder(progress.sink if progress else None, sink) or "") if sink_searched else None
@@ -171,7 +172,7 @@ def why_missing_whole(
         near_keys = sorted({n for found in wanted.values() for n, _, _ in found})
         if near_keys:  # each followed as a key of its own: was that spelling written, when, and where
             near_search = search_inputs(info, near_keys, columns, (), format_of, tz, listing=listing)
-            near_written, near_sink = _written(progress, sink, near_keys, sink_columns(walk, columns), windows)
+            near_written, near_sink = _written(info, progress, sink, near_keys, sink_columns(walk, columns), windows)
             fates = answer.with_near_fates(fates, wanted, near_search, walk, near_written, near_sink)
     plan_from = progress.location if plan is not None and progress is not None else None
     return answer.answer(q, fates, chosen, reports, search, plan_from)
@@ -236,6 +237,7 @@ def _key_columns(walk: FateWalk, key_field: str, columns: list[str], listing: Li
 
 
 def _written(
+    info: CheckpointInfo,
     progress: ProgressLog | None,
     given: str | None,
     keys: list[str],
@@ -247,6 +249,11 @@ def _written(
     is then not searched, and the answer says what the state tells."""
     folder = sink_folder(progress.sink if progress else None, given)
     if not folder:
+        return {}, False
+    other = foreign_sink(info, folder)
+    if other and given:
+        raise InvalidInput(f"{option('--sink', given, python=repr(given))} is not this query's output: {other}.")
+    if other:
         return {}, False
     rows, why = search_sink(folder, keys, columns, windows if given else None)
     if why and given:

@@ -36,6 +36,7 @@ from statelens.analysis.core.key_format import fmt_time
 from statelens.analysis.core.model import CheckpointInfo
 from statelens.analysis.core.near_miss import digits, near_miss_reason, normalize
 from statelens.analysis.inputs.records import ANY, InputRecord, InputSearch
+from statelens.analysis.pipeline.model import flow_at
 from statelens.spark_io.logs.checkpoint import read_source_offsets
 from statelens.spark_io.runtime import scratch
 from statelens.spark_io.runtime.engine_choice import reads_natively
@@ -729,6 +730,37 @@ def sink_logs(storage: Storage) -> tuple[list[Entry], dict[str, bytes]]:
         key=lambda e: int(e.name.split(".")[0]),
     )
     return logs, storage.read_many([e.path for e in logs], {e.path: e for e in logs})
+
+
+def foreign_sink(info: CheckpointInfo, folder: str) -> str | None:
+    """Why a file sink's folder holds another query's output, not this checkpoint's (None: nothing
+    says so): a Declarative Pipeline flow's version superseded by a full refresh (the table was
+    rewritten by the newer version), or a log past this query's last batch."""
+    parts = tuple(info.path.rstrip("/").split("/"))
+    flow = flow_at(parts)
+    if flow is not None:
+        try:
+            versions = [
+                int(e.name) for e in open_storage("/".join(parts[:-1]), check=False).listdir("") if e.is_dir and e.name.isdigit()
+            ]
+        except (OSError, StateLensError):
+            versions = []
+        newer = max(versions, default=flow.version)
+        if newer > flow.version:
+            return (
+                f"the table was rewritten by the full refresh that started version {newer} of flow {flow.flow}: its files are "
+                f"version {newer}'s output, not this checkpoint's (version {flow.version}); ask version {newer}'s checkpoint "
+                f"({'/'.join(parts[:-1])}/{newer})"
+            )
+    try:
+        logs, _ = sink_logs(open_storage(folder, check=False))
+    except (OSError, StateLensError):
+        return None
+    last_log = max((int(e.name.split(".")[0]) for e in logs), default=-1)
+    last = info.batches[-1].batch_id if info.batches else -1
+    if last_log > last:
+        return f"its log holds batch {last_log}, past this query's last batch {last}: another query writes it"
+    return None
 
 
 def sink_log_owner(logs: list[Entry], texts: dict[str, bytes]) -> dict[str, tuple[int | None, tuple[int, int], str]]:
