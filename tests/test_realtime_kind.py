@@ -102,7 +102,19 @@ def realtime(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path
             query.stop()
         # a real-time batch's tasks outlive stop() a moment: the checkpoint is the query's once they end
         _wait(query, lambda: not spark.sparkContext.statusTracker().getActiveJobsIds(), "end its tasks", active=False)
-        _wait(query, lambda: not list(checkpoint.rglob("*.tmp")), "finish writing its files", active=False)
+        # and its files settle: no temporary file, or (an aborted task's, which Spark leaves behind on a busy
+        # machine) the same files for 3 s
+        seen: list[tuple[float, set[str]]] = []
+
+        def settled() -> bool:
+            files = {str(p) for p in checkpoint.rglob("*") if p.is_file()}
+            if not any(f.endswith(".tmp") for f in files):
+                return True
+            if not seen or seen[-1][1] != files:
+                seen.append((time.monotonic(), files))
+            return time.monotonic() - seen[-1][0] >= 3
+
+        _wait(query, settled, "finish writing its files", active=False)
     finally:
         for k, v in before.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)

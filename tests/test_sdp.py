@@ -316,3 +316,16 @@ def test_a_superseded_version_is_not_credited_with_the_rewritten_table() -> None
         "why-missing", str(base / "1"), *args, "--sink", str(ORDERS / "warehouse" / "gold"), "--json", env=no_java_env()
     )
     assert json.loads(current.stdout)["results"][0]["outcome"] == "written"
+
+
+def test_several_pipelines_storage_roots_under_one_root_keep_their_flows_apart(tmp_path: Path) -> None:
+    """Two teams' storage roots under one folder: each flow named with its storage root, the full
+    refresh's superseded version told within its own pipeline."""
+    import shutil
+
+    for team in ("team-a", "team-b"):
+        shutil.copytree(ORDERS / "storage", tmp_path / team / "storage")
+    p = statelens.open_pipeline(str(tmp_path))
+    names = {q.name for q in p.queries}
+    assert names == {f"{t}/storage:{n}" for t in ("team-a", "team-b") for n in ("bronze", "silver", "gold", "gold@v0")}
+    assert {q.name for q in p.queries if q.flow and not q.flow.current} == {"team-a/storage:gold@v0", "team-b/storage:gold@v0"}

@@ -126,12 +126,13 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             f"No checkpoint (a folder with offsets/ and commits/) under {root}: give the folder that holds them."
         )
     flows = flows_of(paths)
+    several = len({_storage_root(p) for p in flows}) > 1  # flows of several pipelines' storage roots
     notes: list[str] = []
     queries: dict[str, PipelineQuery] = {}
     reads: dict[str, dict[int, dict[int, list[str]]]] = {}
     for path in paths:
         flow = flows.get(path)
-        name = flow.name if flow else _rel(root, path)
+        name = _name(root, path, flow, several)
         row = checkpoint_row(path, now)
         sources: dict[int, tuple[str, str]] = {}
         read: dict[int, dict[int, list[str]]] = {}
@@ -173,7 +174,12 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
         if log is None:
             continue
         table_name = sdp_table or log.logged.rsplit("/", 1)[-1]
-        writer, how = _writer(root, table_name, sdp_table is not None, queries.values(), storage)
+        readers = {
+            _storage_root(q.checkpoint)
+            for q in queries.values()
+            if q.flow and any(norm(f) == log.logged for _, f in q.sources.values())
+        }
+        writer, how = _writer(root, table_name, sdp_table is not None, queries.values(), storage, readers)
         if writer is None:
             notes.append(f"the table at {where} ({len(log.batches)} batches logged): {how}")
             continue
@@ -183,14 +189,31 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
     return Pipeline(root, tuple(queries.values()), tuple(hops), tuple(notes))
 
 
+def _storage_root(path: str) -> str:
+    """A Declarative Pipeline flow's storage root: its checkpoint's path above ``_checkpoints``."""
+    return path.rstrip("/").rsplit("/", 6)[0]
+
+
+def _name(root: str, path: str, flow: Flow | None, several: bool) -> str:
+    """A query's name: its flow's (``silver``; under a root holding several pipelines' storage roots,
+    ``<storage root>:silver``), else its checkpoint's folder relative to the root."""
+    if flow is None:
+        return _rel(root, path)
+    return f"{_rel(root, _storage_root(path))}:{flow.name}" if several else flow.name
+
+
 def _with_sink(q: PipelineQuery, sink: str, how: str) -> PipelineQuery:
     return PipelineQuery(
         q.name, q.checkpoint, q.flow, q.sources, sink, how, q.last_batch, q.watermark_ms, q.state_bytes, q.problem
     )
 
 
-def _writer(root: str, table_name: str, sdp: bool, queries: Iterable[PipelineQuery], storage: Storage) -> tuple[str | None, str]:
-    """The query writing a table, and how that is known; (None, why not) when it is not."""
+def _writer(
+    root: str, table_name: str, sdp: bool, queries: Iterable[PipelineQuery], storage: Storage, readers: set[str]
+) -> tuple[str | None, str]:
+    """The query writing a table, and how that is known; (None, why not) when it is not. ``readers``:
+    the storage roots of the Declarative Pipeline flows reading it (several pipelines may name a table
+    alike: its writer is the reading pipeline's)."""
     queries = list(queries)
     schema, _, table = table_name.rpartition(".")
     current = [
@@ -198,6 +221,8 @@ def _writer(root: str, table_name: str, sdp: bool, queries: Iterable[PipelineQue
         for q in queries
         if q.flow and q.flow.current and q.flow.table == table and (not schema or not sdp or q.flow.schema == schema)
     ]
+    if len(current) > 1 and readers:
+        current = [q for q in current if _storage_root(q.checkpoint) in readers]
     if len(current) == 1:
         return current[0].name, f"the Declarative Pipeline's table {current[0].flow.schema}.{table}"  # type: ignore[union-attr]
     if len(current) > 1:
