@@ -14,7 +14,6 @@ from typing import Any
 
 from statelens.analysis.pipeline.model import Hop, norm
 
-WRITTEN = ("written", "partly_written", "written_unmatched")
 NEVER = "never_in_input"
 NOT_READ_YET = "not_read_yet"  # written upstream in a batch the downstream query has not read yet
 KEY_NOT_FOLLOWED = "key_not_followed"  # written upstream, read downstream, and no record of the key there

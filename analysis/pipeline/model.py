@@ -38,10 +38,6 @@ class Flow:
         base = table + ("" if self.flow == self.table else f"/{self.flow}")
         return base if self.current else f"{base}@v{self.version}"
 
-    def describe(self) -> str:
-        state = "current" if self.current else "superseded by a full refresh"
-        return f"Declarative Pipeline flow {self.flow} of table {self.catalog}.{self.schema}.{self.table}, version {self.version} ({state})"
-
 
 def flow_at(parts: tuple[str, ...]) -> Flow | None:
     """The flow a checkpoint's folder names, from its path's parts (``..., _checkpoints, catalog,
@@ -50,6 +46,11 @@ def flow_at(parts: tuple[str, ...]) -> Flow | None:
         return None
     catalog, schema, table, flow, version = parts[-5:]
     return Flow(catalog, schema, table, flow, int(version))
+
+
+def storage_root(path: str) -> str:
+    """A Declarative Pipeline flow's storage root: its checkpoint's path above ``_checkpoints``."""
+    return path.rstrip("/").rsplit("/", 6)[0]
 
 
 def with_currency(flows: Iterable[Flow]) -> dict[Flow, Flow]:
@@ -127,9 +128,6 @@ class Hop:
     read: Mapping[int, tuple[int, ...]]  # downstream batch -> the upstream batches whose files it read
     unread: tuple[int, ...]  # upstream batches that wrote files after the newest one read (the lag)
     written: Mapping[str, int | None] = field(default_factory=dict, repr=False)  # the table's files (``norm``) -> upstream batch
-
-    def upstream_batches_of(self, downstream_batch: int) -> tuple[int, ...]:
-        return self.read.get(downstream_batch, ())
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from statelens.analysis.checkpoint.doctor import examine
 from statelens.analysis.core.errors import NotACheckpoint, StateLensError
-from statelens.analysis.pipeline.model import Flow, flow_at, with_currency
+from statelens.analysis.pipeline.model import Flow, flow_at, storage_root, with_currency
 from statelens.analysis.runs.fleet import CheckpointRow, row_of
 from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from statelens.spark_io.storage import open_storage
@@ -83,7 +83,7 @@ def flows_of(paths: list[str]) -> dict[str, Flow]:
     by_root: dict[str, list[str]] = {}
     for p, f in found.items():
         if f is not None:
-            by_root.setdefault(p.rstrip("/").rsplit("/", 6)[0], []).append(p)
+            by_root.setdefault(storage_root(p), []).append(p)
     out: dict[str, Flow] = {}
     for group in by_root.values():
         marked = with_currency(found[p] for p in group)  # type: ignore[misc]

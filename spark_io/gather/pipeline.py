@@ -25,6 +25,7 @@ from statelens.analysis.pipeline.model import (
     link,
     norm,
     parent,
+    storage_root,
 )
 from statelens.spark_io.gather.diagnosis import why_missing
 from statelens.spark_io.gather.fleet import checkpoint_row, find_checkpoints, flows_of
@@ -126,7 +127,7 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             f"No checkpoint (a folder with offsets/ and commits/) under {root}: give the folder that holds them."
         )
     flows = flows_of(paths)
-    several = len({_storage_root(p) for p in flows}) > 1  # flows of several pipelines' storage roots
+    several = len({storage_root(p) for p in flows}) > 1  # flows of several pipelines' storage roots
     notes: list[str] = []
     queries: dict[str, PipelineQuery] = {}
     reads: dict[str, dict[int, dict[int, list[str]]]] = {}
@@ -175,7 +176,7 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             continue
         table_name = sdp_table or log.logged.rsplit("/", 1)[-1]
         readers = {
-            _storage_root(q.checkpoint)
+            storage_root(q.checkpoint)
             for q in queries.values()
             if q.flow and any(norm(f) == log.logged for _, f in q.sources.values())
         }
@@ -189,17 +190,12 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
     return Pipeline(root, tuple(queries.values()), tuple(hops), tuple(notes))
 
 
-def _storage_root(path: str) -> str:
-    """A Declarative Pipeline flow's storage root: its checkpoint's path above ``_checkpoints``."""
-    return path.rstrip("/").rsplit("/", 6)[0]
-
-
 def _name(root: str, path: str, flow: Flow | None, several: bool) -> str:
     """A query's name: its flow's (``silver``; under a root holding several pipelines' storage roots,
     ``<storage root>:silver``), else its checkpoint's folder relative to the root."""
     if flow is None:
         return _rel(root, path)
-    return f"{_rel(root, _storage_root(path))}:{flow.name}" if several else flow.name
+    return f"{_rel(root, storage_root(path))}:{flow.name}" if several else flow.name
 
 
 def _with_sink(q: PipelineQuery, sink: str, how: str) -> PipelineQuery:
@@ -222,7 +218,7 @@ def _writer(
         if q.flow and q.flow.current and q.flow.table == table and (not schema or not sdp or q.flow.schema == schema)
     ]
     if len(current) > 1 and readers:
-        current = [q for q in current if _storage_root(q.checkpoint) in readers]
+        current = [q for q in current if storage_root(q.checkpoint) in readers]
     if len(current) == 1:
         return current[0].name, f"the Declarative Pipeline's table {current[0].flow.schema}.{table}"  # type: ignore[union-attr]
     if len(current) > 1:
