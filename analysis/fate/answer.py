@@ -248,6 +248,14 @@ def verdicts(
     reports: dict[tuple[int, str | None], WhyMissingReport] = {}
     for op_id, field_name in dict.fromkeys(chosen.values()):
         asked = [k for k in q.keys if chosen[k] == (op_id, field_name)]
+        keys = walk.view(operator_of(info, op_id)).keys
+        if field_name is None and q.key_field is not None and keys:
+            # no operator's key holds the column asked: its value is no key of this operator's (looking
+            # it up in the operator's own key field would answer for another field); the records tell
+            held = ", ".join(dict.fromkeys(c.name for cols in keys.values() for c in cols))
+            why = f"its key ({held}) does not hold {q.key_field}; the input records followed through it tell what became of them"
+            reports[(op_id, field_name)] = failed_verdict(info, op_id, q.batch, field_name, asked, why, access)
+            continue
         try:
             one = q.but(keys=tuple(asked), operator=op_id, key_field=field_name)
             reports[(op_id, field_name)] = diagnose.why_missing(access, info, one, progress, arrivals(asked, op_id))
