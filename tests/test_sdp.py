@@ -329,3 +329,18 @@ def test_several_pipelines_storage_roots_under_one_root_keep_their_flows_apart(t
     names = {q.name for q in p.queries}
     assert names == {f"{t}/storage:{n}" for t in ("team-a", "team-b") for n in ("bronze", "silver", "gold", "gold@v0")}
     assert {q.name for q in p.queries if q.flow and not q.flow.current} == {"team-a/storage:gold@v0", "team-b/storage:gold@v0"}
+
+
+def test_a_storage_root_deep_in_a_folder_is_still_found(tmp_path: Path) -> None:
+    """The pipeline's own layout under _checkpoints (five folders) does not count against how deep
+    ls looks: a storage root three folders down lists its flows (a plain checkpoint that deep is found
+    too; one deeper than the limit is not searched for)."""
+    import shutil
+
+    shutil.copytree(ORDERS / "storage", tmp_path / "a" / "b" / "c" / "storage")
+    shutil.copytree(
+        ORDERS / "storage" / "_checkpoints" / "spark_catalog" / "default" / "silver" / "silver" / "0",
+        tmp_path / "a" / "b" / "c" / "plain",
+    )
+    rows = statelens.ls(str(tmp_path))
+    assert sorted(r.flow or Path(r.path).name for r in rows) == ["bronze", "gold", "gold@v0", "plain", "silver"]

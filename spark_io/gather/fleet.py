@@ -11,12 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from statelens.analysis.checkpoint.doctor import examine
 from statelens.analysis.core.errors import NotACheckpoint, StateLensError
-from statelens.analysis.pipeline.model import Flow, flow_at, storage_root, with_currency
+from statelens.analysis.pipeline.model import SDP_FOLDER, Flow, flow_at, storage_root, with_currency
 from statelens.analysis.runs.fleet import CheckpointRow, row_of
 from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from statelens.spark_io.storage import open_storage
 
 MAX_DEPTH = 8  # folders below the prefix a checkpoint may sit at
+SDP_DEPTH = 5  # a Declarative Pipeline's flows sit this much deeper below its _checkpoints
 MAX_CHECKPOINTS = 1000
 # folders of a table's own bookkeeping, never holding a checkpoint; other folders starting with _ are
 # searched (a Declarative Pipeline's _checkpoints, a team's table/_checkpoint)
@@ -25,21 +26,25 @@ CHECKPOINTS_AT_ONCE = 8
 
 
 def find_checkpoints(prefix: str) -> list[str]:
-    """The folders under ``prefix`` (itself included) holding ``offsets/`` and ``commits/``, sorted."""
+    """The folders under ``prefix`` (itself included) holding ``offsets/`` and ``commits/``, sorted.
+    At most MAX_DEPTH folders down, not counting a Declarative Pipeline's own layout under its
+    ``_checkpoints`` (catalog, schema, table, flow, version)."""
     storage = open_storage(prefix, what="folder")
     found: list[str] = []
-    level = [""]
-    for _ in range(MAX_DEPTH + 1):
-        if not level or len(found) >= MAX_CHECKPOINTS:
-            break
-        listings = storage.map(storage.listdir, level)
-        below: list[str] = []
-        for rel, entries in zip(level, listings, strict=True):
+    level = [("", MAX_DEPTH)]  # (folder, how many folders further down a checkpoint may be)
+    while level and len(found) < MAX_CHECKPOINTS:
+        listings = storage.map(storage.listdir, [rel for rel, _ in level])
+        below: list[tuple[str, int]] = []
+        for (rel, left), entries in zip(level, listings, strict=True):
             dirs = {e.name: e.path for e in entries if e.is_dir}
             if "offsets" in dirs and "commits" in dirs:
                 found.append(storage.where(rel))
-            else:
-                below += [p for n, p in dirs.items() if not n.startswith((".", *NOT_CHECKPOINTS))]
+            elif left > 0:
+                below += [
+                    (p, left - 1 + (SDP_DEPTH if n == SDP_FOLDER else 0))
+                    for n, p in dirs.items()
+                    if not n.startswith((".", *NOT_CHECKPOINTS))
+                ]
         level = below
     if not found and storage.info("") is None:
         raise NotACheckpoint(f"{prefix} does not exist (or holds nothing): check the path.")
