@@ -743,8 +743,8 @@ def foreign_sink(info: CheckpointInfo, folder: str) -> str | None:
             versions = [
                 int(e.name) for e in open_storage("/".join(parts[:-1]), check=False).listdir("") if e.is_dir and e.name.isdigit()
             ]
-        except (OSError, StateLensError):
-            versions = []
+        except (OSError, StateLensError) as e:  # a newer version may have rewritten the table: not credited
+            return f"whether a full refresh rewrote the table cannot be told: the flow's versions cannot be listed ({getattr(e, 'message', None) or e})"
         newer = max(versions, default=flow.version)
         if newer > flow.version:
             return (
@@ -755,7 +755,7 @@ def foreign_sink(info: CheckpointInfo, folder: str) -> str | None:
     try:
         logs, _ = sink_logs(open_storage(folder, check=False))
     except (OSError, StateLensError):
-        return None
+        return None  # its search says why it cannot be read
     last_log = max((int(e.name.split(".")[0]) for e in logs), default=-1)
     last = info.batches[-1].batch_id if info.batches else -1
     if last_log > last:

@@ -46,27 +46,24 @@ def _join(folder: str, name: str) -> str:
     return folder.rstrip("/") + "/" + name
 
 
-def _sink_log(storage: Storage, folder: str) -> SinkLog | None:
-    """The folder's file sink log, or None when it has none (not a file sink's table)."""
+def _sink_log(storage: Storage, folder: str) -> tuple[SinkLog | None, str | None]:
+    """The folder's file sink log (None: it has none, not a file sink's table), or why it cannot be read."""
     try:
         logs, texts = sink_logs(storage)
-    except (OSError, StateLensError):
-        return None
+    except (OSError, StateLensError) as e:
+        return None, f"its _spark_metadata log cannot be read ({getattr(e, 'message', None) or e})"
     if not logs:
-        return None
+        return None, None
     owner = sink_log_owner(logs, texts)
     files = {norm(logged): batch for batch, _, logged in owner.values()}
     logged = parent(next(iter(files))) if files else norm(folder)
-    return SinkLog(folder, logged, files, tuple(sorted(int(e.name.split(".")[0]) for e in logs)))
+    return SinkLog(folder, logged, files, tuple(sorted(int(e.name.split(".")[0]) for e in logs))), None
 
 
 def _stamps(storage: Storage, folder: str) -> dict[int, int]:
-    """batch -> the modification time (ms) of its file in a log folder (``offsets``, ``commits``, ``_spark_metadata``)."""
-    try:
-        entries = storage.listdir(folder)
-    except (OSError, StateLensError):
-        return {}
-    return {int(e.name.split(".")[0]): e.mtime_ns // 1_000_000 for e in entries if e.name.split(".")[0].isdigit()}
+    """batch -> the modification time (ms) of its file in a log folder (``offsets``, ``commits``,
+    ``_spark_metadata``); raises what the listing raised."""
+    return {int(e.name.split(".")[0]): e.mtime_ns // 1_000_000 for e in storage.listdir(folder) if e.name.split(".")[0].isdigit()}
 
 
 def _written_during(sink: dict[int, int], offsets: dict[int, int], commits: dict[int, int]) -> bool:
@@ -91,29 +88,33 @@ def _table_folders(data_root: str | None, flows: Iterable[Flow]) -> dict[str, st
     return out
 
 
-def _tables_in(folder: str) -> list[str]:
-    """The folders directly in ``folder`` holding a file sink's log."""
+def _tables_in(folder: str, notes: list[str]) -> list[str]:
+    """The folders directly in ``folder`` holding a file sink's log (a folder that cannot be listed: said in ``notes``)."""
     try:
         storage = open_storage(folder, check=False)
         dirs = [e for e in storage.listdir("") if e.is_dir and not e.name.startswith((".", "_"))]
         logged = storage.map(lambda e: storage.info(_join(e.name, "_spark_metadata")) is not None, dirs)
-    except (OSError, StateLensError):
+    except (OSError, StateLensError) as e:
+        notes.append(f"the tables beside {folder} were not looked for: it cannot be listed ({getattr(e, 'message', None) or e})")
         return []
     return [open_storage(storage.where(e.name), check=False).where("") for e, has in zip(dirs, logged, strict=True) if has]
 
 
-def _located(logged_folder: str, data_root: str | None) -> str | None:
-    """Where a table whose files were logged in ``logged_folder`` is now: there, or under the data root
-    by its folder's name (a copy of the warehouse)."""
+def _located(logged_folder: str, data_root: str | None, notes: list[str]) -> str | None:
+    """Where a table whose files were logged in ``logged_folder`` is now: under the data root by its
+    folder's name (a copy of the warehouse), else there (a place that cannot be read: said in ``notes``)."""
     candidates = [_join(data_root, logged_folder.rstrip("/").rsplit("/", 1)[-1])] if data_root else []
     candidates.append(local_path(logged_folder) if is_local(logged_folder) else logged_folder)
+    failed = []
     for c in candidates:
         try:
             storage = open_storage(c, check=False)
             if storage.info("_spark_metadata") is not None:
                 return storage.where("")
-        except (OSError, StateLensError):
-            continue
+        except (OSError, StateLensError) as e:
+            failed.append(f"{c} ({getattr(e, 'message', None) or e})")
+    if failed:
+        notes.append(f"the table read from {logged_folder} was not found: cannot be read at {'; '.join(failed)}")
     return None
 
 
@@ -160,18 +161,21 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
     tables: dict[str, str | None] = {}  # where it is now -> a Declarative Pipeline table's name
     for q in queries.values():
         for _, logged in q.sources.values():
-            where = _located(logged, data_root)
+            where = _located(logged, data_root, notes)
             if where is not None:
                 tables.setdefault(where, None)
     tables.update(_table_folders(data_root, flows.values()))
     # a table no query reads (the last one) sits beside the others, or under the data root
     for parent_folder in {t.rstrip("/").rsplit("/", 1)[0] for t in tables} | ({data_root} if data_root else set()):
-        for where in _tables_in(parent_folder):
+        for where in _tables_in(parent_folder, notes):
             tables.setdefault(where, None)
     writers: dict[str, tuple[str, SinkLog]] = {}
+    batch_times = _BatchTimes()
     for where, sdp_table in tables.items():
         storage = open_storage(where, what="folder", check=False)
-        log = _sink_log(storage, where)
+        log, unreadable = _sink_log(storage, where)
+        if unreadable:
+            notes.append(f"the table at {where}: {unreadable}")
         if log is None:
             continue
         table_name = sdp_table or log.logged.rsplit("/", 1)[-1]
@@ -180,7 +184,7 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             for q in queries.values()
             if q.flow and any(norm(f) == log.logged for _, f in q.sources.values())
         }
-        writer, how = _writer(root, table_name, sdp_table is not None, queries.values(), storage, readers)
+        writer, how = _writer(root, table_name, sdp_table is not None, queries.values(), storage, readers, batch_times)
         if writer is None:
             notes.append(f"the table at {where} ({len(log.batches)} batches logged): {how}")
             continue
@@ -204,8 +208,32 @@ def _with_sink(q: PipelineQuery, sink: str, how: str) -> PipelineQuery:
     )
 
 
+class _BatchTimes:
+    """Each checkpoint's batch times (``offsets/N`` and ``commits/N`` modification times), listed once
+    for every table whose writer is told by time."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[dict[int, int], dict[int, int]] | str] = {}
+
+    def of(self, checkpoint: str) -> tuple[dict[int, int], dict[int, int]] | str:
+        """(offsets, commits) times, or why they cannot be listed."""
+        if checkpoint not in self._seen:
+            cp = open_storage(checkpoint, check=False)
+            try:
+                self._seen[checkpoint] = (_stamps(cp, "offsets"), _stamps(cp, "commits"))
+            except (OSError, StateLensError) as e:
+                self._seen[checkpoint] = str(getattr(e, "message", None) or e)
+        return self._seen[checkpoint]
+
+
 def _writer(
-    root: str, table_name: str, sdp: bool, queries: Iterable[PipelineQuery], storage: Storage, readers: set[str]
+    root: str,
+    table_name: str,
+    sdp: bool,
+    queries: Iterable[PipelineQuery],
+    storage: Storage,
+    readers: set[str],
+    batch_times: _BatchTimes,
 ) -> tuple[str | None, str]:
     """The query writing a table, and how that is known; (None, why not) when it is not. ``readers``:
     the storage roots of the Declarative Pipeline flows reading it (several pipelines may name a table
@@ -223,14 +251,21 @@ def _writer(
         return current[0].name, f"the Declarative Pipeline's table {current[0].flow.schema}.{table}"  # type: ignore[union-attr]
     if len(current) > 1:
         return None, f"{len(current)} current flows write table {table}: {', '.join(q.name for q in current)}"
-    sink_times = _stamps(storage, "_spark_metadata")
-    fits = []
+    try:
+        sink_times = _stamps(storage, "_spark_metadata")
+    except (OSError, StateLensError) as e:
+        return None, f"its log's times cannot be listed ({getattr(e, 'message', None) or e})"
+    fits, unlisted = [], []
     for q in queries:
-        cp = open_storage(q.checkpoint, check=False)
-        if _written_during(sink_times, _stamps(cp, "offsets"), _stamps(cp, "commits")):
+        times = batch_times.of(q.checkpoint)
+        if isinstance(times, str):
+            unlisted.append(f"{q.name} ({times})")
+        elif _written_during(sink_times, *times):
             fits.append(q)
-    if len(fits) == 1:
+    if len(fits) == 1 and not unlisted:
         return fits[0].name, "its _spark_metadata entries were written while this query's batches of the same numbers ran"
+    if unlisted:
+        return None, f"the batch times of {len(unlisted)} queries cannot be listed: {'; '.join(unlisted[:3])}"
     if fits:
         return None, f"its log fits the batches of {len(fits)} queries ({', '.join(q.name for q in fits)}): give the event log"
     return None, f"no query under {root} wrote it (its log entries match no query's batches)"
@@ -242,7 +277,8 @@ def _stateless_answer(
     """A query without state: the key's records in what it read, and its rows in the table it wrote."""
     search = search_inputs(info, [key], columns, roots)
     records = [r for r in search.records if r.key == key]
-    rows = search_sink(sink, [key], columns)[0].get(key, []) if sink else []
+    found, unsearched = search_sink(sink, [key], columns) if sink else ({}, None)
+    rows = found.get(key, [])
     read = tuple((r.batch_id, r.file) for r in records)
     written = tuple(sorted({r.batch_id for r in rows if r.batch_id is not None}))
     if rows:
@@ -258,10 +294,14 @@ def _stateless_answer(
         return HopAnswer(
             name, outcome, outcome if outcome == NEVER else None, None, said, (), (), {"key": key, "outcome": outcome}
         )
-    said = (
-        f"Unknown: it read {len(records)} record(s) of it (batch {records[0].batch_id}, {records[0].file_name}) and its table "
-        "holds none: a query without state drops a row only in a filter or a projection; its plan (the event log) tells which."
+    table = (
+        f"its table could not be searched ({unsearched})"
+        if unsearched
+        else (
+            "its table holds none: a query without state drops a row only in a filter or a projection; its plan (the event log) tells which"
+        )
     )
+    said = f"Unknown: it read {len(records)} record(s) of it (batch {records[0].batch_id}, {records[0].file_name}) and {table}."
     return HopAnswer(
         name, "unknown", None, {"batch_id": records[0].batch_id, "file": records[0].file}, said, read, (), {"key": key}
     )

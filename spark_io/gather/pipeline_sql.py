@@ -12,7 +12,7 @@ from typing import Any
 from statelens.analysis.core.errors import SqlError
 from statelens.analysis.pipeline.model import Pipeline
 from statelens.spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGET, DEFAULT_TIMEOUT
-from statelens.spark_io.gather.workspace import QueryResult, Workspace, locked_connection, run_sql
+from statelens.spark_io.gather.workspace import QueryResult, Workspace, explain, locked_connection, run_sql
 
 _PART = r'"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_]*'
 # strings and comments (kept as they are), or a qualified name: schema . table
@@ -68,8 +68,4 @@ class PipelineSql:
         rewritten = _TOKENS.sub(swap, sql)
         if not tables:
             raise SqlError(f"The query names no query's table. {self.tables_hint()}")
-        return run_sql(self._con, tables, rewritten, max_rows, self.timeout, self._explain), batches
-
-    def _explain(self, e: Exception) -> str:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"{msg} {self.tables_hint()}" if "does not exist" in msg else msg
+        return run_sql(self._con, tables, rewritten, max_rows, self.timeout, lambda e: explain(e, self.tables_hint())), batches

@@ -182,6 +182,14 @@ def locked_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def explain(e: duckdb.Error, hint: str) -> str:
+    """DuckDB's error in one line; a table that does not exist with the tables there are (``hint``)."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if "does not exist" in msg and ("Table" in msg or "Catalog" in msg):
+        return f"{msg} {hint}"
+    return msg
+
+
 def run_sql(
     con: duckdb.DuckDBPyConnection,
     tables: dict[str, Any],
@@ -380,10 +388,7 @@ class Workspace:
         return self._arrow[self.specs[name.lower()].name]
 
     def _explain(self, e: duckdb.Error) -> str:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if "does not exist" in msg and ("Table" in msg or "Catalog" in msg):
-            return f"{msg} {self.tables_hint()}"
-        return msg
+        return explain(e, self.tables_hint())
 
     def close(self) -> None:
         """The connection closed and the spilled tables' files removed."""
