@@ -115,6 +115,7 @@ sections = {
     "Checkpoint": [
         st.Page("views/overview.py", title="Overview", icon=":material/timeline:", default=True),
         st.Page("views/checkpoints.py", title="Checkpoints", icon=":material/folder_open:"),
+        st.Page("views/pipeline.py", title="Pipeline", icon=":material/lan:"),
         st.Page("views/operators.py", title="Operators and stores", icon=":material/account_tree:"),
     ],
     "State": [

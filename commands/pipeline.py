@@ -21,20 +21,9 @@ def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _batches(ns: tuple[int, ...] | list[int]) -> str:
-    """0-3, 6, 8-9"""
-    out: list[str] = []
-    for n in sorted(ns):
-        if out and out[-1].split("-")[-1] == str(n - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{n}"
-        else:
-            out.append(str(n))
-    return ", ".join(out)
-
-
 def run(args: argparse.Namespace) -> None:
     import statelens
-    from statelens.text import human_bytes
+    from statelens.text import batch_ranges, health_text, human_bytes
 
     pipeline = statelens.open_pipeline(args.root, data_root=args.data_root)
     if args.json:
@@ -53,17 +42,17 @@ def run(args: argparse.Namespace) -> None:
                 fmt_ms(q.watermark_ms or 0),
                 human_bytes(q.state_bytes),
                 q.sink or "-",
-                q.problem or ("superseded by a full refresh" if q.flow and not q.flow.current else "ok"),
+                health_text(q),
             ])  # fmt: skip
         print(table(["query", "last batch", "watermark (UTC)", "state", "writes", "health"], rows))
         for h in [h for h in pipeline.hops if h.downstream in group]:
             down = pipeline.query(h.downstream)
             read = sorted({n for ns in h.read.values() for n in ns})
-            line = f"  {h.upstream} -> {h.downstream} through {h.table}: its batches {_batches(list(h.read))} read {h.upstream}'s batches {_batches(read)}"
+            line = f"  {h.upstream} -> {h.downstream} through {h.table}: its batches {batch_ranges(list(h.read))} read {h.upstream}'s batches {batch_ranges(read)}"
             if down.flow and not down.flow.current:
                 line += "; superseded, no longer runs"
             elif h.unread:
-                line += f"; lag: {len(h.unread)} batch(es) written and not read yet ({_batches(h.unread)})"
+                line += f"; lag: {len(h.unread)} batch(es) written and not read yet ({batch_ranges(h.unread)})"
             else:
                 line += "; lag: none"
             print(line)

@@ -33,7 +33,8 @@ def add(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--key-field",
         default=None,
-        help="the input column or state key field the keys are values of (default: the operators' key columns, e.g. user_id)",
+        help="the input column or state key field the keys are values of (default: the operators' key columns, e.g. user_id); "
+        "with a root, where a query renamed it, that query's column too: user,gold=customer",
     )
     p.add_argument(
         "--join-type",

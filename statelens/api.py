@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from statelens import results
@@ -175,7 +175,7 @@ def sql_across(root: str, query: str, data_root: str | None = None, max_rows: in
 def why_missing_across(
     root: str,
     *keys: str,
-    key_field: str | None = None,
+    key_field: str | Mapping[str, str] | None = None,
     event_log: str | None = None,
     data_root: str | None = None,
     input_root: str | None = None,
@@ -183,13 +183,17 @@ def why_missing_across(
     """Each key followed through every query under ``root``, from the first query's input (``input_root``,
     when its files moved) through each table to the last: per key its outcome at the pipeline's end,
     the cause and the query, operator and batch it happened in (with the upstream batch that wrote the
-    record's file), and each query's own answer (``analysis.pipeline.fate.PipelineKeyAnswer``)."""
+    record's file), and each query's own answer (``analysis.pipeline.fate.PipelineKeyAnswer``).
+    ``key_field``: the keys' column; where a query renamed it, that query's column too, as
+    ``"user,gold=customer"`` or ``{"": "user", "gold": "customer"}``."""
+    from statelens.analysis.pipeline.model import key_fields
     from statelens.spark_io.gather.pipeline import open_pipeline as found
     from statelens.spark_io.gather.pipeline import why_missing_across as across
 
     if not keys:
         raise InvalidInput("Give the keys to explain: statelens.why_missing_across(root, 'ord-42', key_field=...).")
-    return across(found(root, data_root), [str(k) for k in keys], key_field, event_log, (input_root,) if input_root else ())
+    fields = key_fields(key_field) if isinstance(key_field, str) else key_field
+    return across(found(root, data_root), [str(k) for k in keys], fields, event_log, (input_root,) if input_root else ())
 
 
 def open(path: str, keep: bool = False) -> Checkpoint:

@@ -218,9 +218,10 @@ def test_the_pages_ask_through_statelens_only() -> None:
         )
         asking |= {m for m in mods if m.split(".")[0] == "statelens"}
     assert "statelens" in asking and "statelens.server" in asking
-    # the app's caches wrap the checkpoint's methods: no cached function of its own reads the engine
+    # the app's caches wrap the checkpoint's methods (and statelens's questions about a root): no cached
+    # function of its own reads the engine
     common = (ROOT / "views" / "common.py").read_text()
-    assert common.count("@st.cache_resource") <= 2 and common.count("@st.cache_data") <= 3, "a cache that re-wires a question"
+    assert common.count("@st.cache_resource") <= 2 and common.count("@st.cache_data") <= 4, "a cache that re-wires a question"
 
 
 def test_operator_kinds_are_read_in_one_registry() -> None:

@@ -87,6 +87,19 @@ def checkpoints_under(prefix: str) -> Any:
     return _checkpoints_under(prefix, reader())
 
 
+def sample_pipeline() -> tuple[str, str]:
+    """The bundled Declarative Pipeline: its storage root and its warehouse ('' when not bundled or not allowed)."""
+    found = SAMPLES_DIR / "sdp" / "orders"
+    storage, warehouse = str(found / "storage"), str(found / "warehouse")
+    return (storage, warehouse) if (found / "storage").is_dir() and auth.may(storage) else ("", "")
+
+
+def sample_data_root(root: str) -> str:
+    """Where the bundled pipeline's tables are, given its storage root, else ''."""
+    storage, warehouse = sample_pipeline()
+    return warehouse if storage and root.rstrip("/") == storage else ""
+
+
 def _beside(checkpoint_path: str, shared: str, own: str) -> str:
     """What the generator kept beside a bundled sample: ``<shared>/<name>`` for a sample, ``<own>`` in a
     pipeline's folder (pipelines/<name>/checkpoint beside pipelines/<name>/<own>); '' when there is none."""
@@ -237,6 +250,63 @@ def cached(path: str, event_log: str | None = None, fresh: bool = False) -> stat
     each answer given to each session as its own copy until the checkpoint commits again (or
     ``event_log`` grows); ``fresh``: and at most 30 s (a batch in flight runs on)."""
     return cast(statelens.Checkpoint, _Cached(path, event_log, fresh))
+
+
+@st.cache_data(show_spinner=False, ttl=30, max_entries=32)
+def _across(question: str, root: str, data_root: str | None, who: Reader, args: tuple[Any, ...], kw: tuple[Any, ...]) -> Any:
+    return getattr(statelens, question)(root, *args, data_root=data_root, **dict(kw))
+
+
+def _checked(root: str, data_root: str | None, *others: tuple[str, str | None]) -> None:
+    """The paths of a question about a root, said in the run's audit line and checked against the user's bounds."""
+    for what, path in (("root", root), ("data root", data_root), *others):
+        if path:
+            auth.typed(what, path)
+            server.check_allowed(path, "folder" if what != "event log" else what)
+
+
+def pipeline_cached(root: str, data_root: str | None = None) -> Any:
+    """The queries under ``root`` and the hops between them (``statelens.open_pipeline``). Each question
+    about a root is kept 30 s for sessions with the same bounds (the user's bounds checked first, every run)."""
+    _checked(root, data_root)
+    return _across("open_pipeline", root, data_root, reader(), (), ())
+
+
+def why_missing_across_cached(
+    root: str, keys: tuple[str, ...], key_field: str | None, event_log: str | None, data_root: str | None, input_root: str | None
+) -> Any:
+    """Each key followed through every query under ``root`` (``statelens.why_missing_across``)."""
+    _checked(root, data_root, ("event log", event_log), ("input", input_root))
+    kw = (("key_field", key_field), ("event_log", event_log), ("input_root", input_root))
+    return _across("why_missing_across", root, data_root, reader(), keys, kw)
+
+
+def sql_across_cached(root: str, query: str, data_root: str | None, max_rows: int) -> Any:
+    """DuckDB SQL over the state of every query under ``root`` (``statelens.sql_across``)."""
+    _checked(root, data_root)
+    return _across("sql_across", root, data_root, reader(), (query,), (("max_rows", max_rows),))
+
+
+def pipeline_root() -> str | None:
+    """The sidebar's path when it is no checkpoint but holds some (a pipeline's root), else None (a path
+    that is not usable is said by the checkpoint's own pages)."""
+    path = current_path()
+    if not path:
+        return None
+    try:
+        if server.is_local(path):
+            statelens.open(path)
+        else:
+            cached(path).info()  # what the checkpoint's pages ask first, kept
+    except statelens.NotACheckpoint:
+        try:
+            pipeline_cached(path)  # kept: the page asks it next
+        except statelens.StateLensError:
+            return None  # no checkpoint under it either: the checkpoint's message says what to give
+        return path
+    except statelens.StateLensError:
+        return None
+    return None
 
 
 def checkpoint_info() -> Any:

@@ -10,7 +10,20 @@ import streamlit as st
 
 import statelens
 from statelens.analysis.charts.export import display_table, to_csv_bytes, to_parquet_bytes
-from statelens.views.common import audited, cached, checkpoint_info, current_tz, grid_height, guard, with_progress, workspace
+from statelens.analysis.charts.pipeline import health
+from statelens.views.common import (
+    audited,
+    cached,
+    checkpoint_info,
+    current_tz,
+    grid_height,
+    guard,
+    pipeline_cached,
+    pipeline_root,
+    sql_across_cached,
+    with_progress,
+    workspace,
+)
 
 try:  # an offline code editor (react-ace); a plain text area when it is not installed
     from code_editor import code_editor
@@ -57,8 +70,65 @@ def _pick_example(examples: dict[str, str], select_key: str) -> None:
         st.session_state[SQL_KEY] = examples[name]
 
 
+def _schema(name: str) -> str:
+    return name if name.isidentifier() else '"' + name.replace('"', '""') + '"'
+
+
+def across_pipeline(root: str) -> None:
+    """Given a root of several checkpoints: one DuckDB catalog, a schema per query (``silver.op0``),
+    each at its query's last committed batch (``statelens.sql_across``). Linkable: ?checkpoint=ROOT&sql=..."""
+    pipeline = pipeline_cached(root)
+    stateful = [n for n in pipeline.order() if pipeline.query(n).state_bytes and health(pipeline.query(n)) != "superseded"]
+    st.caption(
+        f"{root} holds several checkpoints: each query is a schema ("
+        + ", ".join(_schema(q) for q in pipeline.order())
+        + ") holding its own SQL page's tables (op0, op0_changes, a join's sides ...), each at its last committed batch."
+    )
+    if "sql_across_text" not in st.session_state:
+        st.session_state["sql_across_text"] = (
+            st.query_params.get("sql")
+            or "\nUNION ALL\n".join(f"SELECT '{q}' AS query, count(*) AS state_rows FROM {_schema(q)}.op0" for q in stateful)
+            or "SELECT 1"
+        )
+        st.session_state["sql_autorun"] = bool(st.query_params.get("sql"))
+    st.text_area("Query", key="sql_across_text", height=180)
+    if st.button("Run", type="primary", key="sql_run") or st.session_state.pop("sql_autorun", False):
+        sql = st.session_state["sql_across_text"]
+        st.query_params.update({"checkpoint": root, "sql": sql})
+        rows = with_progress(
+            "Loading the tables the query names, then running it",
+            lambda: sql_across_cached(root, sql, None, MAX_ROWS),
+            "sql",
+        )
+        cut = f" (cut at {MAX_ROWS:,} rows)" if rows.truncated else ""
+        st.caption(f"**{rows.table.num_rows:,} rows**{cut} · {rows.title}")
+        st.dataframe(
+            display_table(rows.table, current_tz()),
+            hide_index=True,
+            width="stretch",
+            height=grid_height(rows.table.num_rows, 480),
+        )
+        for label, convert, mime in (
+            ("CSV", to_csv_bytes, "text/csv"),
+            ("Parquet", to_parquet_bytes, "application/octet-stream"),
+        ):
+            file = f"statelens-pipeline-query.{label.lower()}"
+            st.download_button(
+                label,
+                audited(functools.partial(convert, rows.table), file),
+                file,
+                mime,
+                key=f"dl_{label.lower()}",
+                on_click="ignore",
+            )
+
+
 st.header("SQL")
-info = checkpoint_info()
+pipeline_at = pipeline_root()  # a root holding several checkpoints: its pipeline's questions
+if pipeline_at:
+    with guard():
+        across_pipeline(pipeline_at)
+info: Any = None if pipeline_at else checkpoint_info()
 if info is not None:
     committed = [b.batch_id for b in info.committed_batches]
     if not info.operators or not committed:

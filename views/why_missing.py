@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 import statelens
@@ -30,8 +31,12 @@ from statelens.views.common import (
     metric_row,
     opened,
     operator_label,
+    pipeline_cached,
+    pipeline_root,
+    sample_data_root,
     sample_input_root,
     sample_sink,
+    why_missing_across_cached,
     why_missing_cached,
     with_progress,
 )
@@ -70,8 +75,10 @@ CAUSE_WORDS = {
     "no_match_in_input": "no match in the input",
     "waiting_for_watermark": "waiting for the watermark",
     "unknown": "cause unknown",
+    "not_read_yet": "written upstream, not read yet",
+    "key_not_followed": "key not followed",
 }
-CAUSE_COLOR = {"waiting_for_watermark": "orange", "unknown": "gray"}
+CAUSE_COLOR = {"waiting_for_watermark": "orange", "not_read_yet": "orange", "unknown": "gray", "key_not_followed": "gray"}
 ANY_KEY_COLUMN = ""  # the whole query's key field select: every operator's key column
 WHOLE = -1  # the operator select's choice for the whole query: input -> every operator -> output
 JOIN_TYPES = {
@@ -180,8 +187,118 @@ def show_verdicts(results: list[Any]) -> None:
                 st.caption("Looking for look-alike keys in the other partitions…")
 
 
+def across_pipeline(root: str) -> None:
+    """Given a root of several checkpoints: each key followed through every query, from the first one's
+    input through each table to the last (``statelens.why_missing_across``). Linkable:
+    ?checkpoint=ROOT&key=K&key_field=F&data_root=DIR"""
+    params = st.query_params
+    if "wm_keys" not in st.session_state and params.get_all("key"):
+        st.session_state["wm_keys"] = "\n".join(params.get_all("key"))
+        st.session_state["wm_key_column"] = params.get("key_field", "")
+        st.session_state["wm_autorun"] = True
+    st.session_state.setdefault("wm_data_root", params.get("data_root") or sample_data_root(root))
+    st.caption(
+        f"{root} holds several checkpoints: each key is followed through every query under it, from the first "
+        "query's input through each table to the last. The answer is the pipeline's end's; each query's own follows."
+    )
+    row = st.columns(3)
+    key_field = (
+        row[0]
+        .text_input("Key column", key="wm_key_column", help="The column the keys are values of, in every query's input.")
+        .strip()
+    )
+    data_root = (
+        row[1]
+        .text_input(
+            "Tables' folder (optional)",
+            key="wm_data_root",
+            help="Where the tables are now, when not where the logs say: a Declarative Pipeline's warehouse, a copy.",
+        )
+        .strip()
+    )
+    input_root = (
+        row[2]
+        .text_input(
+            "Input folder, if the files moved (optional)",
+            key="wm_across_input",
+            help="The folder holding the first query's source folders now.",
+        )
+        .strip()
+    )
+    keys_text = st.text_area("Keys (one per line)", key="wm_keys", height=110, placeholder="ord-42\nord-43")
+    keys = tuple(k for k in (line.strip() for line in keys_text.splitlines()) if k)
+    clicked = st.button("Diagnose", type="primary", key="wm_run")
+    run = (clicked and bool(keys)) or st.session_state.pop("wm_autorun", False)
+    if clicked and not keys:
+        st.warning("Type at least one key above, one per line.")
+    event_log = current_event_log()
+    typed = (root, keys, key_field, data_root, input_root, event_log)
+    if not (run or (keys and st.session_state.get("wm_last") == typed)):
+        return
+    st.session_state["wm_last"] = typed
+    st.query_params.update(
+        {"checkpoint": root, "key": list(keys)} | {k: v for k, v in (("key_field", key_field), ("data_root", data_root)) if v}
+    )
+    answers = with_progress(
+        "Following each key through every query's input, state and table",
+        lambda: why_missing_across_cached(root, keys, key_field or None, event_log, data_root or None, input_root or None),
+        "why-missing-across",
+    )
+    pipeline = pipeline_cached(root, data_root or None)
+    st.caption("Each key across " + " → ".join(pipeline.order()) + " · this page's URL links to this diagnosis")
+    for a in answers:
+        with st.container(border=True):
+            color, label = OUTCOME_STYLE.get(a.outcome, ("gray", a.outcome.replace("_", " ")))
+            at = a.cause_at or {}
+            where = "".join(
+                f" · {word} {at[k]}"
+                for k, word in (
+                    ("query", "in"),
+                    ("operator_id", "operator"),
+                    ("batch_id", "batch"),
+                    ("upstream_batch_id", "upstream batch"),
+                )
+                if at.get(k) is not None
+            )
+            badges = f":{color}-badge[{label}]"
+            if a.cause and a.cause != a.outcome:
+                badges += (
+                    f" :{CAUSE_COLOR.get(a.cause, 'red')}-badge[{CAUSE_WORDS.get(a.cause, a.cause.replace('_', ' '))}{where}]"
+                )
+            elif where:
+                badges += f" :gray-badge[{where[3:]}]"
+            st.markdown(f"#### `{shown_key(a.key)}` &nbsp; {badges}")
+            st.markdown(f"**{_escape(a.headline)}**")
+            hops = pd.DataFrame(
+                {
+                    "query": [h.query for h in a.hops],
+                    "outcome": [OUTCOME_STYLE.get(h.outcome, ("", h.outcome.replace("_", " ")))[1] for h in a.hops],
+                    "cause": [CAUSE_WORDS.get(h.cause, h.cause.replace("_", " ")) if h.cause else "" for h in a.hops],
+                    "its answer": [h.headline for h in a.hops],
+                    "diagnosis": [
+                        "./why_missing?"
+                        + urllib.parse.urlencode(
+                            {"checkpoint": pipeline.query(h.query).checkpoint, "key": a.key}
+                            | ({"key_field": key_field} if key_field else {})
+                        )
+                        for h in a.hops
+                    ],
+                }
+            )
+            st.dataframe(
+                hops,
+                hide_index=True,
+                width="stretch",
+                column_config={"diagnosis": st.column_config.LinkColumn("diagnosis", display_text="this query's answer")},
+            )
+
+
 st.header("Why is my key missing?")  # the same words as its navigation entry
-info = checkpoint_info()
+pipeline_at = pipeline_root()  # a root holding several checkpoints: its pipeline's questions
+if pipeline_at:
+    with guard():
+        across_pipeline(pipeline_at)
+info: Any = None if pipeline_at else checkpoint_info()
 if info is not None and info.operators and info.committed_batches:
     params = st.query_params
     if "wm_keys" not in st.session_state and params.get_all("key"):

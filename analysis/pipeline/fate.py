@@ -130,7 +130,8 @@ def pipeline_fate(key: str, order: Sequence[str], hops: Sequence[Hop], answers: 
                 at = {"query": q, "upstream_query": u.query, "upstream_batch_id": read[0], "table": h.table}
                 said = (
                     f"{u.query} wrote it in batch {read[0]}, which {q} read, yet no record {q} read holds it in the "
-                    "column asked: the key column may be named otherwise there (give --key-field for it)"
+                    f"column asked: the key column may be named otherwise there (name it for {q}: --key-field "
+                    f"<column>,{q}=<its column>)"
                 )
                 return PipelineKeyAnswer(key, "unknown", KEY_NOT_FOLLOWED, at, f"Unknown: {said}.", shown)
         pending = [h.upstream for h in ups if answers[h.upstream].outcome != NEVER]

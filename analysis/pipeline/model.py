@@ -199,6 +199,17 @@ class Pipeline:
         }
 
 
+def key_fields(text: str) -> dict[str, str]:
+    """``user`` or ``user,gold=customer``: the keys' column, then the queries that name it otherwise ->
+    their column ({"": "user", "gold": "customer"}). A query's name may hold ``=`` only before its last one."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if part:
+            query, _, field = part.rpartition("=")
+            out[query.strip()] = field.strip()
+    return out
+
+
 def norm(uri: str) -> str:
     """A logged path in one spelling: ``file:/a``, ``file:///a`` and ``/a`` alike."""
     u = uri.strip()

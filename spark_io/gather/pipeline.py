@@ -11,9 +11,9 @@ time (each batch's log entry written while that batch of exactly one query ran, 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from statelens.analysis.core.errors import NotACheckpoint, StateLensError
+from statelens.analysis.core.errors import InvalidInput, NotACheckpoint, StateLensError, option
 from statelens.analysis.core.model import CheckpointInfo
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.pipeline.fate import NEVER, HopAnswer, PipelineKeyAnswer, hop_answer, pipeline_fate
@@ -66,10 +66,10 @@ def _stamps(storage: Storage, folder: str) -> dict[int, int]:
     return {int(e.name.split(".")[0]): e.mtime_ns // 1_000_000 for e in storage.listdir(folder) if e.name.split(".")[0].isdigit()}
 
 
-def _written_during(sink: dict[int, int], offsets: dict[int, int], commits: dict[int, int]) -> bool:
-    """Every batch of the sink's log written while the same batch of this query ran."""
+def _written_during(sink: dict[int, int], offsets: dict[int, int], commits: dict[int, int], slack: int = 0) -> bool:
+    """Every batch of the sink's log written while the same batch of this query ran (``slack``: ms either side)."""
     return bool(sink) and all(
-        b in offsets and b in commits and offsets[b] - SLACK_MS <= t <= commits[b] + SLACK_MS for b, t in sink.items()
+        b in offsets and b in commits and offsets[b] - slack <= t <= commits[b] + slack for b, t in sink.items()
     )
 
 
@@ -184,7 +184,9 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             for q in queries.values()
             if q.flow and any(norm(f) == log.logged for _, f in q.sources.values())
         }
-        writer, how = _writer(root, table_name, sdp_table is not None, queries.values(), storage, readers, batch_times)
+        writer, how = _writer(
+            root, log.logged, table_name, sdp_table is not None, queries.values(), storage, readers, batch_times
+        )
         if writer is None:
             notes.append(f"the table at {where} ({len(log.batches)} batches logged): {how}")
             continue
@@ -228,6 +230,7 @@ class _BatchTimes:
 
 def _writer(
     root: str,
+    logged: str,
     table_name: str,
     sdp: bool,
     queries: Iterable[PipelineQuery],
@@ -235,7 +238,8 @@ def _writer(
     readers: set[str],
     batch_times: _BatchTimes,
 ) -> tuple[str | None, str]:
-    """The query writing a table, and how that is known; (None, why not) when it is not. ``readers``:
+    """The query writing a table (its files logged under ``logged``), and how that is known; (None, why
+    not) when it is not. ``readers``:
     the storage roots of the Declarative Pipeline flows reading it (several pipelines may name a table
     alike: its writer is the reading pipeline's)."""
     queries = list(queries)
@@ -255,15 +259,22 @@ def _writer(
         sink_times = _stamps(storage, "_spark_metadata")
     except (OSError, StateLensError) as e:
         return None, f"its log's times cannot be listed ({getattr(e, 'message', None) or e})"
-    fits, unlisted = [], []
+    fits, exact, unlisted = [], [], []
     for q in queries:
+        if logged in {norm(f) for _, f in q.sources.values()}:
+            continue  # a query reading the table writes another one
         times = batch_times.of(q.checkpoint)
         if isinstance(times, str):
             unlisted.append(f"{q.name} ({times})")
-        elif _written_during(sink_times, *times):
+        elif _written_during(sink_times, *times, slack=SLACK_MS):
             fits.append(q)
-    if len(fits) == 1 and not unlisted:
-        return fits[0].name, "its _spark_metadata entries were written while this query's batches of the same numbers ran"
+            if _written_during(sink_times, *times):
+                exact.append(q)
+    if not unlisted and (len(fits) == 1 or len(exact) == 1):
+        # within a batch's own times beats within the slack kept for file systems that round them to the second
+        return (fits if len(fits) == 1 else exact)[0].name, (
+            "its _spark_metadata entries were written while this query's batches of the same numbers ran"
+        )
     if unlisted:
         return None, f"the batch times of {len(unlisted)} queries cannot be listed: {'; '.join(unlisted[:3])}"
     if fits:
@@ -310,19 +321,28 @@ def _stateless_answer(
 def why_missing_across(
     pipeline: Pipeline,
     keys: list[str],
-    key_field: str | None,
+    key_field: str | Mapping[str, str] | None,
     event_log: str | None = None,
     input_root: tuple[str, ...] = (),
 ) -> list[PipelineKeyAnswer]:
     """Each key followed from the first query's input through every hop to the last table: each
     current query asked on its own (its input: the tables upstream of it where they are now, then
-    ``input_root``; its output: its table), then composed (``analysis.pipeline.fate``). A query that
-    cannot answer says unknown and why; the others still answer."""
+    ``input_root``; its output: its table), then composed (``analysis.pipeline.fate``). ``key_field``:
+    the keys' column, or query name -> its column there (``""``: every other query's), where a query
+    renamed it. A query that cannot answer says unknown and why; the others still answer."""
     order = [n for n in pipeline.order() if not (pipeline.query(n).flow and not pipeline.query(n).flow.current)]  # type: ignore[union-attr]
+    fields = dict(key_field) if isinstance(key_field, Mapping) else {"": key_field} if key_field else {}
+    unknown = sorted(set(fields) - {""} - {q.name for q in pipeline.queries})
+    if unknown:
+        raise InvalidInput(
+            f"{option('--key-field')} names {', '.join(unknown)}, which is no query under {pipeline.root} (its queries: "
+            f"{', '.join(order)})."
+        )
     hops = [h for h in pipeline.hops if h.downstream in order]
     per_query: dict[str, dict[str, HopAnswer]] = {}
     for name in order:
         q = pipeline.query(name)
+        key_field = fields.get(name, fields.get("")) or None
         roots = tuple(h.table for h in hops if h.downstream == name) + tuple(input_root)
         per_query[name] = {}
         try:
@@ -336,10 +356,13 @@ def why_missing_across(
             for r in report.to_dict()["results"]:
                 per_query[name][r["key"]] = hop_answer(name, r)
         except StateLensError as e:
-            for k in keys:
-                per_query[name][k] = HopAnswer(
-                    name, "unknown", None, None, f"Unknown: {e.title}: {e.message}", answer={"key": k, "reason": e.message}
+            said = f"Unknown: {e.title}: {e.message}"
+            if key_field and isinstance(e, InvalidInput):  # most likely the key's column is named otherwise here
+                said += (
+                    f" If {name} names the key column otherwise, say so: {option('--key-field')} {key_field},{name}=<its column>."
                 )
+            for k in keys:
+                per_query[name][k] = HopAnswer(name, "unknown", None, None, said, answer={"key": k, "reason": e.message})
     groups = [[n for n in g if n in per_query] for g in pipeline.groups()]
     out = []
     for k in keys:

@@ -6,7 +6,8 @@
 * ``check DIR ...``: State Lens against the truth on pipelines already run;
 * ``wide --seeds 0-199``: generates, runs and checks each seed in a scratch folder, then prints
   right / wrong / crashed per part and per provider (``--table FILE`` writes it as Markdown);
-* ``run SPEC DEST``: one pipeline in this process (what ``generate`` starts for each).
+* ``run SPEC DEST``: one pipeline in this process (what ``generate`` starts for each);
+* ``chain SEED DEST``: one generated chain of 2-4 queries through tables, in this process (``pipegen.chains``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,16 @@ def main(argv: list[str]) -> int:
     r = sub.add_parser("run")
     r.add_argument("spec")
     r.add_argument("dest")
+    ch = sub.add_parser("chain", help="one generated chain of queries, run in this process")
+    ch.add_argument("seed", type=int)
+    ch.add_argument("dest")
     a = ap.parse_args(argv)
+    if a.cmd == "chain":
+        from pipegen.chains import chain
+        from pipegen.chains import run_in_process as run_chain
+
+        run_chain(chain(a.seed), Path(a.dest))
+        return 0
     if a.cmd == "run":
         from pipegen.run import run_in_process
         from pipegen.spec import Pipeline

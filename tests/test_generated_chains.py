@@ -1,0 +1,112 @@
+"""Generated chains (``tests/pipegen/chains.py``): 2-4 queries, each reading the table the one before
+writes (JSON, CSV, Parquet; the last through foreachBatch too), run for real; each designed key's
+answer across the chain, end to end and query by query, against the files Spark wrote and the files
+each query's source log says it read. A mismatch prints the chain and how to replay it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pipegen.chains import NOT_READ, ChainCheck, chain, check, truth
+
+import statelens
+from support import ROOT, tree_checksums
+
+pytestmark = pytest.mark.jvm
+# a 4-query chain through JSON and CSV tables, its user column renamed on the way, ending in a windowed
+# count written by foreachBatch; a 3-query one through CSV and Parquet tables into a windowed count's Parquet
+SEEDS = (0, 13)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Each seed's chain run in a Spark application of its own (its event log holds only it)."""
+    out = {}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    for seed in SEEDS:
+        dest = tmp_path_factory.mktemp("chains") / chain(seed).name
+        r = subprocess.run(
+            [sys.executable, "-m", "pipegen", "chain", str(seed), str(dest)], capture_output=True, text=True, env=env, timeout=900
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[seed] = dest
+    return out
+
+
+def replay(seed: int, checks: list[ChainCheck]) -> str:
+    return "\n".join(c.line() for c in checks) + (
+        f"\n\n{chain(seed).parts()}\nreplay: PYTHONPATH=tests:. python -m pipegen chain {seed} /tmp/replay"
+    )
+
+
+def test_the_chains_cover_each_table_format_and_foreach_batch() -> None:
+    hops = [h for s in SEEDS for h in chain(s).hops]
+    assert {h.fmt for h in hops} == {"json", "csv", "parquet"}
+    assert any(h.foreach for h in hops) and any(h.op == "window_count" for h in hops)
+    assert sorted(len(chain(s).hops) for s in SEEDS) == [3, 4]
+    assert [any(h.rename for h in chain(s).hops) for s in SEEDS] == [True, False]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_each_key_across_the_chain_as_spark_wrote_it(built: dict[int, Path], seed: int) -> None:
+    dest = built[seed]
+    before = tree_checksums(dest)
+    checks = check(dest, event_log=True)
+    t = truth(dest)
+    bad = [c for c in checks if c.verdict != "right"]
+    assert not bad, replay(seed, bad)
+    # every designed key, end to end and at each query it reached
+    assert {c.key for c in checks if c.scope == "end"} == set(t.chain.designs)
+    assert {c.scope for c in checks} == {"end", *(f"q{i}" for i in range(len(t.chain.hops)))}
+    # the keys of the last file reached the table the last query had not read yet: they wait there
+    assert any(c.scope == "end" and c.truth.startswith(NOT_READ) for c in checks)
+    assert tree_checksums(dest) == before  # nothing written into the checkpoints, tables or logs
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_without_the_event_log_a_definite_answer_is_the_same(built: dict[int, Path], seed: int) -> None:
+    with_log = {(c.key, c.scope): c for c in check(built[seed], event_log=True)}
+    without = check(built[seed], event_log=False)
+    assert not [c for c in without if c.verdict in ("wrong", "crashed")], replay(seed, without)
+    for c in without:  # a definite answer is the event log's: its outcome, and its cause where it names one
+        if c.verdict == "right":
+            w = with_log[(c.key, c.scope)].got
+            outcome, _, rest = c.got.partition("/")
+            cause, _, where = rest.partition(" at ")
+            assert (outcome, where) == (w.partition("/")[0], w.partition(" at ")[2]), (c.line(), w)
+            assert cause == "unknown" or c.got == w, (c.line(), w)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_chain_is_one_pipeline_lagging_by_the_last_run(built: dict[int, Path], seed: int) -> None:
+    """Its queries in order, a hop between each two, and the last query's lag: the batches the one before
+    it wrote in the last run (its sink log's newest entries), which the last query never ran for."""
+    dest, c = built[seed], chain(seed)
+    p = statelens.open_pipeline(str(dest / "checkpoints"))
+    n = len(c.hops)
+    assert p.groups() == [[f"q{i}" for i in range(n)]] and len(p.hops) == n - 1
+    before_last = dest / "tables" / f"t{n - 2}" / "_spark_metadata"
+    logged = sorted(int(f.name.split(".")[0]) for f in before_last.iterdir() if f.name.split(".")[0].isdigit())
+    last_hop = next(h for h in p.hops if h.downstream == f"q{n - 1}")
+    # the last run: the query before the last ran its batch for the file and its no-data batch
+    q = dest / "checkpoints" / f"q{n - 2}" / "commits"
+    runs_before = sorted(int(x.name) for x in q.iterdir() if x.name.isdigit())
+    assert set(last_hop.unread) <= set(logged[-2:]) and last_hop.unread and max(last_hop.unread) <= max(runs_before)
+    for h in p.hops:
+        assert h.upstream == f"q{int(h.downstream[1:]) - 1}"
+
+
+def test_a_renamed_key_column_not_named_is_unknown_never_a_wrong_answer(built: dict[int, Path]) -> None:
+    """The chain whose query renames ``user`` to ``customer``, asked by ``user`` alone: the queries after it
+    cannot look the key up; each key's answer is either right or ``unknown`` saying how to name the column."""
+    seed = next(s for s in SEEDS if any(h.rename for h in chain(s).hops))
+    checks = [c for c in check(built[seed], key_field="user") if c.scope == "end"]
+    assert all(c.verdict == "right" or c.got.startswith("unknown/") for c in checks), replay(seed, checks)
+    assert any(c.got.startswith("unknown/") for c in checks)
+    answers = statelens.why_missing_across(str(built[seed] / "checkpoints"), "u00", key_field="user")
+    assert "key_field user,q" in answers[0].headline and "=<its column>" in answers[0].headline  # as the API names it
