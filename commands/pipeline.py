@@ -18,6 +18,11 @@ def add(p: argparse.ArgumentParser) -> None:
         "--data-root",
         help="where the tables are now, when not where the logs say (a Declarative Pipeline's warehouse, a copy)",
     )
+    p.add_argument(
+        "--event-log",
+        help="the applications' event logs (a file or folder): their progress names each query's sink, a table's writer "
+        "when its log's times cannot tell it",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -25,7 +30,7 @@ def run(args: argparse.Namespace) -> None:
     import statelens
     from statelens.text import batch_ranges, health_text, human_bytes
 
-    pipeline = statelens.open_pipeline(args.root, data_root=args.data_root)
+    pipeline = statelens.open_pipeline(args.root, data_root=args.data_root, event_log=args.event_log)
     if args.json:
         dump(pipeline)
         return

@@ -147,14 +147,16 @@ def ls(prefix: str, sort: str = "problems") -> results.Listing:
 
 
 @_question
-def open_pipeline(root: str, data_root: str | None = None) -> Any:
+def open_pipeline(root: str, data_root: str | None = None, event_log: str | None = None) -> Any:
     """The queries under ``root`` (a folder or bucket prefix holding checkpoints at any depth, a
     Declarative Pipeline's storage root) and the hops between them: which table each writes and reads,
     and which upstream batches each downstream batch read (``analysis.pipeline.model.Pipeline``).
-    ``data_root``: where the tables are now, when not where the logs say (a pipeline's warehouse). No JVM."""
+    ``data_root``: where the tables are now, when not where the logs say (a pipeline's warehouse);
+    ``event_log``: the applications' event logs (their progress names each query's sink: a table's
+    writer when its log's times cannot tell it, e.g. a copy that lost them). No JVM."""
     from statelens.spark_io.gather.pipeline import open_pipeline as found
 
-    return found(root, data_root)
+    return found(root, data_root, event_log=event_log)
 
 
 @_question
@@ -193,7 +195,8 @@ def why_missing_across(
     if not keys:
         raise InvalidInput("Give the keys to explain: statelens.why_missing_across(root, 'ord-42', key_field=...).")
     fields = key_fields(key_field) if isinstance(key_field, str) else key_field
-    return across(found(root, data_root), [str(k) for k in keys], fields, event_log, (input_root,) if input_root else ())
+    pipeline = found(root, data_root, event_log=event_log)
+    return across(pipeline, [str(k) for k in keys], fields, event_log, (input_root,) if input_root else ())
 
 
 def open(path: str, keep: bool = False) -> Checkpoint:

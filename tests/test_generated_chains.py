@@ -55,7 +55,7 @@ def test_the_chains_cover_each_table_format_and_foreach_batch() -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_each_key_across_the_chain_as_spark_wrote_it(built: dict[int, Path], seed: int) -> None:
     dest = built[seed]
-    before = tree_checksums(dest)
+    before = tree_checksums(dest / "checked")
     checks = check(dest, event_log=True)
     t = truth(dest)
     bad = [c for c in checks if c.verdict != "right"]
@@ -65,7 +65,7 @@ def test_each_key_across_the_chain_as_spark_wrote_it(built: dict[int, Path], see
     assert {c.scope for c in checks} == {"end", *(f"q{i}" for i in range(len(t.chain.hops)))}
     # the keys of the last file reached the table the last query had not read yet: they wait there
     assert any(c.scope == "end" and c.truth.startswith(NOT_READ) for c in checks)
-    assert tree_checksums(dest) == before  # nothing written into the checkpoints, tables or logs
+    assert tree_checksums(dest / "checked") == before  # nothing written into the checkpoints, tables or logs
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -86,8 +86,8 @@ def test_without_the_event_log_a_definite_answer_is_the_same(built: dict[int, Pa
 def test_the_chain_is_one_pipeline_lagging_by_the_last_run(built: dict[int, Path], seed: int) -> None:
     """Its queries in order, a hop between each two, and the last query's lag: the batches the one before
     it wrote in the last run (its sink log's newest entries), which the last query never ran for."""
-    dest, c = built[seed], chain(seed)
-    p = statelens.open_pipeline(str(dest / "checkpoints"))
+    dest, c = built[seed] / "checked", chain(seed)
+    p = statelens.open_pipeline(str(dest / "checkpoints"), data_root=str(dest / "tables"))
     n = len(c.hops)
     assert p.groups() == [[f"q{i}" for i in range(n)]] and len(p.hops) == n - 1
     before_last = dest / "tables" / f"t{n - 2}" / "_spark_metadata"
@@ -108,5 +108,47 @@ def test_a_renamed_key_column_not_named_is_unknown_never_a_wrong_answer(built: d
     checks = [c for c in check(built[seed], key_field="user") if c.scope == "end"]
     assert all(c.verdict == "right" or c.got.startswith("unknown/") for c in checks), replay(seed, checks)
     assert any(c.got.startswith("unknown/") for c in checks)
-    answers = statelens.why_missing_across(str(built[seed] / "checkpoints"), "u00", key_field="user")
+    checked = built[seed] / "checked"
+    answers = statelens.why_missing_across(
+        str(checked / "checkpoints"),
+        "u00",
+        key_field="user",
+        data_root=str(checked / "tables"),
+        input_root=str(checked / "inputs"),
+    )
     assert "key_field user,q" in answers[0].headline and "=<its column>" in answers[0].headline  # as the API names it
+
+
+def test_a_copy_that_lost_its_times_is_linked_by_the_event_log(built: dict[int, Path], tmp_path: Path) -> None:
+    """A copy of a chain with one time for every file (a writer cannot be told by when its log was written):
+    tables whose writer is not told are said so without the event log, and with it (each query's progress names its
+    sink) the pipeline and every key's answer are the original's."""
+    import shutil
+
+    seed = SEEDS[-1]
+    copy = tmp_path / "copy"
+    checked = built[seed] / "checked"
+    shutil.copytree(checked, copy)
+    for f in copy.rglob("*"):  # one time for every file, as a checkout or a restore gives
+        os.utime(f, (1_800_000_000, 1_800_000_000))
+    original = statelens.open_pipeline(str(checked / "checkpoints"), data_root=str(checked / "tables"))
+    blind = statelens.open_pipeline(str(copy / "checkpoints"), data_root=str(copy / "tables"))
+    assert len(blind.hops) < len(original.hops) and any("give the event log" in n for n in blind.notes)  # said, not guessed
+    assert {(h.upstream, h.downstream) for h in blind.hops} <= {(h.upstream, h.downstream) for h in original.hops}
+    p = statelens.open_pipeline(str(copy / "checkpoints"), data_root=str(copy / "tables"), event_log=str(copy / "event_log"))
+    assert [(h.upstream, h.downstream, dict(h.read), h.unread) for h in p.hops] == [
+        (h.upstream, h.downstream, dict(h.read), h.unread) for h in original.hops
+    ]
+    users = sorted(chain(seed).designs)
+    ask = {"key_field": chain(seed).key_field(), "event_log": None}
+    want = statelens.why_missing_across(
+        str(checked / "checkpoints"), *users, **ask | {"event_log": str(checked / "event_log")},
+        data_root=str(checked / "tables"), input_root=str(checked / "inputs"),
+    )  # fmt: skip
+    got = statelens.why_missing_across(
+        str(copy / "checkpoints"), *users, **ask | {"event_log": str(copy / "event_log")},
+        data_root=str(copy / "tables"), input_root=str(copy / "inputs"),
+    )  # fmt: skip
+    assert [(a.key, a.outcome, a.cause, (a.cause_at or {}).get("query")) for a in got] == [
+        (a.key, a.outcome, a.cause, (a.cause_at or {}).get("query")) for a in want
+    ]

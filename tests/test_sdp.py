@@ -257,6 +257,29 @@ def test_why_missing_given_a_root_follows_the_key_through_every_hop() -> None:
     assert [h["query"] for h in got["dave"]["hops"]] == ["bronze", "silver", "gold"]
 
 
+def test_a_key_field_naming_no_query_is_one_line() -> None:
+    r = run_cli("why-missing", str(ORDERS / "storage"), "dave", "--key-field", "customer,platinum=cust", env=no_java_env())
+    p = statelens.open_pipeline(str(ORDERS / "storage"))
+    queries = ", ".join(n for n in p.order() if p.query(n).flow.current)  # type: ignore[union-attr]
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == [
+        f"statelens: Invalid input: --key-field names platinum, which is no query under {ORDERS / 'storage'} (its queries: {queries})."
+    ]
+
+
+def test_a_key_field_per_query_is_used_there() -> None:
+    """Naming the column for one query (here the same one) changes nothing: each query asks by its own."""
+    plain = _across(ORDERS, event_log=True)
+    named = {
+        a.key: a
+        for a in statelens.why_missing_across(
+            str(ORDERS / "storage"), *CUSTOMERS, key_field="customer,gold=customer", data_root=str(ORDERS / "warehouse"),
+            input_root=str(ORDERS / "inputs"), event_log=str(ORDERS / "event_log"),
+        )
+    }  # fmt: skip
+    assert {k: a.to_dict() for k, a in named.items()} == {k: a.to_dict() for k, a in plain.items()}
+
+
 @pytest.mark.jvm
 def test_a_pipeline_built_here_with_spark_pipelines(tmp_path: Path) -> None:
     """A smaller pipeline of the same flows, run here: one run of every flow, then one of bronze and

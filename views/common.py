@@ -265,11 +265,11 @@ def _checked(root: str, data_root: str | None, *others: tuple[str, str | None]) 
             server.check_allowed(path, "folder" if what != "event log" else what)
 
 
-def pipeline_cached(root: str, data_root: str | None = None) -> Any:
+def pipeline_cached(root: str, data_root: str | None = None, event_log: str | None = None) -> Any:
     """The queries under ``root`` and the hops between them (``statelens.open_pipeline``). Each question
     about a root is kept 30 s for sessions with the same bounds (the user's bounds checked first, every run)."""
-    _checked(root, data_root)
-    return _across("open_pipeline", root, data_root, reader(), (), ())
+    _checked(root, data_root, ("event log", event_log))
+    return _across("open_pipeline", root, data_root, reader(), (), (("event_log", event_log),))
 
 
 def why_missing_across_cached(

@@ -14,11 +14,13 @@ from statelens.text import fmt_time, human_bytes
 from statelens.views.common import (
     CHECKPOINT_KEY,
     EVENT_LOG_KEY,
+    current_event_log,
     guard,
     metric_row,
     pipeline_cached,
     pipeline_root,
     sample_data_root,
+    sample_event_log,
     sample_pipeline,
 )
 
@@ -29,8 +31,9 @@ def _link(page: str, **params: str) -> str:
 
 def follow(root: str, data_root: str) -> None:
     """The button's callback (before the sidebar's widgets are drawn): the why-missing page is given this root."""
+    if st.session_state.get(EVENT_LOG_KEY, "") == sample_event_log(st.session_state.get(CHECKPOINT_KEY, "")):
+        st.session_state[EVENT_LOG_KEY] = ""  # a bundled sample's, filled in for it: not this pipeline's
     st.session_state[CHECKPOINT_KEY] = root
-    st.session_state[EVENT_LOG_KEY] = ""
     st.session_state["wm_data_root"] = data_root
     st.session_state["pl_follow"] = True
 
@@ -62,7 +65,7 @@ with guard():
     st.query_params.update({"root": root} | ({"data_root": data_root} if data_root else {}))
     if not data_root:
         st.query_params.pop("data_root", None)
-    pipeline = pipeline_cached(root, data_root or None)
+    pipeline = pipeline_cached(root, data_root or None, current_event_log())
     groups = pipeline.groups()
     lagging = [h for h in pipeline.hops if h.unread and health(pipeline.query(h.downstream)) != "superseded"]
     metric_row([

@@ -204,7 +204,12 @@ def across_pipeline(root: str) -> None:
     row = st.columns(3)
     key_field = (
         row[0]
-        .text_input("Key column", key="wm_key_column", help="The column the keys are values of, in every query's input.")
+        .text_input(
+            "Key column",
+            key="wm_key_column",
+            help="The column the keys are values of, in every query's input. Where a query renamed it, name that query's "
+            "column too: user,gold=customer.",
+        )
         .strip()
     )
     data_root = (

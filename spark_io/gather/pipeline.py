@@ -29,8 +29,9 @@ from statelens.analysis.pipeline.model import (
 )
 from statelens.spark_io.gather.diagnosis import why_missing
 from statelens.spark_io.gather.fleet import checkpoint_row, find_checkpoints, flows_of
-from statelens.spark_io.gather.inputs import search_inputs, search_sink, sink_log_owner, sink_logs
+from statelens.spark_io.gather.inputs import search_inputs, search_sink, sink_folder, sink_log_owner, sink_logs
 from statelens.spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
+from statelens.spark_io.logs.event_logs import query_sinks
 from statelens.spark_io.storage import Storage, open_storage
 from statelens.spark_io.storage.locations import is_local, local_path
 
@@ -118,9 +119,28 @@ def _located(logged_folder: str, data_root: str | None, notes: list[str]) -> str
     return None
 
 
-def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = None) -> Pipeline:
+def _event_log_sinks(event_log: str | None, ids: dict[str, str], notes: list[str]) -> dict[str, list[str]]:
+    """A file sink's folder as the event log's progress names it (``norm``) -> the queries under the root
+    (``ids``: query id -> name) writing it."""
+    if not event_log:
+        return {}
+    try:
+        sinks = query_sinks(event_log)
+    except StateLensError as e:
+        notes.append(f"the event log cannot be read ({e.message}): each table's writer is told by its log's times")
+        return {}
+    out: dict[str, list[str]] = {}
+    for qid, description in sinks.items():
+        folder = sink_folder(description, None)
+        if folder and qid in ids:
+            out.setdefault(norm(folder), []).append(ids[qid])
+    return out
+
+
+def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = None, event_log: str | None = None) -> Pipeline:
     """Every query under ``root`` and the hops between them (``data_root``: where the tables are, when
-    not where the logs say, e.g. a Declarative Pipeline's warehouse)."""
+    not where the logs say, e.g. a Declarative Pipeline's warehouse; ``event_log``: the applications'
+    event logs, whose progress names each query's sink)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     paths = find_checkpoints(root)
     if not paths:
@@ -131,6 +151,7 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
     several = len({storage_root(p) for p in flows}) > 1  # flows of several pipelines' storage roots
     notes: list[str] = []
     queries: dict[str, PipelineQuery] = {}
+    query_ids: dict[str, str | None] = {}  # name -> the query's id (its checkpoint's metadata)
     reads: dict[str, dict[int, dict[int, list[str]]]] = {}
     for path in paths:
         flow = flows.get(path)
@@ -147,6 +168,7 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
         except StateLensError as e:
             notes.append(f"{name}: its sources cannot be read ({e.message})")
         reads[name] = read
+        query_ids[name] = row.query_id
         queries[name] = PipelineQuery(
             name,
             path,
@@ -171,6 +193,7 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             tables.setdefault(where, None)
     writers: dict[str, tuple[str, SinkLog]] = {}
     batch_times = _BatchTimes()
+    logged_sinks = _event_log_sinks(event_log, {i: n for n, i in query_ids.items() if i}, notes)
     for where, sdp_table in tables.items():
         storage = open_storage(where, what="folder", check=False)
         log, unreadable = _sink_log(storage, where)
@@ -185,8 +208,17 @@ def open_pipeline(root: str, data_root: str | None = None, now_ms: int | None = 
             if q.flow and any(norm(f) == log.logged for _, f in q.sources.values())
         }
         writer, how = _writer(
-            root, log.logged, table_name, sdp_table is not None, queries.values(), storage, readers, batch_times
+            root,
+            log.logged,
+            table_name,
+            sdp_table is not None,
+            queries.values(),
+            storage,
+            readers,
+            batch_times,
+            logged_sinks.get(log.logged, []),
         )
+
         if writer is None:
             notes.append(f"the table at {where} ({len(log.batches)} batches logged): {how}")
             continue
@@ -237,9 +269,10 @@ def _writer(
     storage: Storage,
     readers: set[str],
     batch_times: _BatchTimes,
+    named: list[str],
 ) -> tuple[str | None, str]:
     """The query writing a table (its files logged under ``logged``), and how that is known; (None, why
-    not) when it is not. ``readers``:
+    not) when it is not; ``named``: the queries the event log says write it. ``readers``:
     the storage roots of the Declarative Pipeline flows reading it (several pipelines may name a table
     alike: its writer is the reading pipeline's)."""
     queries = list(queries)
@@ -255,6 +288,8 @@ def _writer(
         return current[0].name, f"the Declarative Pipeline's table {current[0].flow.schema}.{table}"  # type: ignore[union-attr]
     if len(current) > 1:
         return None, f"{len(current)} current flows write table {table}: {', '.join(q.name for q in current)}"
+    if len(named) == 1:
+        return named[0], "the event log: this query's progress names the table as its sink"
     try:
         sink_times = _stamps(storage, "_spark_metadata")
     except (OSError, StateLensError) as e:

@@ -10,10 +10,11 @@ one hop can be late at the next. Each run drops one input file and runs every qu
 its input (availableNow), upstream first; the last run stops before the last query: it lags.
 
 The truth is Spark's only: the input files, each table's files as its sink log lists them, and the
-files each query's source log says it read. A key in the last table is written; a key that reached a
-table and is in no file the next query read is waiting there (not read yet); else the first query
-that read the key and wrote none of it is where it stopped (lost, or waiting in its state: the
-answer's query is scored, and that it is neither written nor never in the input)."""
+files each query's source log says it read, copied as they were (``checked/``: what State Lens is
+asked about); then the run goes on (``run/``: a last file far ahead in time, every query to the end).
+A key in the last table is written; a key that reached a table and is in no file the next query read
+is waiting there (not read yet); else the first query that read the key and wrote none of it is where
+it stopped: waiting in its state if its table holds the key once the run went on, else lost there."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 BASE_MTIME = 1_767_225_600
 DDL = "rid STRING, user STRING, eid STRING, ts TIMESTAMP, num BIGINT"
 FORMATS = ("parquet", "json", "csv")
-NEVER, WRITTEN, NOT_READ = "never_in_input", "written", "not_read_yet"
+NEVER, WRITTEN, NOT_READ, WAITING, LOST = "never_in_input", "written", "not_read_yet", "waiting", "lost"
 
 
 @dataclass
@@ -151,13 +152,10 @@ def _query(spark: Any, c: Chain, i: int, root: Path) -> Any:
     return df.withColumnRenamed(user, "customer") if h.rename else df
 
 
-def run_in_process(c: Chain, dest: Path) -> None:
-    """Runs the chain in one Spark application of this process, its event log in ``dest/event_log``."""
+def _session(c: Chain, event_log: Path) -> Any:
     from pyspark.sql import SparkSession
 
-    if dest.exists():
-        shutil.rmtree(dest)
-    (dest / "event_log").mkdir(parents=True)
+    event_log.mkdir(parents=True)
     builder = SparkSession.builder.master("local[2]").appName(c.name)
     for k, v in {
         "spark.sql.shuffle.partitions": "2",
@@ -165,22 +163,47 @@ def run_in_process(c: Chain, dest: Path) -> None:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.eventLog.enabled": "true",
-        "spark.eventLog.dir": (dest / "event_log").as_uri(),
+        "spark.eventLog.dir": event_log.as_uri(),
     }.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _input(events: Path, run: int, rows: list[dict[str, Any]]) -> None:
+    """The run's input file (its mtime in run order: the file source reads by it)."""
+    events.mkdir(parents=True, exist_ok=True)
+    path = events / f"part-{run:03d}.json"
+    path.write_text("".join(json.dumps({**r, "ts": when(r["ts"])}) + "\n" for r in rows))
+    os.utime(path, (BASE_MTIME + 60 * run, BASE_MTIME + 60 * run))
+
+
+def run_in_process(c: Chain, dest: Path) -> None:
+    """Runs the chain in a Spark application of this process (``dest/run``: inputs, checkpoints, tables,
+    its event log), copies it as it then is to ``dest/checked`` (what State Lens is asked about), then
+    continues the run in a second application: a last file far ahead in time, every query to the end of
+    its input. What was waiting in a query's state is written then; what was lost never is."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    run_dir = dest / "run"
+    events = run_dir / "inputs" / "events"
+    spark = _session(c, run_dir / "event_log")
     try:
-        events = dest / "inputs" / "events"
-        events.mkdir(parents=True)
         for run, rows in enumerate(c.files):
-            path = events / f"part-{run:03d}.json"
-            path.write_text("".join(json.dumps({**r, "ts": when(r["ts"])}) + "\n" for r in rows))
-            t = BASE_MTIME + 60 * run
-            os.utime(path, (t, t))
+            _input(events, run, rows)
             last = len(c.hops) - (1 if run == len(c.files) - 1 else 0)  # the last run: the last query lags
             for i in range(last):
-                _run(spark, c, i, dest)
+                _run(spark, c, i, run_dir)
+    finally:
+        spark.stop()  # its event log complete before the copy
+    shutil.copytree(run_dir, dest / "checked")
+    spark = _session(c, run_dir / "event_log_continued")
+    try:
+        end = 10 * len(c.files) + 240  # minutes: past every window and watermark delay
+        _input(events, len(c.files), [{"rid": "r-flush", "user": "flush", "eid": "e-flush", "ts": end, "num": 1}])
+        for i in range(len(c.hops)):
+            _run(spark, c, i, run_dir)
     finally:
         spark.stop()
     (dest / "chain.json").write_text(c.to_json())
@@ -242,33 +265,38 @@ class ChainTruth:
     written: list[set[str]]  # per query: the users in its table's files
     read: list[set[str]]  # per query: the users in the files its source log says it read
     upstream: list[set[str]]  # per query: the users in the files before it (the input; the table before)
+    continued: list[set[str]]  # per query: the users in its table once the run continued past every window
+
+
+def _table_users(table: Path, h: Hop) -> set[str]:
+    """The users in a table's files: those its sink log lists (a foreachBatch's batch folders)."""
+    if h.foreach:
+        files = [p for p in table.glob("batch=*/*") if p.is_file() and not p.name.startswith(("_", "."))]
+    else:
+        files = [table / n for ns in _log(table / "_spark_metadata").values() for n in ns] if table.exists() else []
+    return set().union(*(_users_in(p, h.fmt) for p in files))
 
 
 def truth(dest: Path) -> ChainTruth:
     c = Chain.from_json((dest / "chain.json").read_text())
-    written, read, upstream = [], [], []
+    written, read, upstream, continued = [], [], [], []
+    checked = dest / "checked"
     for i, h in enumerate(c.hops):
-        table = dest / "tables" / f"t{i}"
-        if h.foreach:
-            files = [p for p in table.glob("batch=*/*") if p.is_file() and not p.name.startswith(("_", "."))]
-        else:
-            files = [table / n for ns in _log(table / "_spark_metadata").values() for n in ns] if table.exists() else []
-        written.append(set().union(*(_users_in(p, h.fmt) for p in files)))
-        folder = dest / "inputs" / "events" if i == 0 else dest / "tables" / f"t{i - 1}"
+        written.append(_table_users(checked / "tables" / f"t{i}", h))
+        continued.append(_table_users(dest / "run" / "tables" / f"t{i}", h))
+        folder = checked / "inputs" / "events" if i == 0 else checked / "tables" / f"t{i - 1}"
         fmt = "json" if i == 0 else c.hops[i - 1].fmt
-        names = (
-            {n for ns in _log(dest / "checkpoints" / f"q{i}" / "sources" / "0").values() for n in ns}
-            if (dest / "checkpoints" / f"q{i}" / "sources" / "0").exists()
-            else set()
-        )
+        log = checked / "checkpoints" / f"q{i}" / "sources" / "0"
+        names = {n for ns in _log(log).values() for n in ns} if log.exists() else set()
         read.append(set().union(*(_users_in(folder / n, fmt) for n in names)))
         upstream.append({str(r["user"]) for rows in c.files for r in rows} if i == 0 else written[i - 1])
-    return ChainTruth(c, written, read, upstream)
+    return ChainTruth(c, written, read, upstream, continued)
 
 
 def expected(t: ChainTruth, user: str) -> tuple[str, int]:
     """The key's fate at the chain's end, from the files: (``written`` | ``never_in_input`` |
-    ``not_read_yet`` | ``stopped``, the query it is told at)."""
+    ``not_read_yet`` | ``waiting`` | ``lost``, the query it is told at). A key a query read and wrote
+    none of waits in its state when that query's table holds it once the run went on, else was lost there."""
     last = len(t.chain.hops) - 1
     if user in t.written[last]:
         return WRITTEN, last
@@ -278,8 +306,8 @@ def expected(t: ChainTruth, user: str) -> tuple[str, int]:
         if user in t.upstream[i] and user not in t.read[i]:
             return NOT_READ, i
         if user in t.read[i] and user not in t.written[i]:
-            return "stopped", i
-    return "stopped", last
+            return (WAITING if user in t.continued[i] else LOST), i
+    return LOST, last
 
 
 # ---- the differential ----
@@ -308,11 +336,14 @@ def check(dest: Path, event_log: bool = True, key_field: str | None = None) -> l
     c = t.chain
     users = sorted(c.designs)
     try:
+        checked = dest / "checked"  # a copy: its tables and input where they are now
         answers = statelens.why_missing_across(
-            str(dest / "checkpoints"),
+            str(checked / "checkpoints"),
             *users,
             key_field=key_field or c.key_field(),
-            event_log=str(dest / "event_log") if event_log else None,
+            event_log=str(checked / "event_log") if event_log else None,
+            data_root=str(checked / "tables"),
+            input_root=str(checked / "inputs"),
         )
     except Exception as e:  # a crash is scored, never hidden
         return [ChainCheck(c.name, u, c.designs[u], "end", "crashed", "", f"{type(e).__name__}: {e}") for u in users]
@@ -330,9 +361,8 @@ def check(dest: Path, event_log: bool = True, key_field: str | None = None) -> l
             verdict = "right" if a.outcome == NEVER else "wrong"
         elif fate == NOT_READ:
             verdict = "right" if (a.cause, got_q) == (NOT_READ, f"q{at}") else "wrong"
-        else:
-            ok = a.outcome not in ("written", "partly_written", NEVER) and got_q == f"q{at}"
-            verdict = "right" if ok else "wrong"
+        else:  # waiting in that query's state, or lost there
+            verdict = "right" if (a.outcome, got_q) == (fate, f"q{at}") else "wrong"
         out.append(ChainCheck(c.name, a.key, c.designs[a.key], "end", verdict, want, got))
         for h in a.hops:  # each query's own answer against its own input and table
             i = int(h.query[1:])
@@ -340,8 +370,10 @@ def check(dest: Path, event_log: bool = True, key_field: str | None = None) -> l
                 want_h, ok_h = "not in what it read", h.outcome == NEVER
             elif a.key in t.written[i]:
                 want_h, ok_h = "in its table", h.outcome in ("written", "partly_written")
+            elif a.key in t.continued[i]:
+                want_h, ok_h = "read, waiting in its state", h.outcome == WAITING
             else:
-                want_h, ok_h = "read, not in its table", h.outcome not in ("written", "partly_written", NEVER)
+                want_h, ok_h = "read, lost there", h.outcome == LOST
             v = "limit" if h.outcome == "unknown" and a.key not in t.written[i] else ("right" if ok_h else "wrong")
             out.append(ChainCheck(c.name, a.key, c.designs[a.key], h.query, v, want_h, f"{h.outcome}/{h.cause}"))
     return out
