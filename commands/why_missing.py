@@ -169,8 +169,10 @@ def _across(args: argparse.Namespace) -> None:
         )
         print(f"\n{a.key}: {a.outcome}" + (f" · cause {a.cause}" if a.cause else "") + (f" ({where})" if where else ""))
         print(f"  {a.headline}")
-        for h in a.hops:
-            print(f"  {h.query}: {h.outcome}" + (f" ({h.cause})" if h.cause else ""))
+        first = a.hops[0].key_field if a.hops else None
+        for h in a.hops:  # the column each query was asked by, where a rename upstream changed it
+            asked = f" [asked by {h.key_field}]" if h.key_field != first else ""
+            print(f"  {h.query}: {h.outcome}" + (f" ({h.cause})" if h.cause else "") + asked)
 
 
 def print_fate(fate: Any, said: str | None = None) -> None:

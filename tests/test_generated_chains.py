@@ -101,22 +101,28 @@ def test_the_chain_is_one_pipeline_lagging_by_the_last_run(built: dict[int, Path
         assert h.upstream == f"q{int(h.downstream[1:]) - 1}"
 
 
-def test_a_renamed_key_column_not_named_is_unknown_never_a_wrong_answer(built: dict[int, Path]) -> None:
-    """The chain whose query renames ``user`` to ``customer``, asked by ``user`` alone: the queries after it
-    cannot look the key up; each key's answer is either right or ``unknown`` saying how to name the column."""
+def test_a_renamed_key_column_is_followed_through_the_plans(built: dict[int, Path]) -> None:
+    """The chain whose query renames ``user`` to ``customer``, asked by ``user`` alone: with the event log
+    each query after it is asked by ``customer`` (the renaming query's plan says so) and every answer is
+    right, as with the column named per query; without it, those queries answer ``unknown``, saying how
+    to name the column, never a wrong answer."""
     seed = next(s for s in SEEDS if any(h.rename for h in chain(s).hops))
-    checks = [c for c in check(built[seed], key_field="user") if c.scope == "end"]
-    assert all(c.verdict == "right" or c.got.startswith("unknown/") for c in checks), replay(seed, checks)
-    assert any(c.got.startswith("unknown/") for c in checks)
+    c = chain(seed)
+    followed = check(built[seed], key_field="user")
+    assert [k for k in followed if k.verdict != "right"] == [], replay(seed, followed)
+    named = check(built[seed])  # the chain's own: user,q<i>=customer
+    assert [(k.key, k.scope, k.got) for k in followed] == [(k.key, k.scope, k.got) for k in named]
+    blind = [k for k in check(built[seed], event_log=False, key_field="user") if k.scope == "end"]
+    assert all(k.verdict == "right" or k.got.startswith("unknown/") for k in blind), replay(seed, blind)
+    assert any(k.got.startswith("unknown/") for k in blind)
     checked = built[seed] / "checked"
-    answers = statelens.why_missing_across(
-        str(checked / "checkpoints"),
-        "u00",
-        key_field="user",
-        data_root=str(checked / "tables"),
-        input_root=str(checked / "inputs"),
-    )
-    assert "key_field user,q" in answers[0].headline and "=<its column>" in answers[0].headline  # as the API names it
+    where = {"data_root": str(checked / "tables"), "input_root": str(checked / "inputs")}
+    a = statelens.why_missing_across(str(checked / "checkpoints"), "u00", key_field="user", **where)[0]
+    assert "key_field user,q" in a.headline and "=<its column>" in a.headline  # as the API names the flag
+    a = statelens.why_missing_across(
+        str(checked / "checkpoints"), "u00", key_field="user", event_log=str(checked / "event_log"), **where
+    )[0]
+    assert [h.key_field for h in a.hops] == [c.user_column(i) for i in range(len(c.hops))]
 
 
 def test_a_copy_that_lost_its_times_is_linked_by_the_event_log(built: dict[int, Path], tmp_path: Path) -> None:

@@ -279,12 +279,13 @@ def across_pipeline(root: str) -> None:
                     "query": [h.query for h in a.hops],
                     "outcome": [OUTCOME_STYLE.get(h.outcome, ("", h.outcome.replace("_", " ")))[1] for h in a.hops],
                     "cause": [CAUSE_WORDS.get(h.cause, h.cause.replace("_", " ")) if h.cause else "" for h in a.hops],
+                    "asked by": [h.key_field or "every key column" for h in a.hops],
                     "its answer": [h.headline for h in a.hops],
                     "diagnosis": [
                         "./why_missing?"
                         + urllib.parse.urlencode(
                             {"checkpoint": pipeline.query(h.query).checkpoint, "key": a.key}
-                            | ({"key_field": key_field} if key_field else {})
+                            | ({"key_field": h.key_field} if h.key_field else {})
                         )
                         for h in a.hops
                     ],

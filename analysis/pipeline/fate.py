@@ -32,10 +32,12 @@ class HopAnswer:
     read: tuple[tuple[int | None, str], ...] = ()  # (this query's batch, file) of each record of the key
     written: tuple[int, ...] = ()  # this query's batches that wrote the key to its table
     answer: Mapping[str, Any] = field(default_factory=dict)  # the query's own answer, as its JSON
+    key_field: str | None = None  # the column it was asked by (a query after a rename: the new name)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
+            "key_field": self.key_field,
             "outcome": self.outcome,
             "cause": self.cause,
             "headline": self.headline,

@@ -214,6 +214,15 @@ class QueryPlan:
     watermark_delays: dict[str, int]  # event-time column -> delay (ms), from EventTimeWatermark nodes
     batch_watermarks: dict[int, dict[int, OperatorWatermarks]] = field(default_factory=dict)  # batch -> op -> marks
     batch_joins: dict[int, BatchJoin] = field(default_factory=dict)  # node id -> a join with a static table
+    output: tuple[Column, ...] = ()  # the columns the query writes, each with where it comes from
+
+    def written_as(self, column: str) -> str | None:
+        """The name the query writes an input column under when it renamed it (``user AS customer``):
+        None when it writes it under its own name, or does not write it, or writes it more than once."""
+        if any(c.name == column for c in self.output):
+            return None
+        names = [c.name for c in self.output if c.source_column == column and c.window is None]
+        return names[0] if len(names) == 1 else None
 
     def chain(self, scan_id: int) -> list[tuple[StatefulOperator, str]]:
         """The stateful operators a source's rows pass through, from the source up to the sink, each
@@ -551,6 +560,13 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
     if root is None:
         return None
     lineage = _lineage(root)
+    # the top node's columns: its Output (a Project), Results (an aggregate), else its Input (passed on as is)
+    top = _bracketed(next((root.details[k] for k in ("Output", "Results", "Input") if root.details.get(k)), ""))
+    output = tuple(
+        lineage.get(refs[-1][1], Column(refs[-1][0], None))
+        for item in (split_top(top[0]) if top else [])
+        if (refs := _attrs(item))
+    )
     scans: dict[int, SourceScan] = {}
     delays: dict[str, int] = {}
     joins: dict[int, BatchJoin] = {}
@@ -607,7 +623,7 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
         operators[op_id] = op
     if not operators:
         return None
-    return QueryPlan(root, operators, scans, delays, batch_joins=joins)
+    return QueryPlan(root, operators, scans, delays, batch_joins=joins, output=output)
 
 
 # nodes that run the user's Python over whole rows: the columns they output are not the input's

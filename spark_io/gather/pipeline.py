@@ -10,6 +10,7 @@ time (each batch's log entry written while that batch of exactly one query ran, 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 
@@ -19,6 +20,7 @@ from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.pipeline.fate import NEVER, HopAnswer, PipelineKeyAnswer, hop_answer, pipeline_fate
 from statelens.analysis.pipeline.model import (
     Flow,
+    Hop,
     Pipeline,
     PipelineQuery,
     SinkLog,
@@ -31,7 +33,7 @@ from statelens.spark_io.gather.diagnosis import why_missing
 from statelens.spark_io.gather.fleet import checkpoint_row, find_checkpoints, flows_of
 from statelens.spark_io.gather.inputs import search_inputs, search_sink, sink_folder, sink_log_owner, sink_logs
 from statelens.spark_io.logs.checkpoint import read_checkpoint, read_source_offsets
-from statelens.spark_io.logs.event_logs import query_sinks
+from statelens.spark_io.logs.event_logs import query_sinks, read_progress
 from statelens.spark_io.storage import Storage, open_storage
 from statelens.spark_io.storage.locations import is_local, local_path
 
@@ -353,6 +355,26 @@ def _stateless_answer(
     )
 
 
+def _field_for(name: str, fields: Mapping[str, str | None], hops: list[Hop], written_as: Mapping[str, str | None]) -> str | None:
+    """The column query ``name`` is asked by: the one named for it, else the one the query upstream of it
+    writes the key under (followed through a rename in its plan), else the keys' column."""
+    if fields.get(name):
+        return fields[name]
+    carried = {written_as[h.upstream] for h in hops if h.downstream == name and h.upstream in written_as}
+    return carried.pop() if len(carried) == 1 and None not in carried else fields.get("") or None
+
+
+def _renamed(info: CheckpointInfo, key_field: str | None, event_log: str | None) -> str | None:
+    """The column a query writes ``key_field`` under when its plan (the event log's) renames it, else None."""
+    if not key_field or not event_log:
+        return None
+    try:
+        plan = read_progress(event_log, info).query_plan()
+    except StateLensError:
+        return None  # the query's own answer says what of the event log could not be read
+    return plan.written_as(key_field) if plan is not None else None
+
+
 def why_missing_across(
     pipeline: Pipeline,
     keys: list[str],
@@ -364,7 +386,8 @@ def why_missing_across(
     current query asked on its own (its input: the tables upstream of it where they are now, then
     ``input_root``; its output: its table), then composed (``analysis.pipeline.fate``). ``key_field``:
     the keys' column, or query name -> its column there (``""``: every other query's), where a query
-    renamed it. A query that cannot answer says unknown and why; the others still answer."""
+    renamed it; with the event log, a rename in a query's plan (``user AS customer``) is followed without
+    it. A query that cannot answer says unknown and why; the others still answer."""
     order = [n for n in pipeline.order() if not (pipeline.query(n).flow and not pipeline.query(n).flow.current)]  # type: ignore[union-attr]
     fields = dict(key_field) if isinstance(key_field, Mapping) else {"": key_field} if key_field else {}
     unknown = sorted(set(fields) - {""} - {q.name for q in pipeline.queries})
@@ -375,9 +398,11 @@ def why_missing_across(
         )
     hops = [h for h in pipeline.hops if h.downstream in order]
     per_query: dict[str, dict[str, HopAnswer]] = {}
+    written_as: dict[str, str | None] = {}  # query -> the column it writes the key under
     for name in order:
         q = pipeline.query(name)
-        key_field = fields.get(name, fields.get("")) or None
+        key_field = _field_for(name, fields, hops, written_as)
+        written_as[name] = key_field
         roots = tuple(h.table for h in hops if h.downstream == name) + tuple(input_root)
         per_query[name] = {}
         try:
@@ -385,11 +410,12 @@ def why_missing_across(
             if not info.operators:
                 for k in keys:
                     per_query[name][k] = _stateless_answer(name, info, k, [key_field] if key_field else [], roots, q.sink)
-                continue
-            asked = KeyQuestion(tuple(keys), key_field, event_log, roots or None, q.sink)
-            report = why_missing(q.checkpoint, asked, info)
-            for r in report.to_dict()["results"]:
-                per_query[name][r["key"]] = hop_answer(name, r)
+            else:
+                asked = KeyQuestion(tuple(keys), key_field, event_log, roots or None, q.sink)
+                report = why_missing(q.checkpoint, asked, info)
+                for r in report.to_dict()["results"]:
+                    per_query[name][r["key"]] = hop_answer(name, r)
+                written_as[name] = _renamed(info, key_field, event_log) or key_field
         except StateLensError as e:
             said = f"Unknown: {e.title}: {e.message}"
             if key_field and isinstance(e, InvalidInput):  # most likely the key's column is named otherwise here
@@ -398,6 +424,7 @@ def why_missing_across(
                 )
             for k in keys:
                 per_query[name][k] = HopAnswer(name, "unknown", None, None, said, answer={"key": k, "reason": e.message})
+        per_query[name] = {k: dataclasses.replace(a, key_field=key_field) for k, a in per_query[name].items()}
     groups = [[n for n in g if n in per_query] for g in pipeline.groups()]
     out = []
     for k in keys:
