@@ -17,9 +17,10 @@ import statelens
 from support import ROOT, tree_checksums
 
 pytestmark = pytest.mark.jvm
-# a 4-query chain through JSON and CSV tables, its user column renamed on the way, ending in a windowed
-# count written by foreachBatch; a 3-query one through CSV and Parquet tables into a windowed count's Parquet
-SEEDS = (0, 13)
+# a 4-query chain through JSON and Parquet tables whose third query renames the user column (the one
+# before the last, which lags), ending in a windowed count written by foreachBatch; a 3-query one
+# through CSV and Parquet tables into a windowed count's Parquet
+SEEDS = (163, 13)
 
 
 @pytest.fixture(scope="module")

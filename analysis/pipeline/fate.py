@@ -15,6 +15,7 @@ from typing import Any
 from statelens.analysis.pipeline.model import Hop, norm
 
 NEVER = "never_in_input"
+REACHED = ("written", "partly_written", "written_unmatched")  # a query's outcomes that wrote the key to its table
 NOT_READ_YET = "not_read_yet"  # written upstream in a batch the downstream query has not read yet
 KEY_NOT_FOLLOWED = "key_not_followed"  # written upstream, read downstream, and no record of the key there
 
@@ -49,9 +50,12 @@ def hop_answer(query: str, result: Mapping[str, Any]) -> HopAnswer:
     """A query's whole-query answer for one key (a ``why-missing --json`` result) as a hop's."""
     fate = result.get("fate") or {}
     read = tuple((r.get("batch_id"), str(r.get("file") or "")) for r in fate.get("records") or [])
-    written = tuple(
-        sorted({o["batch_id"] for o in fate.get("outputs") or [] if o.get("kind") == "written" and o.get("batch_id") is not None})
-    )
+    outputs = [o for o in fate.get("outputs") or [] if o.get("batch_id") is not None]
+    # the batches whose sink files hold it; else, for a key that reached the output, the batches that
+    # emitted it to the sink (its files were not searched by this column: a query writing it renamed)
+    written = {o["batch_id"] for o in outputs if o.get("kind") == "written"}
+    if not written and str(result.get("outcome") or fate.get("outcome")) in REACHED:
+        written = {o["batch_id"] for o in outputs}
     return HopAnswer(
         query,
         str(result.get("outcome") or fate.get("outcome") or "unknown"),
@@ -59,7 +63,7 @@ def hop_answer(query: str, result: Mapping[str, Any]) -> HopAnswer:
         result.get("cause_at"),
         str(fate.get("headline") or result.get("explanation") or ""),
         read,
-        written,
+        tuple(sorted(written)),
         result,
     )
 
@@ -136,6 +140,15 @@ def pipeline_fate(key: str, order: Sequence[str], hops: Sequence[Hop], answers: 
                     f"<column>,{q}=<its column>)"
                 )
                 return PipelineKeyAnswer(key, "unknown", KEY_NOT_FOLLOWED, at, f"Unknown: {said}.", shown)
+        untold = [answers[h.upstream] for h in ups if answers[h.upstream].outcome in REACHED]
+        if untold:  # it reached that table, in batches not told: whether this query read them is not known
+            u = untold[0]
+            at = {"query": q, "upstream_query": u.query}
+            said = (
+                f"{u.query} wrote it to its table (in which batch is not told), and no record {q} read holds it: whether "
+                f"{q} has not read it yet or the key column is named otherwise there cannot be told"
+            )
+            return PipelineKeyAnswer(key, "unknown", KEY_NOT_FOLLOWED, at, f"Unknown: {said}.", shown)
         pending = [h.upstream for h in ups if answers[h.upstream].outcome != NEVER]
         if pending:
             q = pending[0]
