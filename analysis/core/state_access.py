@@ -55,9 +55,16 @@ class KeyQuery:
         return [k for k in self.keys if k == key_text(raw) or (k in typed and typed[k] == raw)]
 
 
+WINDOW_KEYS = ("window", "session_window")  # a key field that is a time window
+
+
 class StateAccess(Protocol):
     def key_fields(self, source: StateSource, batch: int) -> list[tuple[str, str]]:
         """(name, type) of the key's plain fields a user can match (not a join's index, not structs)."""
+        ...
+
+    def windowed(self, source: StateSource, batch: int) -> bool:
+        """Whether the key holds a time window (a struct ``window`` or ``session_window``)."""
         ...
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]: ...
@@ -194,6 +201,10 @@ class ArrowState:
         return [
             (f.name, _type_name(f.type)) for f in key_type if f.name not in JOIN_ROW_FIELDS and not pa.types.is_struct(f.type)
         ]
+
+    def windowed(self, source: StateSource, batch: int) -> bool:
+        key_type = self._table(source, batch).schema.field("key").type
+        return any(f.name in WINDOW_KEYS and pa.types.is_struct(f.type) for f in key_type)
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]:
         schema = self._table(source, batch).schema

@@ -85,6 +85,7 @@ class OpView:
     upstream_filters: dict[int, list[str]] = field(default_factory=dict)  # an operator below -> filters from it to here
     batch_joins: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # scan -> joins with static tables on the way
     planned: bool = False  # from the event log's plan
+    windowed: bool = False  # without the plan: its state key holds a time window (lateness is on the window's end)
     raw_condition: str | None = None  # a join's condition as the plan prints it (evaluated on a pair)
 
     @property
@@ -289,12 +290,16 @@ class FateWalk:
 
         sides = behaviour(kind).sides
         keys = {}
+        windowed = False
         for side in sides:
             src = self.source(op, side)
             fields = self.access.key_fields(src, self.last)
             named = self.access.key_columns(src, self.last, self.asked) if kind == JOIN else {}
             keys[side] = [query_plan.Column(n, named.get(n, n)) for n, _ in fields]
-        return OpView(op, kind, keys, dict.fromkeys(sides), behaviour(kind).output_mode, join_type=self.join_type)
+            windowed = windowed or (kind != JOIN and self.access.windowed(src, self.last))
+        return OpView(
+            op, kind, keys, dict.fromkeys(sides), behaviour(kind).output_mode, join_type=self.join_type, windowed=windowed
+        )
 
     def scan_source(self, scan_id: int) -> str:
         """The checkpoint's source a plan's scan reads (by the folder in its Location)."""
@@ -766,7 +771,12 @@ class FateWalk:
                 )
             if behind and self.keeps_closed_windows(view, side, flow):
                 behind = False  # complete mode: the operator evicts nothing and drops no late row
-            if behind and self.behind_a_join(op_id, b):
+            if behind and window is None and view.windowed:  # without the plan: its window's size is not known
+                flow.maybe_late = (
+                    f"its event time is behind {view.label}'s late-row watermark, but the operator groups by time windows: "
+                    "a row is late only when its window's end is, and the window's size is in the query's plan (the event log)"
+                )
+            elif behind and self.behind_a_join(op_id, b):
                 flow.maybe_late = (
                     f"it is behind {view.label}'s late-row watermark as the query's watermarks give it, but a "
                     "stream-stream join before it holds that watermark back by its time range, which the query's "

@@ -14,7 +14,7 @@ from typing import Any
 from statelens.analysis.core.key_columns import columns_equal_to_key
 from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
 from statelens.analysis.core.near_miss import NearSeen, digits, normalize
-from statelens.analysis.core.state_access import KeyQuery, near_seen
+from statelens.analysis.core.state_access import WINDOW_KEYS, KeyQuery, near_seen
 from statelens.spark_io.readers.state_reader import change_frame, has_change_feed, state_frame, to_arrow
 from statelens.spark_io.runtime import engine_choice
 
@@ -67,6 +67,14 @@ class SparkState:
             for f in key_type.fields
             if f.name not in JOIN_ROW_FIELDS and not isinstance(f.dataType, StructType)
         ]
+
+    def windowed(self, source: StateSource, batch: int) -> bool:
+        from pyspark.sql.types import StructType
+
+        key_type = self._state(source, batch).schema["key"].dataType
+        return isinstance(key_type, StructType) and any(
+            f.name in WINDOW_KEYS and isinstance(f.dataType, StructType) for f in key_type.fields
+        )
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]:
         from pyspark.sql.types import StructType

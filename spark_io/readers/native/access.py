@@ -21,6 +21,7 @@ from statelens.analysis.core.key_columns import columns_equal_to_key
 from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource, operator_of
 from statelens.analysis.core.near_miss import NearSeen
 from statelens.analysis.core.state_access import (
+    WINDOW_KEYS,
     ArrowState,
     KeyQuery,
     _matching,
@@ -139,6 +140,12 @@ class NativeState(ArrowState):
             ]
 
         return self._or_spark(native, lambda s: s.key_fields(source, batch))  # type: ignore[no-any-return]
+
+    def windowed(self, source: StateSource, batch: int) -> bool:
+        def native() -> bool:
+            return any(f["name"] in WINDOW_KEYS and isinstance(f["type"], dict) for f in self.reader.key_fields(source))
+
+        return self._or_spark(native, lambda s: s.windowed(source, batch))  # type: ignore[no-any-return]
 
     def value_fields(self, source: StateSource, batch: int) -> list[str]:
         def native() -> list[str]:
