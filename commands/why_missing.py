@@ -156,17 +156,7 @@ def _across(args: argparse.Namespace) -> None:
         return
     print(f"each key across the queries under {args.checkpoint}, upstream first")
     for a in answers:
-        at = a.cause_at or {}
-        where = ", ".join(
-            f"{label} {at[k]}"
-            for k, label in (
-                ("query", "query"),
-                ("operator_id", "operator"),
-                ("batch_id", "batch"),
-                ("upstream_batch_id", "upstream batch"),
-            )
-            if at.get(k) is not None
-        )
+        where = ", ".join(f"{word} {value}" for word, value in a.place())
         print(f"\n{a.key}: {a.outcome}" + (f" · cause {a.cause}" if a.cause else "") + (f" ({where})" if where else ""))
         print(f"  {a.headline}")
         first = a.hops[0].key_field if a.hops else None

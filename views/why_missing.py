@@ -254,17 +254,7 @@ def across_pipeline(root: str) -> None:
     for a in answers:
         with st.container(border=True):
             color, label = OUTCOME_STYLE.get(a.outcome, ("gray", a.outcome.replace("_", " ")))
-            at = a.cause_at or {}
-            where = "".join(
-                f" · {word} {at[k]}"
-                for k, word in (
-                    ("query", "in"),
-                    ("operator_id", "operator"),
-                    ("batch_id", "batch"),
-                    ("upstream_batch_id", "upstream batch"),
-                )
-                if at.get(k) is not None
-            )
+            where = "".join(f" · {'in' if word == 'query' else word} {value}" for word, value in a.place())
             badges = f":{color}-badge[{label}]"
             if a.cause and a.cause != a.outcome:
                 badges += (

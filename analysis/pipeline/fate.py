@@ -77,6 +77,12 @@ class PipelineKeyAnswer:
     headline: str
     hops: tuple[HopAnswer, ...]  # each query's own answer, upstream first
 
+    def place(self) -> list[tuple[str, Any]]:
+        """Where its cause happened, as (word, value): query, operator, batch, upstream batch (those told)."""
+        at = self.cause_at or {}
+        words = (("query", "query"), ("operator_id", "operator"), ("batch_id", "batch"), ("upstream_batch_id", "upstream batch"))
+        return [(word, at[k]) for k, word in words if at.get(k) is not None]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
