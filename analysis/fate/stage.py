@@ -77,6 +77,8 @@ class Stage:
         evaluated may have removed it; else nothing here tells why."""
         op_id, b, sd = view.operator_id, flow.batch, side or None
         state = f"the {side} side's state" if side else "the state"
+        if flow.late_if_absent is not None:
+            return StepResult(flow.late_if_absent)
         if flow.maybe_late:
             detail = f"{what} is not in {state} of {view.label} after batch {b}: {flow.maybe_late}."
             return StepResult(Step(op_id, NOT_FOUND, b, detail, sd, cause=Cause(UNKNOWN, op_id, b, sd, rec, detail, why=detail)))

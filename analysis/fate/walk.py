@@ -114,6 +114,7 @@ class Flow:
     unmatched_cause: Cause | None = None  # why it was not matched
     unevaluated: list[str] = field(default_factory=list)  # filters on its way that could not be evaluated
     maybe_late: str = ""  # why it may have been dropped as late at the operator it reaches (its watermark unknown)
+    late_if_absent: Step | None = None  # its drop as late, when the operator's state does not hold it
     # the operator's key columns the plan computes from the record (a function, explode...): not its values
     computed: frozenset[str] = frozenset()
 
@@ -776,6 +777,8 @@ class FateWalk:
                     f"its event time is behind {view.label}'s late-row watermark, but the operator groups by time windows: "
                     "a row is late only when its window's end is, and the window's size is in the query's plan (the event log)"
                 )
+                if self.progress_drops(op_id, b):  # the progress counts rows dropped as late then: absent from state, it was one
+                    flow.late_if_absent = self._late(view, side, flow, rec, t_us, window, column, late)
             elif behind and self.behind_a_join(op_id, b):
                 flow.maybe_late = (
                     f"it is behind {view.label}'s late-row watermark as the query's watermarks give it, but a "
