@@ -15,6 +15,7 @@ from statelens.views.common import (
     CHECKPOINT_KEY,
     EVENT_LOG_KEY,
     current_event_log,
+    current_path,
     guard,
     metric_row,
     pipeline_cached,
@@ -65,7 +66,10 @@ with guard():
     st.query_params.update({"root": root} | ({"data_root": data_root} if data_root else {}))
     if not data_root:
         st.query_params.pop("data_root", None)
-    pipeline = pipeline_cached(root, data_root or None, current_event_log())
+    # the sidebar's event log, unless it is a bundled sample's, filled in for the checkpoint there
+    event_log = current_event_log()
+    event_log = None if event_log == sample_event_log(current_path()) else event_log
+    pipeline = pipeline_cached(root, data_root or None, event_log)
     groups = pipeline.groups()
     lagging = [h for h in pipeline.hops if h.unread and health(pipeline.query(h.downstream)) != "superseded"]
     metric_row([

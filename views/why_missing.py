@@ -249,7 +249,7 @@ def across_pipeline(root: str) -> None:
         lambda: why_missing_across_cached(root, keys, key_field or None, event_log, data_root or None, input_root or None),
         "why-missing-across",
     )
-    pipeline = pipeline_cached(root, data_root or None)
+    pipeline = pipeline_cached(root, data_root or None, event_log)
     st.caption("Each key across " + " → ".join(pipeline.order()) + " · this page's URL links to this diagnosis")
     for a in answers:
         with st.container(border=True):
