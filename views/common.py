@@ -301,11 +301,13 @@ def pipeline_root() -> str | None:
     except statelens.NotACheckpoint:
         try:
             pipeline_cached(path)  # kept: the page asks it next
-        except statelens.StateLensError:
+        except statelens.NotACheckpoint:
             return None  # no checkpoint under it either: the checkpoint's message says what to give
+        except statelens.StateLensError:
+            return path  # a root whose pipeline cannot be read: its page says why, asking again
         return path
     except statelens.StateLensError:
-        return None
+        return None  # a checkpoint that cannot be read: its own pages say why
     return None
 
 

@@ -127,7 +127,7 @@ def _event_log_sinks(event_log: str | None, ids: dict[str, str], notes: list[str
     if not event_log:
         return {}
     try:
-        sinks = query_sinks(event_log)
+        sinks = query_sinks(event_log, notes)
     except StateLensError as e:
         notes.append(f"the event log cannot be read ({e.message}): each table's writer is told by its log's times")
         return {}
@@ -365,13 +365,11 @@ def _field_for(name: str, fields: Mapping[str, str | None], hops: list[Hop], wri
 
 
 def _renamed(info: CheckpointInfo, key_field: str | None, event_log: str | None) -> str | None:
-    """The column a query writes ``key_field`` under when its plan (the event log's) renames it, else None."""
+    """The column a query writes ``key_field`` under when its plan (the event log's) renames it, else None.
+    An event log that cannot be read raises: the query then answers unknown, saying why."""
     if not key_field or not event_log:
         return None
-    try:
-        plan = read_progress(event_log, info).query_plan()
-    except StateLensError:
-        return None  # the query's own answer says what of the event log could not be read
+    plan = read_progress(event_log, info).query_plan()
     return plan.written_as(key_field) if plan is not None else None
 
 

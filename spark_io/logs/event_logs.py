@@ -245,22 +245,17 @@ def repartition_runs(path: str) -> list[tuple[int, int]]:
     return sorted(runs)
 
 
-def query_sinks(path: str) -> dict[str, str]:
+def query_sinks(path: str, notes: list[str]) -> dict[str, str]:
     """Each query in an event log (or progress JSON lines) -> its sink's description as its progress
-    says it (``FileSink[file:/lake/silver]``, ``ForeachBatchSink``): the log is read once for every query."""
-    raw = path.strip()
-    groups = _groups(raw, _PROGRESS_SOURCES)
+    says it (``FileSink[file:/lake/silver]``, ``ForeachBatchSink``): the log is read once for every query.
+    Lines that are not complete JSON are said in ``notes``."""
+    groups = _groups(path.strip(), _PROGRESS_SOURCES)
     if not groups:
         raise ProgressNotFound(f"{path} is an empty folder: no event log or progress file in it.")
     out: dict[str, str] = {}
-    for _, _, text, _ in _decoded(path, groups, [], " of event logs: point to the applications' logs."):
-        for line in text.split("\n"):
-            if '"sink"' not in line:
-                continue
-            try:
-                p = progress_of(json.loads(line))
-            except (json.JSONDecodeError, AttributeError):
-                continue
+    for _, name, text, _ in _decoded(path, groups, notes, " of event logs: point to the applications' logs."):
+        for record in _records(name, text, '"sink"', notes):  # every progress line holds its sink
+            p = progress_of(record)
             description = ((p or {}).get("sink") or {}).get("description")
             if p and p.get("id") and description:
                 out[str(p["id"])] = str(description)
