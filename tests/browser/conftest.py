@@ -37,6 +37,19 @@ def idle(page) -> None:  # type: ignore[no-untyped-def]
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=180_000)
 
 
+def open_sample(page, app_url: str, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Open the app and pick a bundled sample by its pill, as a user does: the page first, its run
+    over, then the pill (under load the sidebar can take long to arrive; a server busy with other
+    tests' JVMs drops nothing, it is only slow), until the Overview shows the sample's path."""
+    page.goto(app_url)
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
+    idle(page)
+    pill = page.get_by_role("radio", name=name)
+    expect(pill).to_be_visible(timeout=180_000)
+    pill.click()
+    expect(page.locator("code").filter(has_text=f"sample_checkpoints/{name}")).to_be_visible(timeout=60_000)
+
+
 CHROMIUM = os.environ.get("STATELENS_CHROMIUM", "/usr/bin/chromium")
 
 

@@ -8,6 +8,7 @@ import re
 
 from playwright.sync_api import expect
 
+from conftest import open_sample
 from support import ARTIFACTS, SAMPLES
 
 # a chart's title is the text above it (st.markdown), which wraps where a Plotly title is cut
@@ -40,10 +41,7 @@ def _plots(page):  # type: ignore[no-untyped-def]
 
 def test_overview_progress_charts(app_url: str, page) -> None:  # type: ignore[no-untyped-def]
     truth = json.loads((SAMPLES / "outputs" / "windowed_agg.progress.json").read_text())
-    page.goto(app_url)
-    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
-    page.get_by_role("radio", name="windowed_agg").click()
-    expect(page.locator("code").filter(has_text="sample_checkpoints/windowed_agg")).to_be_visible(timeout=60_000)
+    open_sample(page, app_url, "windowed_agg")
     expect(page.get_by_text("13 / 13", exact=True).first).to_be_visible(timeout=60_000)  # windowed_agg's progress
     title = "Late rows dropped by the watermark"
     # wait for this sample's chart (a page shown before may still hold another sample's)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
+from conftest import open_sample
 from support import ARTIFACTS
 
 
 def test_report_download_has_distinct_growth_colours(app_url: str, page) -> None:  # type: ignore[no-untyped-def]
-    page.goto(app_url)
-    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
-    page.get_by_role("radio", name="hot_key_join").click()
-    expect(page.locator("code").filter(has_text="sample_checkpoints/hot_key_join")).to_be_visible(timeout=30_000)
+    open_sample(page, app_url, "hot_key_join")
     page.get_by_role("link", name="State health").click()
     button = page.get_by_role("button", name="Download the health report (one HTML file)")
     expect(button).to_be_visible(timeout=180_000)

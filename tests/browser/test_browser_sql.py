@@ -7,16 +7,12 @@ import urllib.parse
 
 from playwright.sync_api import expect
 
-from conftest import idle
+from conftest import open_sample
 from support import ARTIFACTS, sample
 
 
 def test_pick_sample_and_run_sql(app_url: str, page) -> None:  # type: ignore[no-untyped-def]
-    page.goto(app_url)
-    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
-    idle(page)
-    page.get_by_role("radio", name="unbounded_agg").click()  # a sample pill
-    expect(page.locator("code").filter(has_text="sample_checkpoints/unbounded_agg")).to_be_visible(timeout=30_000)
+    open_sample(page, app_url, "unbounded_agg")
     page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
 
     page.get_by_role("link", name="SQL").click()

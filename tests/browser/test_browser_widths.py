@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from conftest import idle
+from conftest import idle, open_sample
 from support import ARTIFACTS, sample
 
 CUT = """
@@ -49,11 +49,7 @@ def test_nothing_is_cut(browser, app_url: str, width: int) -> None:  # type: ign
     ctx = browser.new_context(viewport={"width": width, "height": 900})
     page = ctx.new_page()
     try:
-        page.goto(app_url)
-        expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
-        idle(page)
-        page.get_by_role("radio", name="windowed_agg").click()
-        expect(page.locator("code").filter(has_text="sample_checkpoints/windowed_agg")).to_be_visible(timeout=60_000)
+        open_sample(page, app_url, "windowed_agg")
         expect(page.get_by_text("Late rows dropped", exact=True).first).to_be_visible(timeout=60_000)
         expect(page.get_by_role("button", name="CSV").first).to_be_visible(timeout=60_000)
         idle(page)
