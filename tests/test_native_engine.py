@@ -275,7 +275,7 @@ def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike()
     op_id, field, keys = _keys_to_ask(info, NativeState(info))
     first = diagnose.why_missing(warmed, info, KeyQuestion(tuple(keys[:1]), operator=op_id, batch=None, key_field=field))
     cache = warmed.reader._kept
-    cache._kept.clear()  # as if the answer had read its key's partition only (here it read more)
+    cache.clear()  # as if the answer had read its key's partition only (here it read more)
     thread = warmed.warm_in_background()
     assert thread is not None
     thread.join()

@@ -299,6 +299,10 @@ def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], need
     want = np.zeros(len(values), np.uint32)
     kernels.compiled().fnv1a32(offsets, text_bytes, want)
     assert (kernels.py_fnv1a32(offsets, text_bytes) == want).all()
+    wide = np.zeros(len(values), np.uint64)
+    kernels.compiled().fnv1a64(buf, off, size, wide)
+    assert (kernels.py_fnv1a64(buf, off, size) == wide).all()
+    assert len(set(wide.tolist())) == len(set(values))  # distinct strings, distinct hashes
 
 
 def test_the_python_loops_run_until_they_have_cost_what_loading_the_compiled_ones_costs() -> None:

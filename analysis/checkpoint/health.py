@@ -249,17 +249,19 @@ def replay_changes(
     batch, is_delete, key, part = _arrays(changes, 4)
     base_key, base_part = _arrays(base, 2)
     order_b = sorted(batches)
-    wanted = np.isin(batch, np.asarray(order_b, np.int64))
-    batch, is_delete, key, part = batch[wanted], is_delete[wanted].astype(bool), key[wanted], part[wanted]
+    bi = _positions(batch, np.asarray(order_b, np.int64))
+    wanted = bi >= 0
+    if not wanted.all():
+        is_delete, key, part, bi = is_delete[wanted], key[wanted], part[wanted], bi[wanted]
     # each key's changes in batch order, feed order within a batch: a feed lists a key's changes in
     # batch order already (one partition's files, oldest first), so a stable sort by key suffices;
     # where it does not, by key and batch
-    order = np.argsort(key, kind="stable")
-    in_order = batch[order]
-    same_key = key[order][1:] == key[order][:-1]
-    if (same_key & (in_order[1:] < in_order[:-1])).any():
-        order = np.lexsort((np.arange(len(key)), batch, key))
-    batch, is_delete, key, part = batch[order], is_delete[order], key[order], part[order]
+    order, sorted_key = _stable_order(key)
+    sorted_bi = bi[order]
+    if ((sorted_key[1:] == sorted_key[:-1]) & (sorted_bi[1:] < sorted_bi[:-1])).any():
+        order = np.lexsort((np.arange(len(key)), bi, key))
+        sorted_key, sorted_bi = key[order], bi[order]
+    key, bi, is_delete, part = sorted_key, sorted_bi, is_delete[order].astype(bool), part[order]
     first = np.ones(len(key), np.bool_)
     first[1:] = key[1:] != key[:-1]
     after_update = np.zeros(len(key), np.bool_)
@@ -268,17 +270,16 @@ def replay_changes(
     inserted = ~is_delete & ~present_before
     deleted = is_delete & present_before
     parts = np.unique(np.concatenate([base_part, part[inserted]]))
-    bi = np.searchsorted(np.asarray(order_b, np.int64), batch)
-    pi = np.searchsorted(parts, part)
+    pi = _positions(part, parts)  # a partition no insert reaches: -1, and only its deletes of nothing
     shape = (len(order_b), max(len(parts), 1))
     cell = bi * shape[1] + pi
     size = shape[0] * shape[1]
     delta = (np.bincount(cell[inserted], minlength=size) - np.bincount(cell[deleted], minlength=size)).reshape(shape)
     start = np.zeros(shape[1], np.int64)
-    np.add.at(start, np.searchsorted(parts, base_part), 1)
+    np.add.at(start, _positions(base_part, parts), 1)
     per_part = start + np.cumsum(delta, axis=0)
     seen = np.full(shape[1], len(order_b), np.int64)  # the batch index a partition is first counted at
-    seen[np.searchsorted(parts, base_part)] = -1
+    seen[_positions(base_part, parts)] = -1
     first_insert = np.full(shape[1], len(order_b), np.int64)
     np.minimum.at(first_insert, pi[inserted], bi[inserted])
     seen = np.minimum(seen, first_insert)
@@ -290,6 +291,35 @@ def replay_changes(
         parts_out[b] = {int(parts[j]): int(per_part[i, j]) for j in range(len(parts)) if seen[j] <= i}
         ins_out[b], dels_out[b] = int(ins[i]), int(dels[i])
     return rows_out, parts_out, ins_out, dels_out
+
+
+def _stable_order(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.argsort(key, kind="stable")`` and the keys in that order, faster: an unstable sort
+    (numpy's vectorised one), then each run of equal keys put back in feed order by one sort of
+    (run, position) numbers."""
+    n = len(key)
+    if n < 2:
+        return np.arange(n), key
+    order = np.argsort(key)
+    sorted_key = key[order]
+    run = np.zeros(n, np.int64)
+    np.cumsum(sorted_key[1:] != sorted_key[:-1], out=run[1:])
+    return np.sort(run * n + order) % n, sorted_key
+
+
+def _positions(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    """Each value's index in ``sorted_unique``, or -1 where it is not there (batch ids and
+    partitions: small numbers, looked up in a table)."""
+    if not len(sorted_unique) or not len(values):
+        return np.full(len(values), -1, np.int64)
+    lo, hi = int(sorted_unique[0]), int(sorted_unique[-1])
+    if hi - lo < 1 << 22:
+        table = np.full(hi - lo + 1, -1, np.int64)
+        table[sorted_unique - lo] = np.arange(len(sorted_unique))
+        inside = (values >= lo) & (values <= hi)
+        return np.where(inside, table[np.clip(values, lo, hi) - lo], -1)
+    at = np.clip(np.searchsorted(sorted_unique, values), 0, len(sorted_unique) - 1)
+    return np.where(sorted_unique[at] == values, at, -1)
 
 
 def _arrays(rows: Any, width: int) -> tuple[np.ndarray, ...]:

@@ -225,6 +225,16 @@ def fnv1a32(offsets, data, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def fnv1a64(buf, off, size, out):  # type: ignore[no-untyped-def]
+    """The 64-bit FNV-1a hash of each byte string ``buf[off[i]:off[i]+size[i]]``."""
+    for i in range(off.shape[0]):
+        h = np.uint64(14695981039346656037)
+        for j in range(off[i], off[i] + size[i]):
+            h = (h ^ np.uint64(buf[j])) * np.uint64(1099511628211)
+        out[i] = h
+
+
+@njit(cache=True, nogil=True)
 def _crc32c(buf, start, end, crc, table):  # type: ignore[no-untyped-def]
     c = crc ^ np.uint32(0xFFFFFFFF)
     for p in range(start, end):
@@ -404,3 +414,4 @@ def warm() -> None:
     contains(buf, z, z, buf, np.zeros(0, np.bool_))
     dense_codes(buf, z, z)
     fnv1a32(np.zeros(1, np.int64), buf, np.zeros(0, np.uint32))
+    fnv1a64(buf, z, z, np.zeros(0, np.uint64))

@@ -388,3 +388,22 @@ def py_fnv1a32(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
         idx = offsets[:-1][live] + j
         h[live] = (h[live] ^ data[idx].astype(np.uint32)) * np.uint32(16777619)
     return h
+
+
+def byte_hashes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """The 64-bit FNV-1a hash of each byte string ``buf[off[i]:off[i]+size[i]]``, as int64 bits."""
+    out = np.zeros(len(off), np.uint64)
+    if len(off) and _compiled_for(int(size.max()) * len(off) * _PER_BYTE * 3):
+        compiled().fnv1a64(buf, off, size, out)
+    elif len(off):
+        out = _python(py_fnv1a64, buf, off, size)
+    return out.view(np.int64)
+
+
+def py_fnv1a64(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """FNV-1a (64 bits) in numpy, one byte position of every string at a time (short keys)."""
+    h = np.full(len(off), 14695981039346656037, np.uint64)
+    for j in range(int(size.max()) if len(off) else 0):
+        live = np.nonzero(size > j)[0]
+        h[live] = (h[live] ^ buf[off[live] + j].astype(np.uint64)) * np.uint64(1099511628211)
+    return h

@@ -147,6 +147,62 @@ class NativeReader:
             pieces.append(self._read(source, parts, records, True, keys_only))
         return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
+    def key_ids(
+        self, source: StateSource, batch: int, partitions: Iterable[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each row of a store at ``batch`` as (key id, partition), nothing decoded: the key id is the
+        64-bit FNV-1a hash of the key's stored bytes, the identity the store itself keys its rows by.
+        None where a row is not one stored key (a join side read from two stores, list and map
+        state, timers, join rows of format 4): count those from their decoded rows."""
+        op = source.operator_id
+        ids = self._key_ids(
+            source,
+            self._partitions_of(source, batch, partitions),
+            lambda store, p: self._state_records(op, store, p, batch + 1, values=False),
+            False,
+        )
+        return None if ids is None else (ids[2], ids[3])
+
+    def change_key_ids(
+        self, source: StateSource, start: int, end: int, partitions: Iterable[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The change feed over ``start``..``end`` as (batch id, 1 for a delete, key id, partition) per
+        change, in feed order, nothing decoded (``key_ids``; None where ``key_ids`` is)."""
+        if not source.has_change_feed:
+            raise NativeUnsupported(f"{source.describe()} has no change feed")
+        op = source.operator_id
+        pieces = []
+        for lo, hi in self.info.feed_segments(start, end) or [(start, start - 1)]:
+
+            def records(store: str, p: int, lo: int = lo, hi: int = hi) -> Records:
+                return self._change_records(op, store, p, lo + 1, hi + 1)
+
+            ids = self._key_ids(source, self._partitions_of(source, hi, partitions), records, True)
+            if ids is None:
+                return None
+            pieces.append(ids)
+        batch, deletes, keys, parts = (np.concatenate(c) for c in zip(*pieces, strict=True))
+        return batch, deletes, keys, parts
+
+    def _key_ids(
+        self, source: StateSource, partitions: list[int], records: Callable[[str, int], Records], changes: bool
+    ) -> tuple[np.ndarray, ...] | None:
+        view = self._view(operator_of(self.info, source.operator_id), source)
+        if type(view) is not _Plain or view.fam.event_time_key:
+            return None
+
+        def piece(p: int) -> tuple[np.ndarray, ...]:
+            rec = view._records({store: records(store, p) for store in view.stores}, p, changes)
+            return (
+                rec.version - 1,
+                (rec.kind == kernels.DELETE).astype(np.int64),
+                kernels.byte_hashes(rec.buf, rec.koff, rec.klen),
+                np.full(len(rec), p, np.int64),
+            )
+
+        pieces = self.decode_each(piece, partitions) or [tuple(np.zeros(0, np.int64) for _ in range(4))]
+        return tuple(np.concatenate(c) for c in zip(*pieces, strict=True))
+
     def warm(self, source: StateSource, batch: int) -> None:
         """Read the RocksDB files the source's state at ``batch`` is made from, in every
         partition, into the kept files (for the questions after; nothing is decoded)."""

@@ -96,6 +96,10 @@ class NativeStats:
         ]
 
     def key_ids(self, src: StateSource, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        stored = self.reader.key_ids(src, batch)  # a plain store: its keys' bytes, not decoded
+        if stored is not None:
+            return stored
+
         def read(parts: list[int]) -> tuple[np.ndarray, ...]:
             t = self.reader.state(src, batch, parts, keys_only=True)
             ids = self._sql(t, f"SELECT {self._identity(t)} AS k, partition_id FROM t")
@@ -105,6 +109,10 @@ class NativeStats:
         return keys, parts
 
     def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        stored = self.reader.change_key_ids(src, start, end)
+        if stored is not None:
+            return stored
+
         def read(parts: list[int]) -> tuple[np.ndarray, ...]:
             t = self.reader.changes(src, start, end, parts, keys_only=True)
             ids = self._sql(

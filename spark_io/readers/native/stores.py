@@ -259,6 +259,7 @@ class KeptFiles:
     def __init__(self, budget: int | None = None) -> None:
         self.budget = KEEP_BUDGET if budget is None else budget
         self._kept: OrderedDict[tuple[str, int, int, str], Records] = OrderedDict()
+        self._total = 0  # the bytes kept
         self._lock = threading.Lock()
 
     @staticmethod
@@ -285,12 +286,20 @@ class KeptFiles:
         if self._nbytes(rec) > self.budget:  # larger than the whole budget: not kept
             return rec
         with self._lock:
-            self._kept[(*ident, kind)] = rec
-            total = sum(self._nbytes(r) for r in self._kept.values())
-            while total > self.budget and self._kept:
+            key = (*ident, kind)
+            if key in self._kept:  # read twice at once: the first copy goes
+                self._total -= self._nbytes(self._kept.pop(key))
+            self._kept[key] = rec
+            self._total += self._nbytes(rec)
+            while self._total > self.budget and self._kept:
                 _, dropped = self._kept.popitem(last=False)
-                total -= self._nbytes(dropped)
+                self._total -= self._nbytes(dropped)
         return rec
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._total = 0
 
     def holds(self, part: PartitionFiles, name: str, kind: str) -> bool:
         ident = self._ident(part, name)
