@@ -5,7 +5,8 @@ as the path, a link to a missing place, ``..``, ``file://``, a look-alike root, 
 a listing through a linked folder, SQL escapes, logs crafted to name payments' files; payments' own
 user is refused the job page by URL; a download is fetched by another user and by nobody; the job
 page runs only what the policy names. Each attempt is refused on the page and in the audit log, and
-payments' marked values and query id are searched for in every page's HTML and every download."""
+payments' marked values and query id are searched for in every page's HTML and every download. The Pipeline
+page's root, data root and a root of links out are refused the same way."""
 
 from __future__ import annotations
 
@@ -138,6 +139,24 @@ def test_every_way_in_by_deep_link_is_refused_and_audited(server: Server, browse
         expect(page.get_by_text("Skipped").first).to_be_visible(timeout=120_000)
         expect(page.get_by_text(f"{teams.team}").first).to_be_visible()
         clean(teams, page, "listing ads's root")
+        # the Pipeline page's root and data root, and a root whose folders are links into payments'
+        for name, params, title in (
+            ("payments' root as the pipeline's", {"root": str(teams.pay)}, "Folder not allowed"),
+            ("payments' tables as the data root", {"root": str(teams.clicks), "data_root": str(teams.pay)}, "Folder not allowed"),
+            ("a pipeline root through a link", {"root": str(teams.escape)}, "Folder not allowed"),
+        ):
+            page.goto(link(server.url, "pipeline", **params))
+            expect(page.get_by_text(title).first).to_be_visible(timeout=120_000)
+            expect(page.get_by_role("textbox", name="Root")).to_have_value(params["root"])  # the link's, shown
+            clean(teams, page, name)
+            written(server.audit, lambda x, p=params: x.get("event") == "question" and x.get("allowed") is False
+                    and x.get("paths", {}).get("root") == p["root"])  # fmt: skip
+        page.goto(link(server.url, "pipeline", root=str(teams.mirror)))  # links into payments' checkpoint: not followed
+        expect(page.get_by_text("Link not followed").first).to_be_visible(timeout=120_000)
+        expect(page.get_by_role("textbox", name="Root")).to_have_value(str(teams.mirror))
+        clean(teams, page, "a pipeline root of links")
+        written(server.audit, lambda x: x.get("allowed") is False and x.get("paths", {}).get("root") == str(teams.mirror))
+        page.screenshot(path=str(ARTIFACTS / f"attacks-pipeline-links-{server.mode}.png"), full_page=True)
         page.goto(link(server.url, "why_missing", checkpoint=str(teams.crafted), key="ad-0-1"))
         expect(page.get_by_text("outside the folders that may be opened").first).to_be_visible(timeout=180_000)
         clean(teams, page, "a crafted log naming payments' input")
