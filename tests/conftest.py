@@ -28,9 +28,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # the file cache and the key index of this run, not the user's (subprocesses inherit it)
     os.environ.setdefault("STATELENS_CACHE_DIR", tempfile.mkdtemp(prefix="statelens-test-cache-"))
     # Every JVM spark-submit starts for the tests (the suite's session, the CLI's, preflight's jobs,
-    # Connect servers): the quick JIT only and one GC thread. Small data, short lives: a third less
-    # CPU (tests/test_trust.py alone: 140 -> 91 CPU s) and the answers the same.
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    # Connect servers): the quick JIT only and one GC thread (small data, short lives: a third less
+    # CPU, tests/test_trust.py alone 140 -> 91 CPU s), and Spark's classes mapped from one archive
+    # (tests/jvm_archive.py: a JVM's start in half the CPU). The answers the same.
+    if "SPARK_SUBMIT_OPTS" not in os.environ:
+        from jvm_archive import spark_submit_opts
+
+        os.environ["SPARK_SUBMIT_OPTS"] = spark_submit_opts()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
