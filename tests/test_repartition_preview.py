@@ -22,7 +22,7 @@ from test_cli import run_cli
 from statelens.analysis.core.errors import InvalidInput
 from statelens.spark_io.gather.repartition import repartition_preview
 from statelens.spark_io.logs.checkpoint import read_checkpoint
-from support import SAMPLES, tree_checksums
+from support import SAMPLES, session_confs, tree_checksums
 
 SAMPLES_ROCKSDB = [
     "join_rocksdb",
@@ -63,9 +63,7 @@ def test_the_preview_is_what_spark_repartition_does(spark: Any, tmp_path: Path, 
     shutil.copytree(source, copy)
     version = str(info.checkpoint_format_version)  # Spark refuses a session of another version
     assert (version == "2") == ("checkpointFormatVersion" in preview.command)
-    before_conf = spark.conf.get("spark.sql.streaming.stateStore.checkpointFormatVersion")
-    spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", version)
-    try:
+    with session_confs(spark, {"spark.sql.streaming.stateStore.checkpointFormatVersion": version}):
         spark._streamingCheckpointManager.repartition(str(copy), n)
         after = read_checkpoint(str(copy))
         assert after.repartitions[-1].after == n
@@ -76,8 +74,6 @@ def test_the_preview_is_what_spark_repartition_does(spark: Any, tmp_path: Path, 
             truth = _spark_rows_per_partition(spark, copy, store.operator_id, store.store, op.is_join, tws)
             assert store.rows == [truth.get(p, 0) for p in range(n)], (store.operator_id, store.store)
             assert len(store.bytes) == n and (sum(store.bytes) > 0) == (sum(store.rows) > 0)
-    finally:
-        spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", before_conf)
 
 
 def test_join_state_format_4_is_warned_and_spark_damages_it(spark: Any, tmp_path: Path) -> None:

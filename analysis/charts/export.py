@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -45,13 +46,44 @@ def figure_bytes(fig: Any, fmt: str) -> bytes:
         return fig.to_html(full_html=True, include_plotlyjs=True).encode()
     if fmt not in ("png", "svg"):
         raise ExportError(f"Unknown chart format '{fmt}': use png, svg, html or csv.")
-    try:
-        return bytes(fig.to_image(format=fmt, width=1100, height=fig.layout.height or 450, scale=1 if fmt == "svg" else 2))
-    except Exception as e:  # kaleido needs a Chrome/Chromium
-        raise ExportError(
-            f"Could not render {fmt.upper()} ({str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__}). "
-            "PNG and SVG need Chromium (Debian: apt-get install chromium); HTML and CSV work without it."
-        ) from e
+    for _ in range(RENDER_TRIES):
+        try:
+            out = _within(RENDER_SECONDS, lambda: fig.to_image(format=fmt, width=1100, height=fig.layout.height or 450,
+                                                              scale=1 if fmt == "svg" else 2))  # fmt: skip
+        except Exception as e:  # kaleido needs a Chrome/Chromium
+            raise ExportError(
+                f"Could not render {fmt.upper()} ({str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__}). "
+                "PNG and SVG need Chromium (Debian: apt-get install chromium); HTML and CSV work without it."
+            ) from e
+        if out is not None:
+            return bytes(out)
+    raise ExportError(
+        f"Could not render {fmt.upper()}: Chromium did not answer in {RENDER_SECONDS:.0f} s, {RENDER_TRIES} times. "
+        "Try again when the machine is less busy; HTML and CSV do not need Chromium."
+    )
+
+
+RENDER_SECONDS = 90.0  # one render, as kaleido limits it (its limit does not cover Chromium's start, which can hang)
+RENDER_TRIES = 2  # a hung Chromium is left behind; the next try starts another
+
+
+def _within(seconds: float, fn: Any) -> Any:
+    """``fn()``'s result, or None when it has not returned in ``seconds`` (it runs on in a daemon
+    thread, which ends with the process); its exception is raised here."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["out"] = fn()
+        except Exception as e:
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True, name="statelens-render")
+    t.start()
+    t.join(seconds)
+    if "error" in box:
+        raise box["error"]
+    return box.get("out")
 
 
 def to_parquet_bytes(table: pa.Table) -> bytes:
