@@ -151,3 +151,27 @@ def test_a_join_keys_timeline_draws_each_side_with_its_own_marker() -> None:
         by_side.setdefault(side, set()).add(t.marker.symbol)
     assert set(by_side) == {"left", "right"}, [t.name for t in points]
     assert not by_side["left"] & by_side["right"]
+
+
+def test_an_export_whose_chromium_never_answers_ends_in_one_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kaleido's own limit covers a render, not Chromium's start, which can hang (a whole CI run once
+    waited 15 minutes on it): a render that does not return is given up after the limit, tried once
+    more, then one clear error. Here the render never returns (the hang cannot be made on demand)."""
+    import threading
+    import time
+
+    import plotly.graph_objects as go
+
+    from statelens.analysis.charts import export
+    from statelens.analysis.core.errors import ExportError
+
+    fig = go.Figure(go.Bar(x=[0, 1], y=[5, 7]))
+    calls: list[float] = []
+    never = threading.Event()
+    monkeypatch.setattr(fig, "to_image", lambda **_: calls.append(time.monotonic()) or never.wait(60))
+    monkeypatch.setattr(export, "RENDER_SECONDS", 1.0)
+    started = time.monotonic()
+    with pytest.raises(ExportError, match="Chromium did not answer in 1 s, 2 times"):
+        figure_bytes(fig, "png")
+    assert len(calls) == 2 and 2.0 <= time.monotonic() - started < 10
+    never.set()

@@ -46,10 +46,13 @@ def figure_bytes(fig: Any, fmt: str) -> bytes:
         return fig.to_html(full_html=True, include_plotlyjs=True).encode()
     if fmt not in ("png", "svg"):
         raise ExportError(f"Unknown chart format '{fmt}': use png, svg, html or csv.")
+
+    def render() -> Any:
+        return fig.to_image(format=fmt, width=1100, height=fig.layout.height or 450, scale=1 if fmt == "svg" else 2)
+
     for _ in range(RENDER_TRIES):
         try:
-            out = _within(RENDER_SECONDS, lambda: fig.to_image(format=fmt, width=1100, height=fig.layout.height or 450,
-                                                              scale=1 if fmt == "svg" else 2))  # fmt: skip
+            out = _within(RENDER_SECONDS, render)
         except Exception as e:  # kaleido needs a Chrome/Chromium
             raise ExportError(
                 f"Could not render {fmt.upper()} ({str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__}). "
