@@ -27,12 +27,13 @@ FOLDER = ROOT / ".tools" / "spark-cds"
 BASE = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:cds*=off"
 
 WORKLOAD = r"""
-import sys, tempfile, os, json
+import os, json
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, window
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-tmp = tempfile.mkdtemp()
+tmp = os.getcwd()  # a temporary folder of its own, removed after
 src = os.path.join(tmp, "in"); os.makedirs(src)
 with open(os.path.join(src, "a.json"), "w") as f:
     for i in range(100):
@@ -51,7 +52,10 @@ for provider in ("hdfs", "rocksdb"):
     spark.read.format("state-metadata").load(cp).count()
     spark.read.parquet(os.path.join(tmp, "out-" + provider)).count()
 spark.stop()
-from pyspark import SparkContext
+# the JVM writes the archive as it exits: end it and wait, so the archive is whole when this process ends
+SparkContext._gateway.shutdown()
+SparkContext._gateway.proc.stdin.close()
+SparkContext._gateway.proc.wait(timeout=300)
 """
 
 
@@ -94,11 +98,7 @@ def _make(archive: Path) -> None:
     partial = archive.with_suffix(".partial")
     partial.unlink(missing_ok=True)
     env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{BASE} -XX:ArchiveClassesAtExit={partial}"}
-    script = WORKLOAD + (
-        "\nSparkContext._gateway.shutdown()\nSparkContext._gateway.proc.stdin.close()\n"
-        "SparkContext._gateway.proc.wait(timeout=300)\n"
-    )
     with tempfile.TemporaryDirectory(prefix="statelens-cds-") as cwd, contextlib.suppress(subprocess.SubprocessError):
-        subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, timeout=600, check=True)
+        subprocess.run([sys.executable, "-c", WORKLOAD], cwd=cwd, env=env, capture_output=True, timeout=600, check=True)
     if partial.exists() and partial.stat().st_size > 0:
         partial.replace(archive)
