@@ -231,7 +231,10 @@ def run_sql(
             raise SqlRefused(LOCKED) from e
         raise SqlError(explain(e)) from e
     finally:
+        # the timer's thread holds the cursor until it ends: a process that exits while it still runs
+        # (a refused query, then exit) has DuckDB print "nanobind: leaked ... instances" on stderr
         timer.cancel()
+        timer.join()
         cur.close()
     truncated = result.num_rows > max_rows
     return QueryResult(result.slice(0, max_rows) if truncated else result, truncated, time.perf_counter() - t0)
