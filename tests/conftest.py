@@ -59,13 +59,14 @@ CPU_BY_FILE: Counter[str] = Counter()
 
 
 def _tree_cpu() -> float:
-    """CPU seconds of this process, of its children it has waited for, and of its live descendants."""
+    """CPU seconds of this process, of its live descendants, and of every process any of them has
+    waited for (a browser's page processes end with their page: its own process waited for them)."""
     t = os.times()
     total = t.user + t.system + t.children_user + t.children_system
     for p in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
             c = p.cpu_times()
-            total += c.user + c.system
+            total += c.user + c.system + c.children_user + c.children_system
     return total
 
 
