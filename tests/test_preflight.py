@@ -46,7 +46,7 @@ def _run(
         q = cj.start(spark, query, change, inputs, checkpoint, output, sink="foreach_batch")
         stopped = False
         try:
-            while not q.awaitTermination(1):
+            while not q.awaitTermination(0.2):
                 if first_only and q.recentProgress:
                     q.stop()
                     stopped = True
