@@ -6,10 +6,7 @@ import datetime as dt
 import hashlib
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_checkpoints"
@@ -93,21 +90,3 @@ def logged_batches(checkpoint: Path, folder: str = "commits") -> list[int]:
     has a hidden checksum file beside it. Empty while the folder does not exist yet."""
     logs = checkpoint / folder
     return sorted(int(p.name) for p in logs.iterdir() if p.name.isdigit()) if logs.is_dir() else []
-
-
-@contextmanager
-def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
-    """The shared session with ``confs`` set, and afterwards as it was: a conf the session did not
-    set is unset again, not set to its default (set, a default can differ: real-time mode refuses
-    an explicit ``checkpointFormatVersion`` 1 and takes 2 when it is not set)."""
-    explicit = {row.key: row.value for row in spark.sql("SET").collect()}
-    for key, value in confs.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in confs:
-            if key in explicit:
-                spark.conf.set(key, explicit[key])
-            else:
-                spark.conf.unset(key)

@@ -17,12 +17,13 @@ from typing import Any
 
 import golden
 import pytest
+from restart_errors import _conf as _confs  # the session's confs set for a block, then restored (unset if unset)
 from test_cli import run_cli
 
 from statelens.analysis.core.errors import InvalidInput
 from statelens.spark_io.gather.repartition import repartition_preview
 from statelens.spark_io.logs.checkpoint import read_checkpoint
-from support import SAMPLES, session_confs, tree_checksums
+from support import SAMPLES, tree_checksums
 
 SAMPLES_ROCKSDB = [
     "join_rocksdb",
@@ -63,7 +64,7 @@ def test_the_preview_is_what_spark_repartition_does(spark: Any, tmp_path: Path, 
     shutil.copytree(source, copy)
     version = str(info.checkpoint_format_version)  # Spark refuses a session of another version
     assert (version == "2") == ("checkpointFormatVersion" in preview.command)
-    with session_confs(spark, {"spark.sql.streaming.stateStore.checkpointFormatVersion": version}):
+    with _confs(spark, {"spark.sql.streaming.stateStore.checkpointFormatVersion": version}):
         spark._streamingCheckpointManager.repartition(str(copy), n)
         after = read_checkpoint(str(copy))
         assert after.repartitions[-1].after == n
