@@ -98,16 +98,16 @@ def serve() -> tuple[str, bool]:
 
 def serving() -> str | None:
     """The URL of the warm engine ``serve()`` started, or None."""
-    from statelens.spark_io.runtime import serve as served
+    from statelens.spark_io.runtime import serve_address
 
-    return served.running()
+    return serve_address.running()
 
 
 def shown_url(url: str) -> str:
     """A Spark Connect URL without its token, to print."""
-    from statelens.spark_io.runtime import serve as served
+    from statelens.spark_io.runtime import serve_address
 
-    return served.shown(url)
+    return serve_address.shown(url)
 
 
 def stop_serving() -> bool:

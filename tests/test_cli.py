@@ -194,6 +194,39 @@ def _bad_input(tmp: Path) -> dict[str, tuple[list[str], str]]:
     }
 
 
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("dedup", "ev-100"),  # HDFS files
+        ("join_rocksdb", "ord-1"),  # RocksDB, a join's four stores
+        ("transform_with_state", "u1"),
+        ("windowed_agg", "user-1"),
+        ("session_window", "u1"),
+    ],
+)
+def test_one_operators_lookup_imports_neither_pyarrow_compute_nor_the_other_commands(name: str, key: str) -> None:
+    """A cold one-operator lookup imports what it needs only: not ``pyarrow.compute`` (its import,
+    40-50 ms, is a seventh of the lookup: the kernels are called by name), not the warm engine's
+    policy, not the other 16 commands' parsers. The answer is the one given with them all loaded."""
+    args = ["why-missing", str(SAMPLES / name), key, "--operator", "0", "--json"]
+    code = (
+        "import sys; sys.modules['pyarrow.compute'] = None\n"  # any import of it raises ImportError
+        f"sys.argv = ['statelens', *{args!r}]\n"
+        "from statelens import cli\n"
+        "code = cli.main(process=True)\n"
+        "loaded = [m for m in ('statelens.spark_io.runtime.policy', 'statelens.commands.sql', 'tomllib') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "STATELENS_ENGINE": "native"}
+    lean = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert lean.returncode == 0, lean.stderr[-1500:]
+    full = run_cli(*args, "--engine", "native")
+    assert full.returncode == 0, full.stderr[-1500:]
+    assert json.loads(lean.stdout) == json.loads(full.stdout)
+    assert json.loads(lean.stdout)["engine"] == "native"
+
+
 def test_every_command_on_bad_input_prints_exactly_one_line(tmp_path: Path) -> None:
     from statelens.cli import build_parser
 

@@ -10,8 +10,8 @@ field name. Each join side is checked on its own: the two sides may name the col
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from statelens.analysis.core.arrow_numpy import kernel, struct_field
 from statelens.analysis.core.model import JOIN_ROW_FIELDS
 
 
@@ -30,13 +30,13 @@ def columns_equal_to_key(table: pa.Table) -> dict[str, str]:
     for kf in key_type:
         if kf.name in JOIN_ROW_FIELDS or pa.types.is_struct(kf.type):
             continue
-        k = pc.struct_field(table["key"], kf.name)
+        k = struct_field(table["key"], kf.name)
         for vf in value_type:
             if vf.type != kf.type:
                 continue
-            v = pc.struct_field(values, vf.name)
-            same_nulls = pc.all(pc.equal(pc.is_null(k), pc.is_null(v))).as_py()
-            if same_nulls and pc.all(pc.equal(k, v)).as_py() is not False:
+            v = struct_field(values, vf.name)
+            same_nulls = kernel("all", kernel("equal", kernel("is_null", k), kernel("is_null", v))).as_py()
+            if same_nulls and kernel("all", kernel("equal", k, v)).as_py() is not False:
                 out[kf.name] = vf.name
                 break
     return out

@@ -20,17 +20,22 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from statelens.analysis.core.arrow_numpy import (
     ALNUM_LOWER,
     DIGITS,
     arrow_of,
+    cast,
+    filtered,
+    is_in,
+    kernel,
     numpy_filled,
     numpy_of,
     one_array,
+    pc,
     rows_of,
     string_array,
+    struct_field,
     translate_ascii,
 )
 from statelens.analysis.core.errors import StateReadError
@@ -218,7 +223,7 @@ class ArrowState:
     def _text_column(self, table: pa.Table, key_field: str) -> Any:
         k = (id(table), key_field)
         if k not in self.derived:
-            self.derived[k] = pc.cast(pc.struct_field(table["key"], key_field), pa.string())
+            self.derived[k] = cast(struct_field(table["key"], key_field), pa.string())
         return self.derived[k]
 
     def _prefilter(self, table: pa.Table, query: KeyQuery) -> pa.Table:
@@ -226,15 +231,15 @@ class ArrowState:
         ``_matching`` then checks each survivor exactly."""
         if table.num_rows == 0:
             return table
-        mask = pc.is_in(self._text_column(table, query.key_field), value_set=string_array(list(query.keys)))
+        mask = is_in(self._text_column(table, query.key_field), string_array(list(query.keys)))
         typed = [v for _, v in query.typed]
         if typed:
-            field_values = pc.struct_field(table["key"], query.key_field)
+            field_values = struct_field(table["key"], query.key_field)
             try:
-                mask = pc.or_(mask, pc.is_in(field_values, value_set=pa.array(typed, field_values.type)))
+                mask = kernel("or", mask, is_in(field_values, pa.array(typed, field_values.type)))
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 return table  # values Arrow cannot convert: the exact check decides on every row
-        return table.filter(mask)
+        return filtered(table, mask)
 
     def rows(self, source: StateSource, batch: int, query: KeyQuery) -> list[dict[str, Any]]:
         return _matching(rows_of(self._prefilter(self._table(source, batch), query)), query)
@@ -270,7 +275,7 @@ class ArrowState:
         """``batch_id``, ``change_type`` and ``key`` of the change feed over the batches."""
         feed = self._feed_table(source)
         batches = numpy_of(feed["batch_id"])  # (a compute call with a Python number imports pandas: 0.5 s)
-        return feed.filter(arrow_of((batches >= start) & (batches <= end), pa.bool_()))
+        return filtered(feed, arrow_of((batches >= start) & (batches <= end), pa.bool_()))
 
     def near_history(self, source: StateSource, start: int, end: int, key_field: str, keys: list[str]) -> list[NearSeen]:
         k = ("near_history", source, start, end, key_field)
@@ -292,13 +297,13 @@ class ArrowState:
 def near_columns(table: pa.Table, key_field: str) -> tuple[Any, Any, Any]:
     """The key field of a table's ``key`` as text, normalised (lower case, letters and digits) and
     as digits only: what a near-miss search compares."""
-    text = pc.cast(pc.struct_field(table["key"], key_field), pa.string())
+    text = cast(struct_field(table["key"], key_field), pa.string())
     return text, translate_ascii(text, ALNUM_LOWER), translate_ascii(text, DIGITS)
 
 
 def near_keys_among(text: Any, norm: Any, digit: Any, keys: list[str]) -> list[str]:
     """The distinct texts that are near misses of one of ``keys`` (``near_columns`` of the state)."""
-    values = set(pc.unique(text.filter(_near_mask(norm, digit, keys))).to_pylist())
+    values = set(kernel("unique", kernel("filter", text, _near_mask(norm, digit, keys))).to_pylist())
     return sorted(v for v in values if v and any(near_miss_reason(k, v) for k in keys))
 
 
@@ -307,9 +312,9 @@ def near_seen_among(feed: pa.Table, text: Any, norm: Any, digit: Any, keys: list
     mask = _near_mask(norm, digit, keys)
     return near_seen(
         zip(
-            feed["batch_id"].filter(mask).to_pylist(),
-            feed["change_type"].filter(mask).to_pylist(),
-            text.filter(mask).to_pylist(),
+            kernel("filter", feed["batch_id"], mask).to_pylist(),
+            kernel("filter", feed["change_type"], mask).to_pylist(),
+            kernel("filter", text, mask).to_pylist(),
             strict=True,
         ),
         keys,
@@ -318,9 +323,9 @@ def near_seen_among(feed: pa.Table, text: Any, norm: Any, digit: Any, keys: list
 
 def _near_mask(norm: Any, digit: Any, keys: list[str]) -> Any:
     """Rows whose normalised text or digits equal a key's: the candidates ``near_miss_reason`` checks."""
-    norms = string_array(sorted({normalize(x) for x in keys})).cast(pa.large_string())
-    digit_keys = string_array(sorted({digits(x) for x in keys if len(digits(x)) >= 2})).cast(pa.large_string())
-    return pc.or_(pc.is_in(norm, value_set=norms), pc.is_in(digit, value_set=digit_keys))
+    norms = cast(string_array(sorted({normalize(x) for x in keys})), pa.large_string())
+    digit_keys = cast(string_array(sorted({digits(x) for x in keys if len(digits(x)) >= 2})), pa.large_string())
+    return kernel("or", is_in(norm, norms), is_in(digit, digit_keys))
 
 
 def near_seen(changes: Iterable[tuple[int, str, str | None]], keys: list[str]) -> list[NearSeen]:

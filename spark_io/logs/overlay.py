@@ -11,12 +11,10 @@ itself is never touched.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -69,6 +67,8 @@ def needs_overlay(root: Path) -> bool:
 
 def _build(root: Path, dest: Path) -> None:
     """Links to the checkpoint's entries; state/<op>/_metadata/v2 files as rewritten copies."""
+    import tempfile  # here and hashlib below: every question imports this module, few build an overlay
+
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
     for entry in root.iterdir():
         if entry.name != "state":
@@ -113,6 +113,8 @@ def read_location(path: str) -> str:
             return cached[1]
         location = path
         if needs_overlay(root):
+            import hashlib
+
             digest = hashlib.sha1(f"{root}{stamp}".encode()).hexdigest()[:16]
             dest = Path(session.scratch_dir()) / "overlays" / digest
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from statelens.analysis.core.arrow_numpy import pc
 from statelens.analysis.core.errors import NativeUnsupported, option
 from statelens.analysis.core.model import CheckpointInfo, StateSource, resolve_batch, validate_source
 from statelens.analysis.core.state_access import key_text

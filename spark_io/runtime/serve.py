@@ -23,17 +23,10 @@ from pathlib import Path
 
 from statelens.analysis.core.errors import InvalidInput, SparkUnavailable
 from statelens.spark_io.runtime.policy import load_policy
+from statelens.spark_io.runtime.serve_address import running, serve_dir, state_file
 from statelens.spark_io.runtime.session import connect_problem, java_problem
 
 START_TIMEOUT_S = 120
-
-
-def serve_dir() -> Path:
-    return Path(os.environ.get("STATELENS_SERVE_DIR", Path.home() / ".cache" / "statelens" / "serve"))
-
-
-def _state_file() -> Path:
-    return serve_dir() / "server.json"
 
 
 def _env(token: str | None = None) -> dict[str, str]:
@@ -51,20 +44,6 @@ def _env(token: str | None = None) -> dict[str, str]:
     if token:
         env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token  # the server asks every client for it
     return env
-
-
-def running() -> str | None:
-    """The URL (with its token) of the served engine when it answers, else None."""
-    try:
-        url = json.loads(_state_file().read_text())["url"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return url if connect_problem(url, timeout=1.0) is None else None
-
-
-def shown(url: str) -> str:
-    """The URL without its token, to print."""
-    return url.split("/;", 1)[0]
 
 
 def _refusal() -> str | None:
@@ -121,7 +100,7 @@ def start() -> tuple[str, bool]:
         if time.time() > deadline:
             raise SparkUnavailable(f"The Spark Connect server did not answer within {START_TIMEOUT_S} s: see the logs in {d}.")
         time.sleep(0.5)
-    fd = os.open(_state_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(state_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"url": url, "port": port}, f)
     return url, True
@@ -130,10 +109,10 @@ def start() -> tuple[str, bool]:
 def stop() -> bool:
     """End the served engine; False when none was running."""
     was = running() is not None
-    if _state_file().exists() or was:
+    if state_file().exists() or was:
         import pyspark
 
         script = Path(pyspark.__file__).parent / "sbin" / "stop-connect-server.sh"
         subprocess.run(["bash", str(script)], env=_env(), capture_output=True, timeout=START_TIMEOUT_S)
-        _state_file().unlink(missing_ok=True)
+        state_file().unlink(missing_ok=True)
     return was

@@ -11,9 +11,7 @@ and renamed, so a reader never sees half a file, whatever runs beside it.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import threading
 from pathlib import Path
 
@@ -35,6 +33,8 @@ class FileCache:
         self._added = 0
 
     def path_of(self, uri: str, size: int, mtime_ns: int) -> Path:
+        import hashlib  # here: every question imports this module (``cache_dir``), a local one needs no hash
+
         digest = hashlib.sha256(f"{uri}\0{size}\0{mtime_ns}".encode()).hexdigest()
         return self.folder / digest[:2] / digest
 
@@ -50,6 +50,8 @@ class FileCache:
 
     def put(self, uri: str, size: int, mtime_ns: int, data: bytes) -> Path | None:
         """The kept copy's path; None when the cache folder cannot be written (full, read-only)."""
+        import tempfile  # here: as hashlib above
+
         p = self.path_of(uri, size, mtime_ns)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from statelens.analysis.core.arrow_numpy import struct_array
 from statelens.spark_io.readers.native import kernels
 from statelens.spark_io.readers.native.unsafe_row import Damaged, Rows, Undecodable, arrow_type, unique_fields
 
@@ -147,7 +148,7 @@ def _fast(rows: Rows, fields: list[dict[str, Any]], start: np.ndarray, only: fro
                 arr, j = column(j)
                 children.append(arr)
                 names.append(child["name"])
-            return pa.StructArray.from_arrays(children, names=names, mask=pa.array(mask)), j
+            return struct_array(children, names, present[k]), j
         if code == kernels.AVRO_NULL:
             return pa.nulls(n), k + 1
         if code == kernels.AVRO_BYTES:
@@ -174,10 +175,7 @@ def _fast(rows: Rows, fields: list[dict[str, Any]], start: np.ndarray, only: fro
         if only is None or f["name"] in only:
             out.append(arr)
             names.append(f["name"])
-    mask = None if rows.keep.all() else pa.array(~np.asarray(rows.keep, np.bool_))
-    if not names:
-        return pa.StructArray.from_arrays([], fields=[], mask=pa.array(~np.asarray(rows.keep, np.bool_)))
-    return pa.StructArray.from_arrays(out, names=names, mask=mask)
+    return struct_array(out, names, np.asarray(rows.keep, np.bool_))
 
 
 def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:

@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from statelens.analysis.core.arrow_numpy import numpy_filled, numpy_of, string_array
+from statelens.analysis.core.arrow_numpy import cast, kernel, numpy_filled, numpy_of, string_array
 from statelens.analysis.core.errors import StateLensError
 from statelens.analysis.core.model import StateSource
 from statelens.analysis.core.near_miss import digits, normalize
@@ -51,7 +50,7 @@ class _Index:
 def _hashes_of(table: pa.Table, key_field: str, partitions: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     _, norm, digit = near_columns(table, key_field)
     part = numpy_of(table["partition_id"]).astype(np.uint64) << np.uint64(32)
-    long_digits = numpy_filled(pc.binary_length(digit), 0) >= 2  # (a compute call with a Python number imports pandas)
+    long_digits = numpy_filled(kernel("binary_length", digit), 0) >= 2  # (a compute call with a Python number imports pandas)
 
     def per_partition(hashes: np.ndarray, parts: np.ndarray) -> list[np.ndarray]:
         both = _distinct(parts | hashes.astype(np.uint64))
@@ -110,8 +109,8 @@ class KeyIndex:
         if index is None or start < index.first:
             return None
         # (``pa.array`` of Python strings imports pandas: 0.5 s of a whole process)
-        norms = string_array([normalize(k) for k in keys]).cast(pa.large_string())
-        digit_keys = string_array([d for k in keys if len(d := digits(k)) >= 2]).cast(pa.large_string())
+        norms = cast(string_array([normalize(k) for k in keys]), pa.large_string())
+        digit_keys = cast(string_array([d for k in keys if len(d := digits(k)) >= 2]), pa.large_string())
         wanted = ((string_hashes(norms), index.norm), (string_hashes(digit_keys), index.digits))
         return [p for p in range(len(index.norm)) if any(_holds(per_part[p], hashes) for hashes, per_part in wanted)]
 

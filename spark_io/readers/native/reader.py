@@ -23,9 +23,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from statelens.analysis.core.arrow_numpy import arrow_of, numpy_of, string_array
+from statelens.analysis.core.arrow_numpy import arrow_of, kernel, numpy_of, pc, string_array
 from statelens.analysis.core.errors import NativeUnsupported, StateReadError
 from statelens.analysis.core.model import (
     DEFAULT_STORE,
@@ -528,7 +527,7 @@ def _feed_columns(rec: Records) -> dict[str, pa.Array]:
     kinds = arrow_of(rec.kind.astype(np.int8), pa.int8())
     return {
         "batch_id": arrow_of(rec.version - 1, pa.int64()),
-        "change_type": pc.take(_CHANGE_NAMES, kinds),
+        "change_type": kernel("array_take", _CHANGE_NAMES, kinds),
     }
 
 

@@ -13,9 +13,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from statelens.analysis.core.arrow_numpy import numpy_filled, numpy_of
+from statelens.analysis.core.arrow_numpy import numpy_filled, numpy_of, pc
 from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
 from statelens.spark_io.readers.native.reader import NativeReader
 from statelens.spark_io.readers.spark_stats import EvictionStats

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from statelens.analysis.core.arrow_numpy import arrow_of
+from statelens.analysis.core.arrow_numpy import arrow_of, struct_array
 from statelens.analysis.core.errors import NativeUnsupported
 from statelens.spark_io.readers.native import kernels
 
@@ -103,7 +103,6 @@ def decode(rows: Rows, fields: list[dict[str, Any]], only: frozenset[str] | None
     """The rows as one Arrow struct column of the fields (null where not ``keep``); ``only``: of
     these fields only (the others are not decoded)."""
     fields = unique_fields(fields)
-    n = len(rows.base)
     bitset = ((len(fields) + 63) // 64) * 8
     end = rows.base + rows.size
     fixed_end = rows.base + bitset + 8 * len(fields)
@@ -117,14 +116,7 @@ def decode(rows: Rows, fields: list[dict[str, Any]], only: frozenset[str] | None
         present = rows.keep & ~is_null
         slot = rows.base + bitset + 8 * i
         children.append(_column(rows, f["type"], slot, present, end, f["name"]))
-    names = [f["name"] for _, f in wanted]
-    fields = [f for _, f in wanted]
-    mask = arrow_of(~rows.keep, pa.bool_()) if not rows.keep.all() else None
-    if not fields:  # a struct without fields has its length from its mask
-        return (
-            pa.StructArray.from_arrays([], fields=[], mask=arrow_of(~rows.keep, pa.bool_())) if n else pa.array([], pa.struct([]))
-        )
-    return pa.StructArray.from_arrays(children, names=names, mask=mask)
+    return struct_array(children, [f["name"] for _, f in wanted], np.asarray(rows.keep, np.bool_))
 
 
 def _validity(present: np.ndarray) -> pa.Buffer | None:
