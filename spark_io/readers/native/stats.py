@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -55,9 +55,15 @@ class NativeStats:
     def __init__(self, info: CheckpointInfo, reader: NativeReader | None = None) -> None:
         self.info = info
         self.reader = reader or NativeReader(info)
-        self._con = duckdb.connect(":memory:")
+        self._con: Any = None
+        self._lock = threading.Lock()
 
     def _sql(self, table: pa.Table, sql: str) -> pa.Table:
+        with self._lock:  # DuckDB is opened by the first figure that needs it (growth needs none: 60-100 ms)
+            if self._con is None:
+                import duckdb
+
+                self._con = duckdb.connect(":memory:")
         con = self._con.cursor()  # a connection of its own: partitions are reduced in parallel
         try:
             con.register("t", table)
