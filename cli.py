@@ -13,9 +13,11 @@ Exit codes: 0 on success, 2 on bad input or a failed read, with one line on stde
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import NoReturn
 
@@ -167,10 +169,28 @@ def main(argv: list[str] | None = None, process: bool = False) -> int:
     return code if isinstance(code, int) else 0
 
 
-def run() -> int:
+def run() -> NoReturn:
     """The ``statelens`` command and ``python cli.py``: one command in this process."""
-    return main(process=True)
+    _exit(main(process=True))
+
+
+def _exit(code: int) -> NoReturn:
+    """End this one-command process as Python would, but for its last step: exit handlers run and the
+    streams are flushed, then the process ends without the interpreter taking every module apart one
+    by one (40-60 ms of a 0.3 s key lookup; 0.2 s once the compiled loops are loaded). A thread still
+    at work that is not one of State Lens's read pools (a Spark gateway's) gets Python's own exit."""
+    pools = ("statelens-fetch", "statelens-decode")
+    others = [
+        t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and not t.name.startswith(pools)
+    ]
+    if others:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe (piped into head)
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    run()
