@@ -227,6 +227,34 @@ def test_one_operators_lookup_imports_neither_pyarrow_compute_nor_the_other_comm
     assert json.loads(lean.stdout)["engine"] == "native"
 
 
+@pytest.mark.parametrize(
+    ("args", "code"), [(["sql", "dedup", "SELECT * FROM op0", "--json"], 0), (["why-missing", "nowhere", "k"], 2)]
+)
+def test_the_quick_exit_keeps_the_exit_code_the_whole_output_and_the_exit_handlers(
+    tmp_path: Path, args: list[str], code: int
+) -> None:
+    """A one-command process ends without taking its modules apart (``cli._exit``), but as Python's own
+    exit would: its exit code, every byte it printed (through a pipe), the exit handlers run."""
+    marker = tmp_path / "handler-ran"
+    argv = [str(SAMPLES / a) if a in ("dedup", "nowhere") else a for a in args]
+    script = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write('ran'))\n"
+        f"sys.argv = ['statelens', *{argv!r}]\n"
+        "from statelens.cli import run\n"
+        "run()\n"
+        "raise SystemExit('run() returned')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == code, r.stderr[-1000:]
+    assert marker.read_text() == "ran"
+    if code == 0:
+        rows = json.loads(r.stdout)["rows"]
+        assert len(rows) == len(json.loads(run_cli(*argv).stdout)["rows"]) > 0
+    else:
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+
+
 def test_every_command_on_bad_input_prints_exactly_one_line(tmp_path: Path) -> None:
     from statelens.cli import build_parser
 
