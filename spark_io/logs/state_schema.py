@@ -45,6 +45,12 @@ class Family:
         return "postfix" if "TimestampAsPostfix" in kind else "prefix" if "TimestampAsPrefix" in kind else None
 
     @property
+    def plain_key(self) -> bool:
+        """A key stored as one row (no prefix, range or event-time key encoder): its fields decode
+        one by one."""
+        return not (self.prefix_cols or self.event_time_key or self.range_ordinals)
+
+    @property
     def range_ordinals(self) -> list[int]:
         return (
             [int(x) for x in self.encoder.get("orderingOrdinals", [])]

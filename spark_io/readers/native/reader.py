@@ -102,12 +102,13 @@ class NativeReader:
         texts: tuple[str, ...] = (),
         keys_only: bool = False,
         value_fields: frozenset[str] | None = None,
+        key_fields: frozenset[str] | None = None,
     ) -> pa.Table:
         """Rows of a store, join side, state variable or the timers at a batch. ``texts``: only
         keys whose bytes hold one of these strings are decoded (a superset of the rows of those
         text keys, for a lookup to filter exactly). ``keys_only``: a store's ``key`` and
-        ``partition_id`` without its values (near-miss searches). ``value_fields``: a store's
-        ``value`` with these fields only (the others are not decoded)."""
+        ``partition_id`` without its values (near-miss searches). ``value_fields``, ``key_fields``:
+        a store's ``value`` or ``key`` with these fields only (the others are not decoded)."""
         op = source.operator_id
         return self._read(
             source,
@@ -116,6 +117,7 @@ class NativeReader:
             False,
             keys_only,
             value_fields,
+            key_fields,
         )
 
     def changes(
@@ -246,11 +248,14 @@ class NativeReader:
         changes: bool,
         keys_only: bool = False,
         value_fields: frozenset[str] | None = None,
+        key_fields: frozenset[str] | None = None,
     ) -> pa.Table:
         op = operator_of(self.info, source.operator_id)
         view = self._view(op, source)
         if type(view) is _Plain:  # the other views need every value field to build their rows
             view.keys_only, view.value_only = keys_only, value_fields
+            if view.fam.plain_key:  # a key of one row (not a prefix or an event time apart)
+                view.key_only = key_fields
         # list values (format 4 joins) are read even for keys: a key has a row per value
         read_values = not view.keys_only or bool(isinstance(view, _Plain) and view.fam.event_time_key)
         parts = sorted(set(partitions))
@@ -536,6 +541,7 @@ class _View:
     key_fields: list[dict[str, Any]]
     keys_only = False  # decode the key only (a plain store's near-miss search)
     value_only: frozenset[str] | None = None  # decode these value fields only (a plain store)
+    key_only: frozenset[str] | None = None  # decode these key fields only (a plain store whose key is one row)
 
     def __init__(self, reader: NativeReader, op_id: int) -> None:
         self.reader = reader
@@ -591,7 +597,7 @@ class _Plain(_View):
         elements = None
         if self.fam.event_time_key:  # one row per value of a key and time, as Spark reads them
             rec, elements = _list_elements(rec)
-        key = _decode_key(rec, self.fam, self.rocks, self.cf is not None)
+        key = _decode_key(rec, self.fam, self.rocks, self.cf is not None, self.key_only)
         cols: dict[str, pa.Array] = {}
         if changes:
             cols |= _feed_columns(rec)
@@ -606,10 +612,12 @@ class _Plain(_View):
         return _Piece(cols)
 
     def schema(self, changes: bool) -> pa.Schema:
-        value = self.fam.value
+        key, value = self.fam.key, self.fam.value
+        if self.key_only is not None:
+            key = [f for f in unique_fields(key) if f["name"] in self.key_only]
         if self.value_only is not None:
             value = [f for f in unique_fields(value) if f["name"] in self.value_only]
-        return self._with_feed({"key": _struct_type(self.fam.key), "value": _struct_type(value)}, changes)
+        return self._with_feed({"key": _struct_type(key), "value": _struct_type(value)}, changes)
 
 
 def _rows_of(
@@ -629,9 +637,10 @@ def _decode_value(rec: Records, fam: Family, rocks: bool, only: frozenset[str] |
     return _rows_of(_rows(rec, "value", 1 if rocks else 0, present), fam, "value", only=only)
 
 
-def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:
+def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool, only: frozenset[str] | None = None) -> pa.Array:
     """Key rows: plain UnsafeRows (HDFS), RocksDB's version byte first, after a 2-byte column family
-    id with virtual column families; prefix-scan keys are two rows (the first columns and the rest)."""
+    id with virtual column families; prefix-scan keys are two rows (the first columns and the rest).
+    ``only``: of these fields only (a key of one row: ``Family.plain_key``)."""
     skip = 2 if cf else 0
     if fam.event_time_key:
         return _event_time_key(rec, fam, skip)
@@ -648,7 +657,7 @@ def _decode_key(rec: Records, fam: Family, rocks: bool, cf: bool) -> pa.Array:
         names = [f["name"] for f in fam.key]
         children = [first.field(i) for i in range(n)] + [rest.field(i) for i in range(len(fam.key) - n)]
         return pa.StructArray.from_arrays(children, names=names)
-    return _rows_of(_rows(rec, "key", skip + (1 if rocks else 0)), fam, "key")
+    return _rows_of(_rows(rec, "key", skip + (1 if rocks else 0)), fam, "key", only=only)
 
 
 def _event_time_key(rec: Records, fam: Family, skip: int) -> pa.StructArray:

@@ -142,7 +142,11 @@ class NativeStats:
             needed = frozenset(
                 f.name for f in value_type if pa.types.is_timestamp(f.type) or f.name == "timeoutTimestamp" or _has_end(f.type)
             )
-        t = self.reader.state(src, batch, keys_only=needed == frozenset(), value_fields=needed or None)
+        key_type = schema.field("key").type
+        key_needed = None  # the key fields read: its times and windows (a key without them: none of its fields)
+        if pa.types.is_struct(key_type):
+            key_needed = frozenset(f.name for f in key_type if pa.types.is_timestamp(f.type) or _has_end(f.type))
+        t = self.reader.state(src, batch, keys_only=needed == frozenset(), value_fields=needed or None, key_fields=key_needed)
 
         def times(col: str) -> list[Any]:
             if col not in t.column_names or not pa.types.is_struct(t.schema.field(col).type):
