@@ -1,4 +1,5 @@
-"""Arrow columns as numpy arrays read straight from their buffers.
+"""Arrow columns as numpy arrays read straight from their buffers, and Arrow's kernels called without
+importing ``pyarrow.compute`` (``kernel``).
 
 pyarrow's own ``to_numpy`` imports pandas on first use (about 0.3 s), which a command that
 answers in about a second cannot afford. Only fixed-width columns (integers, floats, booleans,
