@@ -24,7 +24,17 @@ from support import BASELINE, SAMPLES, sample_checksums
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    BASELINE.update(sample_checksums())
+    # the samples' checksums, taken once: a parallel run's workers read the controller's (taken
+    # before they start), rather than each hashing the samples' 200 MB again
+    kept = os.environ.get("STATELENS_TEST_BASELINE")
+    if kept and hasattr(session.config, "workerinput"):
+        BASELINE.update(json.loads(Path(kept).read_text()))
+    else:
+        BASELINE.update(sample_checksums())
+        if getattr(session.config.option, "numprocesses", None):
+            path = Path(tempfile.mkdtemp(prefix="statelens-test-baseline-")) / "checksums.json"
+            path.write_text(json.dumps(BASELINE))
+            os.environ["STATELENS_TEST_BASELINE"] = str(path)
     # the file cache and the key index of this run, not the user's (subprocesses inherit it)
     os.environ.setdefault("STATELENS_CACHE_DIR", tempfile.mkdtemp(prefix="statelens-test-cache-"))
     # Every JVM spark-submit starts for the tests (the suite's session, the CLI's, preflight's jobs,
