@@ -67,12 +67,20 @@ def test_partition_is_spark_hash_of_the_key_and_verdicts_match_the_full_scan(nam
     if name not in VERDICTS:
         return
     field = key_fields_of(info, default_operator(info).operator_id)[0]
-    keys = [r[0] for r in df.selectExpr(f"CAST(key.`{field}` AS STRING)").distinct().limit(12).collect()] + ["nope", "ord-0"]
+    # keys of one partition, and two in no state that Spark would place there: only it is read
+    first = df.select("partition_id").first()[0]
+    held = df.where(F.col("partition_id") == first).selectExpr(f"CAST(key.`{field}` AS STRING)").distinct().limit(12)
+    keys = [r[0] for r in held.collect()]
+    typed = F.col("id").cast(df.schema["key"].dataType[field].dataType)  # numbers no sample's keys reach
+    absent = spark.range(10**6, 10**6 + 64).where(F.pmod(F.hash(typed), F.lit(store.num_partitions)) == first)
+    keys += [r[0] for r in absent.select(typed.cast("string")).limit(2).collect()]
     access = BothWays(info)
     report = diagnose.why_missing(
         access, info, KeyQuestion(tuple(keys), operator=default_operator(info).operator_id, key_field=field)
     )
     assert access.lookups and len(report.results) == len(keys)
+    assert access.pruned._placed, "the keys' partition was computed"
+    assert all(parts == [first] for parts in access.pruned._placed.values()), "the lookups read that partition alone"
 
 
 class BothWays:

@@ -49,6 +49,7 @@ class SparkState:
         self.info = info
         self.prune = prune  # read only the keys' partitions where that can be computed
         self._snapshots: dict[tuple[int, str, int], list[int]] | None = None
+        self._placed: dict[tuple[str, tuple[Any, ...], int], list[int]] = {}  # the keys' partitions, once per batch count
 
     def _frame(self, source: StateSource, opts: dict[str, str], what: str) -> Any:
         return state_frame(self.info.path, source, opts, what)
@@ -103,7 +104,8 @@ class SparkState:
         return self._matching(self._partitions_frame(source, batch, query, full) or full, query, what)
 
     def _partitions_frame(self, source: StateSource, batch: int, query: KeyQuery, full: Any) -> Any | None:
-        """Only the partitions that can hold the keys, or None (then every partition is read).
+        """Only the partitions that can hold the keys, or None (then every partition is read: also
+        when the keys are in every one).
 
         Spark hash-partitions state by the key columns: partition = pmod(hash(key), numPartitions),
         with Spark's own Murmur3 ``hash``. That is computable when the key is the one field the user
@@ -125,10 +127,15 @@ class SparkState:
         n = self.info.partitions_at(batch) or (store.num_partitions if store else 0)
         if not n or any(v is None for v in values):
             return None
-        hashed = full.sparkSession.range(1).select(
-            *[F.pmod(F.hash(F.lit(v).cast(spark_type)), F.lit(n)).alias(f"p{i}") for i, v in enumerate(values)]
-        )
-        partitions = sorted(set(to_arrow(hashed, "the keys' partitions").to_pylist()[0].values()))
+        placed = (spark_type, tuple(values), n)
+        if placed not in self._placed:  # a history asks the same keys at every batch: one Spark job
+            hashed = full.sparkSession.range(1).select(
+                *[F.pmod(F.hash(F.lit(v).cast(spark_type)), F.lit(n)).alias(f"p{i}") for i, v in enumerate(values)]
+            )
+            self._placed[placed] = sorted(set(to_arrow(hashed, "the keys' partitions").to_pylist()[0].values()))
+        partitions = self._placed[placed]
+        if len(partitions) >= n:
+            return None  # the keys are in every partition: the plain read is the same rows in one frame
         frames = []
         for p in partitions:
             snapshot = self._latest_snapshot(source, p, batch + 1)
