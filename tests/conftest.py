@@ -186,6 +186,28 @@ def spark() -> Any:
     return session.get_spark()
 
 
+@pytest.fixture(autouse=True)
+def _session_confs_kept(request: pytest.FixtureRequest) -> Any:
+    """A test on the suite's session leaves its confs as it found them. A conf unset rather than set
+    back falls to Spark's default for every later test of that worker (``spark.sql.shuffle.partitions``
+    unset: 200 partitions instead of 8, each later query 25 times the state files): put back, and
+    named as a failure of the test that left it."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    session = request.getfixturevalue("spark")
+    before = dict(session.conf.getAll)
+    yield
+    try:
+        after = dict(session.conf.getAll)
+    except Exception:  # a test that stopped the session: nothing left to keep
+        return
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    for k in changed:
+        session.conf.set(k, before[k]) if k in before else session.conf.unset(k)
+    assert not changed, f"the test left the session's confs changed (now put back): {changed}"
+
+
 @pytest.fixture
 def copy_sample(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A private copy of a sample checkpoint, to damage in tests."""

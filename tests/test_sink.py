@@ -20,6 +20,7 @@ from support import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "jobs"))
 import changed_job as cj
+from restart_errors import _conf as confs  # the session's confs set for a block, then restored
 
 BATCHES = 6
 
@@ -31,13 +32,8 @@ def flat(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pa
     inputs, checkpoint, sink = root / "in", root / "cp", root / "out"
     for b in range(BATCHES):
         cj.write_input(inputs, b)
-    for k, v in cj.confs("windowed_flat", "none").items():
-        spark.conf.set(k, v)
-    try:
+    with confs(spark, cj.confs("windowed_flat", "none")):
         cj.start(spark, "windowed_flat", "none", inputs, checkpoint, sink).awaitTermination()
-    finally:
-        for k in cj.confs("windowed_flat", "none"):
-            spark.conf.unset(k)
     return checkpoint, sink, inputs
 
 
@@ -113,15 +109,10 @@ def test_a_foreach_batch_folder_is_searched_its_batches_told_by_layout_or_time(s
         for p in set(out.rglob("*.parquet")) - before:
             wrote[str(p.relative_to(out))] = batch_id
 
-    for k, v in cj.confs("windowed_flat", "none").items():
-        spark.conf.set(k, v)
-    try:
+    with confs(spark, cj.confs("windowed_flat", "none")):
         df, mode = cj.build(spark, "windowed_flat", "none", inputs)
         q = df.writeStream.outputMode(mode).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
         q.foreachBatch(each).start().awaitTermination()
-    finally:
-        for k in cj.confs("windowed_flat", "none"):
-            spark.conf.unset(k)
     assert wrote
     (r,) = statelens.open(str(checkpoint)).why_missing("user-1", sink=str(out)).to_dict()["results"]
     written = [o for o in r["fate"]["outputs"] if o["kind"] == "written"]
