@@ -15,6 +15,7 @@ from statelens.spark_io.logs.checkpoint import read_checkpoint
 
 def test_live_overview_follows_new_commits(app_url: str, page, spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cp = tmp_path / "live"
+    shuffle = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     query = (
         spark.readStream.format("rate")
@@ -49,3 +50,4 @@ def test_live_overview_follows_new_commits(app_url: str, page, spark, tmp_path: 
         assert later > first
     finally:
         query.stop()
+        spark.conf.set("spark.sql.shuffle.partitions", shuffle)
