@@ -17,7 +17,7 @@ class Cancelled(Exception):
 
 def test_progress_and_result(spark) -> None:  # type: ignore[no-untyped-def]
     ticks: list[jobs.Progress] = []
-    n = 400_000_000  # a few seconds on 2 cores: long enough to be seen running
+    n = 40_000_000  # 2-4 s on 2 cores (the tests' JVMs: the quick JIT only): long enough to be seen running
     total = jobs.run_cancellable(
         lambda: spark.range(0, n, 1, 32).selectExpr("sum(id % 7) AS s").collect()[0]["s"], ticks.append, interval=0.1
     )
