@@ -305,6 +305,70 @@ def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], need
     assert len(set(wide.tolist())) == len(set(values))  # distinct strings, distinct hashes
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([1, 0x11]), st.binary(min_size=0, max_size=6), st.none() | st.binary(max_size=8), st.integers(1, 90)
+        ),
+        max_size=6,
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 40),
+)
+def test_the_numpy_record_scan_equals_the_compiled_one(runs: Any, typed: bool, end: bool, cut: int) -> None:
+    """Runs of records of one size (as fixed-width stores write them), cut, unended or mixed with
+    short runs: where numpy answers, it gives the compiled scan's records; it answers every
+    whole stream of long runs."""
+    import numpy as np
+
+    records = [(rtype, key, value) for rtype, key, value, times in runs for _ in range(times)]
+    raw = _stream(records, typed, end)
+    raw = raw[: max(0, len(raw) - cut)] if cut % 3 == 0 else raw
+    buf = np.frombuffer(raw, np.uint8) if raw else np.zeros(0, np.uint8)
+    fmt = kernels.FMT_TYPED if typed else kernels.FMT_PLAIN
+    got = kernels.strided_scan(buf, 0, len(buf), fmt)
+    z = np.zeros(0, np.int64)
+    count, status, where = (
+        int(x) for x in kernels.compiled().scan(buf, 0, len(buf), fmt, False, np.zeros(0, np.int8), z, z, z, z)
+    )
+    if status == kernels.OK and len(runs) <= 8:  # a whole stream of at most _FEW_RUNS runs: numpy walks it
+        assert got is not None
+    if got is None:
+        return
+    assert got[:3] == (count, status, where)
+    want = [np.empty(count, np.int8), *(np.empty(count, np.int64) for _ in range(4))]
+    kernels.compiled().scan(buf, 0, len(buf), fmt, True, *want)
+    assert all((a == b).all() for a, b in zip(got[3], want, strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=5), max_size=40), st.lists(st.integers(0, 3), min_size=1, max_size=4))
+def test_the_numpy_hashes_and_codes_equal_the_compiled_ones(values: list[bytes], lengths: list[int]) -> None:
+    """Strings of a few lengths (padded or cut to them): numpy's FNV-1a and dense codes are the
+    compiled loops'; strings of more lengths are left to the loops."""
+    import numpy as np
+
+    values = [(v + b"\0" * 4)[: lengths[i % len(lengths)]] for i, v in enumerate(values)]
+    raw = b"".join(values)
+    buf = np.frombuffer(raw, np.uint8) if raw else np.zeros(1, np.uint8)
+    size = np.array([len(v) for v in values], np.int64)
+    off = np.zeros(len(values), np.int64)
+    if len(values):
+        off[1:] = np.cumsum(size)[:-1]
+    hashes = kernels._fnv1a64_by_length(buf, off, size)
+    codes = kernels._dense_codes_by_length(buf, off, size)
+    assert hashes is not None and codes is not None  # at most four lengths
+    want = np.zeros(len(values), np.uint64)
+    kernels.compiled().fnv1a64(buf, off, size, want)
+    assert (hashes == want).all()
+    want_codes, n = kernels.compiled().dense_codes(buf, off, size)
+    assert codes[1] == n == len(set(values)) and (codes[0] == want_codes).all()
+    five = np.arange(5, dtype=np.int64)
+    assert kernels._fnv1a64_by_length(np.zeros(10, np.uint8), np.zeros(5, np.int64), five) is None
+
+
 def test_the_python_loops_run_until_they_have_cost_what_loading_the_compiled_ones_costs() -> None:
     """The ski-rental rule, in fresh processes: a stream Python walks in well under the load time
     stays in Python (numba is never imported); once the Python loops' time plus a loop's estimate

@@ -7,8 +7,11 @@ run here in Python or compiled by numba (``compiled``), whose cached loops take 
 taken in this process plus this loop's estimate stays under that: a small checkpoint, or one
 partition of a big one, answers before numba would have loaded, and a process never spends more
 than that twice (the ski-rental rule). Once the compiled loops are loaded (a big read, the app's
-warm-up) they run everything. Both give the same results (``tests/test_state_formats.py`` checks
-it on random inputs). Gathers at known offsets are numpy.
+warm-up) they run everything. Before they are loaded, the commonest shapes run in numpy instead of
+the Python loops: record streams of long runs of one record size (``strided_scan``), and hashing
+and numbering strings of a few lengths (fixed-width keys); their time counts at the share the
+compiled loops would save of it (``_NUMPY_SAVED``). All give the same results
+(``tests/test_state_formats.py`` checks it on random inputs). Gathers at known offsets are numpy.
 
 Record streams (``scan``): Java's ``DataOutputStream`` writes big-endian ints.
 
@@ -33,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from statelens.analysis.core.arrow_numpy import one_array
 from statelens.spark_io.readers.native.codes import (
@@ -150,6 +153,21 @@ def _python(loop: Any, *args: Any) -> Any:
         _python_seconds += time.perf_counter() - t
 
 
+# the share of the numpy paths' time (``strided_scan``, strings of a few lengths) the compiled loops
+# would save: they take about a third of it (1M-key join store, measured here)
+_NUMPY_SAVED = 0.65
+
+
+def _numpy(loop: Any, *args: Any) -> Any:
+    """Run a numpy path, adding to the process's Python loop time what the compiled loops would save of it."""
+    global _python_seconds
+    t = time.perf_counter()
+    try:
+        return loop(*args)
+    finally:
+        _python_seconds += (time.perf_counter() - t) * _NUMPY_SAVED
+
+
 def _estimate(records: int, n_bytes: int) -> float:
     return records * _PER_RECORD + n_bytes * _PER_BYTE
 
@@ -178,7 +196,13 @@ def scan_all(buf: np.ndarray, start: int, end: int, fmt: int) -> tuple[int, int,
     """``scan`` of ``buf[start:end]`` that also gives the records it walked: (records, status, byte of the
     fault, (kind, key offset, key length, value offset, value length)), the arrays filled when the
     status is ``OK``. Compiled: a pass to count them, then one to fill them; in Python one pass, into
-    arrays as long as the most records the bytes can hold (8 bytes each at least), cut to length."""
+    arrays as long as the most records the bytes can hold (8 bytes each at least), cut to length.
+    Before the compiled loops are loaded, numpy walks records that come in long runs of one size
+    (``strided_scan``) and Python only what does not."""
+    if not loaded():
+        found = _numpy(strided_scan, buf, start, end, fmt)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
     if _compiled_for((end - start) * _SCAN_PER_BYTE):
         z = np.zeros(0, np.int64)
         count, status, where = scan(buf, start, end, fmt, False, np.zeros(0, np.int8), z, z, z, z)
@@ -190,6 +214,93 @@ def scan_all(buf: np.ndarray, start: int, end: int, fmt: int) -> tuple[int, int,
     room: tuple[np.ndarray, ...] = (np.empty(most, np.int8), *(np.empty(most, np.int64) for _ in range(4)))
     count, status, where = _python(py_scan, buf, start, end, fmt, True, *room)
     return count, status, where, tuple(a[:count].copy() for a in room)  # copies: the room is let go
+
+
+_FEW_RUNS = 8  # runs of one record size a stream may start with before their length is judged
+_LONG_RUN = 32  # records a run holds on average in a stream numpy walks (shorter: the loop walks it)
+
+
+def strided_scan(buf: np.ndarray, start: int, end: int, fmt: int) -> tuple[int, int, int, tuple[np.ndarray, ...]] | None:
+    """``scan_all`` in numpy for streams of long runs of records of one size (fixed-width keys and
+    values: most state stores), or None where it cannot say (short runs, or a fault: the loop walks
+    those and names the fault). A record is read as the loop reads it, then the records after it
+    are taken to be the same size and checked all at once (their sizes and type bytes where the
+    loop would read them): the run ends at the first that differs."""
+    typed = fmt == FMT_TYPED
+    t = 1 if typed else 0
+    runs: list[tuple[int, int, int, int, int, int]] = []  # position, stride, records, key size, value size, kind
+    records, pos = 0, start
+    while True:
+        rtype = 1
+        if typed:
+            if pos + 1 > end:
+                return None
+            rtype = int(buf[pos])
+            if rtype == 0:
+                pos += 1
+                break
+            if rtype not in (1, 0x10, 0x11):
+                return None
+        if pos + t + 4 > end:
+            return None
+        ks = _be32(buf, pos + t)
+        if not typed and ks == -1:
+            pos += 4
+            break
+        if ks < 0 or pos + t + 8 + ks > end:
+            return None
+        vs = _be32(buf, pos + t + 4 + ks)
+        if vs == -1 and (not typed or rtype == 0x10):
+            k, vbytes = DELETE, 0
+        elif vs >= 0 and rtype != 0x10 and pos + t + 8 + ks + vs <= end:
+            k, vbytes = (MERGE if rtype == 0x11 else PUT), vs
+        else:
+            return None
+        stride = t + 8 + ks + vbytes
+        n = _same_size_records(buf, pos, end, stride, t, ks, vs, rtype if typed else -1)
+        runs.append((pos, stride, n, ks, vbytes, k))
+        records += n
+        pos += n * stride
+        if len(runs) > _FEW_RUNS and records < _LONG_RUN * len(runs):
+            return None
+    if not runs:
+        empty = np.zeros(0, np.int64)
+        return 0, OK, pos, (np.zeros(0, np.int8), empty, empty.copy(), empty.copy(), empty.copy())
+    at, strides, counts, ksizes, vsizes, kinds = (np.array(c, np.int64) for c in zip(*runs, strict=True))
+    run = np.repeat(np.arange(len(runs)), counts)
+    index = np.arange(records, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    koff = at[run] + strides[run] * index + t + 4
+    klen = ksizes[run]
+    return records, OK, pos, (kinds[run].astype(np.int8), koff, klen, koff + klen + 4, vsizes[run])
+
+
+def _be32(buf: np.ndarray, pos: int) -> int:
+    return int.from_bytes(buf[pos : pos + 4].tobytes(), "big", signed=True)
+
+
+def _same_size_records(buf: np.ndarray, pos: int, end: int, stride: int, t: int, ks: int, vs: int, rtype: int) -> int:
+    """How many records from ``pos`` on have the sizes (and type byte, when ``rtype`` >= 0) of the
+    one at ``pos``, which has them: the bytes the loop would read them from, compared in growing
+    windows of records (a strided view of the stream: nothing is copied but those bytes)."""
+    cols = [t, t + 1, t + 2, t + 3, t + 4 + ks, t + 5 + ks, t + 6 + ks, t + 7 + ks] + ([0] if rtype >= 0 else [])
+    want = np.frombuffer(ks.to_bytes(4, "big", signed=True) + vs.to_bytes(4, "big", signed=True), np.uint8)
+    if rtype >= 0:
+        want = np.append(want, np.uint8(rtype))
+    count, window = 1, 64
+    while True:
+        m = min(window, (end - pos) // stride - count)  # whole records that fit
+        if m <= 0:
+            return count
+        at = pos + count * stride
+        rows = as_strided(buf[at:], shape=(m, stride), strides=(stride, 1), writeable=False)
+        other = rows[:, cols[0]] != want[0]
+        for c, w in zip(cols[1:], want[1:].tolist(), strict=True):
+            other |= rows[:, c] != w
+        differ = np.flatnonzero(other)
+        if len(differ):
+            return count + int(differ[0])
+        count += m
+        window *= 2
 
 
 def py_scan(
@@ -276,7 +387,12 @@ def py_contains(buf: np.ndarray, off: np.ndarray, size: np.ndarray, needle: np.n
 
 def dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]:
     """A dense code per distinct byte string ``buf[off[i]:off[i]+size[i]]``, numbered in order of
-    first appearance, and the number of codes."""
+    first appearance, and the number of codes (before the compiled loops are loaded, strings of a
+    few lengths are numbered in numpy)."""
+    if len(off) and not loaded():
+        by_length = _numpy(_dense_codes_by_length, buf, off, size)
+        if by_length is not None:
+            return by_length  # type: ignore[no-any-return]
     if _compiled_for(_estimate(len(off), int(size.sum()))):
         codes, count = compiled().dense_codes(buf, off, size)
         return codes, int(count)
@@ -290,6 +406,33 @@ def py_dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[
     for i, (o, s) in enumerate(zip(off.tolist(), size.tolist(), strict=True)):
         codes[i] = seen.setdefault(bytes(view[o : o + s]), len(seen))
     return codes, len(seen)
+
+
+def _dense_codes_by_length(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``dense_codes`` in numpy for strings of a few lengths: numbered by their FNV-1a hash, each
+    string after the first of its hash compared byte for byte with that first. None for more
+    lengths, or two strings of one hash (the loop numbers those)."""
+    h = _fnv1a64_by_length(buf, off, size)
+    if h is None:
+        return None
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    seen = first[inverse]
+    again = np.flatnonzero(seen != np.arange(len(off)))
+    if len(again):
+        if (size[again] != size[seen[again]]).any():
+            return None
+        for length in np.unique(size[again]).tolist():
+            rows = again[size[again] == length]
+            if (
+                length
+                and (sliding_window_view(buf, length)[off[rows]] != sliding_window_view(buf, length)[off[seen[rows]]]).any()
+            ):
+                return None
+    order = np.argsort(first)  # codes in order of first appearance
+    rank = np.empty(len(first), np.int64)
+    rank[order] = np.arange(len(first), dtype=np.int64)
+    return rank[inverse], len(first)
 
 
 def split_multi_values(buf: np.ndarray, off: np.ndarray, size: np.ndarray, owner: np.ndarray) -> Any:
@@ -391,13 +534,42 @@ def py_fnv1a32(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
 
 
 def byte_hashes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """The 64-bit FNV-1a hash of each byte string ``buf[off[i]:off[i]+size[i]]``, as int64 bits."""
+    """The 64-bit FNV-1a hash of each byte string ``buf[off[i]:off[i]+size[i]]``, as int64 bits
+    (before the compiled loops are loaded, strings of a few lengths are hashed in numpy)."""
     out = np.zeros(len(off), np.uint64)
+    if len(off) and not loaded():
+        by_length = _numpy(_fnv1a64_by_length, buf, off, size)
+        if by_length is not None:
+            return by_length.view(np.int64)  # type: ignore[no-any-return]
     if len(off) and _compiled_for(int(size.max()) * len(off) * _PER_BYTE * 3):
         compiled().fnv1a64(buf, off, size, out)
     elif len(off):
         out = _python(py_fnv1a64, buf, off, size)
     return out.view(np.int64)
+
+
+_FEW_LENGTHS = 4  # string lengths numpy hashes one length at a time
+
+
+def _fnv1a64_by_length(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray | None:
+    """``py_fnv1a64`` for strings of at most ``_FEW_LENGTHS`` lengths: the strings of one length
+    gathered as a matrix at once, hashed a column at a time. None for more lengths."""
+    lengths = np.unique(size)
+    if len(lengths) > _FEW_LENGTHS:
+        return None
+    h = np.full(len(off), 14695981039346656037, np.uint64)
+    prime = np.uint64(1099511628211)
+    for length in lengths.tolist():
+        if length == 0:
+            continue
+        rows = slice(None) if len(lengths) == 1 else np.flatnonzero(size == length)
+        matrix = sliding_window_view(buf, length)[off[rows]]
+        part = h[rows]
+        for j in range(length):
+            np.bitwise_xor(part, matrix[:, j], out=part)
+            np.multiply(part, prime, out=part)
+        h[rows] = part
+    return h
 
 
 def py_fnv1a64(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray:
