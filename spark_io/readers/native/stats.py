@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from statelens.analysis.core.arrow_numpy import numpy_filled, numpy_of, pc
+from statelens.analysis.core.arrow_numpy import cast, kernel, numpy_filled, numpy_of, struct_field
 from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
 from statelens.spark_io.readers.native.reader import NativeReader
 from statelens.spark_io.readers.spark_stats import EvictionStats
@@ -152,8 +152,8 @@ class NativeStats:
             if col not in t.column_names or not pa.types.is_struct(t.schema.field(col).type):
                 return []
             struct = t[col]
-            out = [pc.struct_field(struct, f.name) for f in struct.type if pa.types.is_timestamp(f.type)]
-            out += [pc.struct_field(pc.struct_field(struct, f.name), "end") for f in struct.type if _has_end(f.type)]
+            out = [struct_field(struct, f.name) for f in struct.type if pa.types.is_timestamp(f.type)]
+            out += [struct_field(struct_field(struct, f.name), "end") for f in struct.type if _has_end(f.type)]
             return out
 
         key_times, value_times = times("key"), times("value")
@@ -170,7 +170,7 @@ class NativeStats:
             out.windows_past = int((valid & (ms <= watermark_ms)).sum())
         value_type = t.schema.field("value").type if "value" in t.column_names else None
         if value_type is not None and pa.types.is_struct(value_type) and "timeoutTimestamp" in [f.name for f in value_type]:
-            timeout = pc.max(pc.struct_field(t["value"], "timeoutTimestamp")).as_py() if t.num_rows else None
+            timeout = kernel("max", struct_field(t["value"], "timeoutTimestamp")).as_py() if t.num_rows else None
             out.timeout_set = bool((timeout or 0) > 0)
         return out
 
@@ -182,7 +182,7 @@ def _has_end(t: pa.DataType) -> bool:
 
 def _epoch_ms(times: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """Timestamps as epoch milliseconds, whatever their unit and zone, and where they are not null."""
-    raw = pc.cast(pc.cast(times, pa.timestamp(times.type.unit)), pa.int64())
+    raw = cast(cast(times, pa.timestamp(times.type.unit)), pa.int64())
     values = numpy_filled(raw, 0)
     valid = numpy_of(raw.is_valid()) if raw.null_count else np.ones(len(values), np.bool_)
     scale = {"s": -1000, "ms": 1, "us": 1000, "ns": 1_000_000}[times.type.unit]
