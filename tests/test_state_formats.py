@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import crc32c as crc32c_lib
 import pytest
@@ -347,7 +348,7 @@ def test_the_numpy_record_scan_equals_the_compiled_one(runs: Any, typed: bool, e
 @given(st.lists(st.binary(max_size=5), max_size=40), st.lists(st.integers(0, 3), min_size=1, max_size=4))
 def test_the_numpy_hashes_and_codes_equal_the_compiled_ones(values: list[bytes], lengths: list[int]) -> None:
     """Strings of a few lengths (padded or cut to them): numpy's FNV-1a and dense codes are the
-    compiled loops'; strings of more lengths are left to the loops."""
+    compiled loops'; strings of more lengths, or of one hash, are left to the loops."""
     import numpy as np
 
     values = [(v + b"\0" * 4)[: lengths[i % len(lengths)]] for i, v in enumerate(values)]
@@ -365,6 +366,11 @@ def test_the_numpy_hashes_and_codes_equal_the_compiled_ones(values: list[bytes],
     assert (hashes == want).all()
     want_codes, n = kernels.compiled().dense_codes(buf, off, size)
     assert codes[1] == n == len(set(values)) and (codes[0] == want_codes).all()
+    # two strings of one hash are told apart by their bytes: with every hash made equal, numpy numbers
+    # them only when they are all the same string, and leaves the rest to the loop
+    with mock.patch.object(kernels, "_word_hashes", lambda b, o, s: np.zeros(len(o), np.uint64)):
+        clash = kernels._dense_codes_by_length(buf, off, size)
+    assert (clash is None) == (len(set(values)) > 1)
     five = np.arange(5, dtype=np.int64)
     assert kernels._fnv1a64_by_length(np.zeros(10, np.uint8), np.zeros(5, np.int64), five) is None
 

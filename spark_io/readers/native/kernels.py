@@ -10,7 +10,7 @@ than that twice (the ski-rental rule). Once the compiled loops are loaded (a big
 warm-up) they run everything. Before they are loaded, the commonest shapes run in numpy instead of
 the Python loops: record streams of long runs of one record size (``strided_scan``), and hashing
 and numbering strings of a few lengths (fixed-width keys); their time counts at the share the
-compiled loops would save of it (``_NUMPY_SAVED``). All give the same results
+compiled loops would save of it (``_SAVED_SCAN``, ``_SAVED_HASH``, ``_SAVED_CODES``). All give the same results
 (``tests/test_state_formats.py`` checks it on random inputs). Gathers at known offsets are numpy.
 
 Record streams (``scan``): Java's ``DataOutputStream`` writes big-endian ints.
@@ -153,19 +153,20 @@ def _python(loop: Any, *args: Any) -> Any:
         _python_seconds += time.perf_counter() - t
 
 
-# the share of the numpy paths' time (``strided_scan``, strings of a few lengths) the compiled loops
-# would save: they take about a third of it (1M-key join store, measured here)
-_NUMPY_SAVED = 0.65
+# the share of each numpy path's time the compiled loops would save (they take the rest; the 1M-key
+# join store's 328 changelogs, measured here): walking records, FNV-1a, numbering strings
+_SAVED_SCAN, _SAVED_HASH, _SAVED_CODES = 0.7, 0.6, 0.5
 
 
-def _numpy(loop: Any, *args: Any) -> Any:
-    """Run a numpy path, adding to the process's Python loop time what the compiled loops would save of it."""
+def _numpy(saved: float, loop: Any, *args: Any) -> Any:
+    """Run a numpy path, adding to the process's Python loop time the ``saved`` share of its time:
+    what the compiled loops would have saved of it."""
     global _python_seconds
     t = time.perf_counter()
     try:
         return loop(*args)
     finally:
-        _python_seconds += (time.perf_counter() - t) * _NUMPY_SAVED
+        _python_seconds += (time.perf_counter() - t) * saved
 
 
 def _estimate(records: int, n_bytes: int) -> float:
@@ -200,7 +201,7 @@ def scan_all(buf: np.ndarray, start: int, end: int, fmt: int) -> tuple[int, int,
     Before the compiled loops are loaded, numpy walks records that come in long runs of one size
     (``strided_scan``) and Python only what does not."""
     if not loaded():
-        found = _numpy(strided_scan, buf, start, end, fmt)
+        found = _numpy(_SAVED_SCAN, strided_scan, buf, start, end, fmt)
         if found is not None:
             return found  # type: ignore[no-any-return]
     if _compiled_for((end - start) * _SCAN_PER_BYTE):
@@ -390,7 +391,7 @@ def dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.
     first appearance, and the number of codes (before the compiled loops are loaded, strings of a
     few lengths are numbered in numpy)."""
     if len(off) and not loaded():
-        by_length = _numpy(_dense_codes_by_length, buf, off, size)
+        by_length = _numpy(_SAVED_CODES, _dense_codes_by_length, buf, off, size)
         if by_length is not None:
             return by_length  # type: ignore[no-any-return]
     if _compiled_for(_estimate(len(off), int(size.sum()))):
@@ -409,30 +410,55 @@ def py_dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[
 
 
 def _dense_codes_by_length(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """``dense_codes`` in numpy for strings of a few lengths: numbered by their FNV-1a hash, each
-    string after the first of its hash compared byte for byte with that first. None for more
-    lengths, or two strings of one hash (the loop numbers those)."""
-    h = _fnv1a64_by_length(buf, off, size)
+    """``dense_codes`` in numpy for strings of a few lengths: grouped by a hash of their 8-byte
+    words, each string after the first of its group compared byte for byte with that first. None
+    for more lengths, or two strings of one hash (the loop numbers those)."""
+    h = _word_hashes(buf, off, size)
     if h is None:
         return None
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    seen = first[inverse]
-    again = np.flatnonzero(seen != np.arange(len(off)))
+    n = len(off)
+    if not n:
+        return np.zeros(0, np.int64), 0
+    order = np.argsort(h)
+    sorted_h = h[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_h[1:] != sorted_h[:-1])))
+    first = np.minimum.reduceat(order, starts)  # each group's first string
+    group = np.empty(n, np.int64)
+    group[order] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    seen = first[group]
+    again = np.flatnonzero(seen != np.arange(n))
     if len(again):
         if (size[again] != size[seen[again]]).any():
             return None
         for length in np.unique(size[again]).tolist():
             rows = again[size[again] == length]
-            if (
-                length
-                and (sliding_window_view(buf, length)[off[rows]] != sliding_window_view(buf, length)[off[seen[rows]]]).any()
-            ):
+            windows = sliding_window_view(buf, length) if length else None
+            if windows is not None and (windows[off[rows]] != windows[off[seen[rows]]]).any():
                 return None
-    order = np.argsort(first)  # codes in order of first appearance
-    rank = np.empty(len(first), np.int64)
-    rank[order] = np.arange(len(first), dtype=np.int64)
-    return rank[inverse], len(first)
+    rank = np.empty(len(first), np.int64)  # codes in order of first appearance
+    rank[np.argsort(first)] = np.arange(len(first), dtype=np.int64)
+    return rank[group], len(first)
+
+
+def _word_hashes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray | None:
+    """A 64-bit hash of each string ``buf[off[i]:off[i]+size[i]]`` of at most ``_FEW_LENGTHS``
+    lengths, eight bytes at a time (the strings of one length as a matrix of words); None for more."""
+    lengths = np.unique(size)
+    if len(lengths) > _FEW_LENGTHS:
+        return None
+    h = np.empty(len(off), np.uint64)
+    for length in lengths.tolist():
+        rows = slice(None) if len(lengths) == 1 else np.flatnonzero(size == length)
+        words = np.zeros((len(h[rows]), (length + 7) // 8 * 8), np.uint8)
+        if length:
+            words[:, :length] = sliding_window_view(buf, length)[off[rows]]
+        part = np.full(len(words), length + 1, np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # the length, mixed
+        for word in words.view("<u8").T:
+            part ^= word
+            part *= np.uint64(0xBF58476D1CE4E5B9)
+            part ^= part >> np.uint64(31)
+        h[rows] = part
+    return h
 
 
 def split_multi_values(buf: np.ndarray, off: np.ndarray, size: np.ndarray, owner: np.ndarray) -> Any:
@@ -538,7 +564,7 @@ def byte_hashes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarra
     (before the compiled loops are loaded, strings of a few lengths are hashed in numpy)."""
     out = np.zeros(len(off), np.uint64)
     if len(off) and not loaded():
-        by_length = _numpy(_fnv1a64_by_length, buf, off, size)
+        by_length = _numpy(_SAVED_HASH, _fnv1a64_by_length, buf, off, size)
         if by_length is not None:
             return by_length.view(np.int64)  # type: ignore[no-any-return]
     if len(off) and _compiled_for(int(size.max()) * len(off) * _PER_BYTE * 3):
