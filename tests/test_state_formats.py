@@ -271,11 +271,9 @@ def test_the_python_record_scan_equals_the_compiled_one(records: Any, typed: boo
     assert all((a == b).all() for a, b in zip(ours, theirs, strict=True))
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=12), max_size=15), st.binary(min_size=1, max_size=3), st.data())
-def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], needle: bytes, data: Any) -> None:
+def _strings(values: list[bytes]) -> tuple[Any, Any, Any]:
+    """The strings one after another in one buffer: (buffer, offsets, sizes)."""
     import numpy as np
-    import pyarrow as pa
 
     raw = b"".join(values)
     buf = np.frombuffer(raw, np.uint8) if raw else np.zeros(1, np.uint8)
@@ -283,6 +281,16 @@ def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], need
     off = np.zeros(len(values), np.int64)
     if len(values):
         off[1:] = np.cumsum(size)[:-1]
+    return buf, off, size
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=12), max_size=15), st.binary(min_size=1, max_size=3), st.data())
+def test_the_python_byte_loops_equal_the_compiled_ones(values: list[bytes], needle: bytes, data: Any) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    buf, off, size = _strings(values)
     keep = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))), np.bool_)
     a, b = kernels.py_gather_bytes(buf, off, size, keep), kernels.compiled().gather_bytes(buf, off, size, keep)
     assert (a[0] == b[0]).all() and a[1].tobytes() == b[1].tobytes()
@@ -352,12 +360,7 @@ def test_the_numpy_hashes_and_codes_equal_the_compiled_ones(values: list[bytes],
     import numpy as np
 
     values = [(v + b"\0" * 4)[: lengths[i % len(lengths)]] for i, v in enumerate(values)]
-    raw = b"".join(values)
-    buf = np.frombuffer(raw, np.uint8) if raw else np.zeros(1, np.uint8)
-    size = np.array([len(v) for v in values], np.int64)
-    off = np.zeros(len(values), np.int64)
-    if len(values):
-        off[1:] = np.cumsum(size)[:-1]
+    buf, off, size = _strings(values)
     hashes = kernels._fnv1a64_by_length(buf, off, size)
     codes = kernels._dense_codes_by_length(buf, off, size)
     assert hashes is not None and codes is not None  # at most four lengths
