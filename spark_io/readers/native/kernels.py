@@ -10,8 +10,9 @@ than that twice (the ski-rental rule). Once the compiled loops are loaded (a big
 warm-up) they run everything. Before they are loaded, the commonest shapes run in numpy instead of
 the Python loops: record streams of long runs of one record size (``strided_scan``), and hashing
 and numbering strings of a few lengths (fixed-width keys); their time counts at the share the
-compiled loops would save of it (``_SAVED_SCAN``, ``_SAVED_HASH``, ``_SAVED_CODES``). All give the same results
-(``tests/test_state_formats.py`` checks it on random inputs). Gathers at known offsets are numpy.
+compiled loops would save of it (``_SAVED_SCAN``, ``_SAVED_HASH``, ``_SAVED_CODES``). All give
+the same results (``tests/test_state_formats.py`` checks it on random inputs). Gathers at known
+offsets are numpy.
 
 Record streams (``scan``): Java's ``DataOutputStream`` writes big-endian ints.
 
