@@ -444,15 +444,13 @@ def _dense_codes_by_length(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -
 def _word_hashes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray | None:
     """A 64-bit hash of each string ``buf[off[i]:off[i]+size[i]]`` of at most ``_FEW_LENGTHS``
     lengths, eight bytes at a time (the strings of one length as a matrix of words); None for more."""
-    lengths = np.unique(size)
-    if len(lengths) > _FEW_LENGTHS:
+    groups = _length_groups(buf, off, size)
+    if groups is None:
         return None
     h = np.empty(len(off), np.uint64)
-    for length in lengths.tolist():
-        rows = slice(None) if len(lengths) == 1 else np.flatnonzero(size == length)
-        words = np.zeros((len(h[rows]), (length + 7) // 8 * 8), np.uint8)
-        if length:
-            words[:, :length] = sliding_window_view(buf, length)[off[rows]]
+    for length, rows, matrix in groups:
+        words = np.zeros((len(matrix), (length + 7) // 8 * 8), np.uint8)
+        words[:, :length] = matrix
         part = np.full(len(words), length + 1, np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # the length, mixed
         for word in words.view("<u8").T:
             part ^= word
@@ -460,6 +458,24 @@ def _word_hashes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarr
             part ^= part >> np.uint64(31)
         h[rows] = part
     return h
+
+
+_FEW_LENGTHS = 4  # string lengths numpy hashes and numbers one length at a time
+
+
+def _length_groups(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> list[tuple[int, Any, np.ndarray]] | None:
+    """The strings ``buf[off[i]:off[i]+size[i]]`` by length, at most ``_FEW_LENGTHS`` lengths (None
+    for more): (length, their rows, their bytes as one matrix, gathered at once)."""
+    lengths = np.unique(size)
+    if len(lengths) > _FEW_LENGTHS:
+        return None
+    groups = []
+    for length in lengths.tolist():
+        rows = slice(None) if len(lengths) == 1 else np.flatnonzero(size == length)
+        at = off[rows]
+        matrix = sliding_window_view(buf, length)[at] if length else np.zeros((len(at), 0), np.uint8)
+        groups.append((length, rows, matrix))
+    return groups
 
 
 def split_multi_values(buf: np.ndarray, off: np.ndarray, size: np.ndarray, owner: np.ndarray) -> Any:
@@ -575,22 +591,15 @@ def byte_hashes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarra
     return out.view(np.int64)
 
 
-_FEW_LENGTHS = 4  # string lengths numpy hashes one length at a time
-
-
 def _fnv1a64_by_length(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray | None:
     """``py_fnv1a64`` for strings of at most ``_FEW_LENGTHS`` lengths: the strings of one length
     gathered as a matrix at once, hashed a column at a time. None for more lengths."""
-    lengths = np.unique(size)
-    if len(lengths) > _FEW_LENGTHS:
+    groups = _length_groups(buf, off, size)
+    if groups is None:
         return None
     h = np.full(len(off), 14695981039346656037, np.uint64)
     prime = np.uint64(1099511628211)
-    for length in lengths.tolist():
-        if length == 0:
-            continue
-        rows = slice(None) if len(lengths) == 1 else np.flatnonzero(size == length)
-        matrix = sliding_window_view(buf, length)[off[rows]]
+    for length, rows, matrix in groups:
         part = h[rows]
         for j in range(length):
             np.bitwise_xor(part, matrix[:, j], out=part)
