@@ -69,6 +69,24 @@ def row(what: str, ours: float, plain: float, target: float, unit: str = "x") ->
     print(f"  {what:58s} {ours:7.2f} s  vs {plain:7.2f} s  {ratio:6.1f}{unit} (target >= {target:g}{unit}: {verdict})")
 
 
+def growth_row(what: str, cp: str, store: str | None, runs: int, target: float) -> float:
+    """``cli.py growth`` of a store (the default one when ``store`` is None) beside a PySpark script
+    counting its state at each batch; the rows per batch must agree. The row printed; our median."""
+    args = ["growth", cp, *(["--operator", "0", "--store", store] if store else []), "--json"]
+    ours_rows = [s["rows"] for s in json.loads(cli(*args))["series"]]
+    ours = median_seconds(lambda: cli(*args), runs)
+    option = f'.option("storeName", {store!r})' if store else ""
+    count_each = f"""
+        batches = sorted(int(n) for n in os.listdir({cp!r} + "/commits") if n.isdigit())
+        print([spark.read.format("statestore"){option}.option("batchId", b).load({cp!r}).count() for b in batches])
+        """
+    plain_rows = json.loads(pyspark(count_each).strip())
+    assert ours_rows == plain_rows, (ours_rows[:5], plain_rows[:5])
+    plain = median_seconds(lambda: pyspark(count_each), 1)
+    row(f"growth over {len(plain_rows)} batches, {what} (cli.py vs count per batch)", ours, plain, target)
+    return ours
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -104,34 +122,12 @@ def main() -> None:
     plain = median_seconds(lambda: pyspark(notebook), args.runs)
     row("sql count(*), 1M-key aggregation (cli.py vs toPandas->DuckDB)", ours, plain, 10)
 
-    # 3. growth over 40 batches, whole process
+    # 3. growth over every batch, whole process: the join's left store, then the aggregation (HDFS
+    # delta files: walked and hashed in numpy, no numba)
     store = "left-keyWithIndexToValue"
-    growth = json.loads(cli("growth", join, "--operator", "0", "--store", store, "--json"))
-    ours_rows = [s["rows"] for s in growth["series"]]
-    ours = median_seconds(lambda: cli("growth", join, "--operator", "0", "--store", store, "--json"), args.runs)
-    count_each = f"""
-        batches = sorted(int(n) for n in os.listdir({join!r} + "/commits") if n.isdigit())
-        print([spark.read.format("statestore").option("storeName", {store!r}).option("batchId", b).load({join!r}).count()
-               for b in batches])
-        """
-    plain_rows = json.loads(pyspark(count_each).strip())
-    assert ours_rows == plain_rows, (ours_rows[:5], plain_rows[:5])
-    plain = median_seconds(lambda: pyspark(count_each), 1)
-    row(f"growth over {len(plain_rows)} batches, 1M-key join store (cli.py vs count per batch)", ours, plain, 20)
+    ours = growth_row("1M-key join store", join, store, args.runs, 20)
     print(f"    target <= 1.2 s: {'met' if ours <= 1.2 else 'NOT met'} ({ours:.2f} s)")
-
-    # 3b. growth of the 1M-key aggregation (HDFS delta files: walked and hashed in numpy, no numba)
-    growth = json.loads(cli("growth", agg, "--json"))
-    ours_rows = [s["rows"] for s in growth["series"]]
-    ours = median_seconds(lambda: cli("growth", agg, "--json"), args.runs)
-    count_each = f"""
-        batches = sorted(int(n) for n in os.listdir({agg!r} + "/commits") if n.isdigit())
-        print([spark.read.format("statestore").option("batchId", b).load({agg!r}).count() for b in batches])
-        """
-    plain_rows = json.loads(pyspark(count_each).strip())
-    assert ours_rows == plain_rows, (ours_rows[:5], plain_rows[:5])
-    plain = median_seconds(lambda: pyspark(count_each), 1)
-    row(f"growth over {len(plain_rows)} batches, 1M-key aggregation (cli.py vs count per batch)", ours, plain, 10)
+    growth_row("1M-key aggregation", agg, None, args.runs, 10)
 
     # 4. a key lookup with its history: the key's partition against every partition
     from statelens.analysis.core.model import StateSource
