@@ -96,8 +96,19 @@ def sample_pipeline() -> tuple[str, str]:
 
 def sample_data_root(root: str) -> str:
     """Where the bundled pipeline's tables are, given its storage root, else ''."""
-    storage, warehouse = sample_pipeline()
-    return warehouse if storage and root.rstrip("/") == storage else ""
+    return _beside_pipeline(root, "warehouse")
+
+
+def sample_pipeline_inputs(root: str) -> str:
+    """Where the bundled pipeline's input files are now (its logs name the folder it ran in), given
+    its storage root, else ''."""
+    return _beside_pipeline(root, "inputs")
+
+
+def _beside_pipeline(root: str, folder: str) -> str:
+    storage, _ = sample_pipeline()
+    found = Path(storage).parent / folder
+    return str(found) if storage and root.rstrip("/") == storage and found.is_dir() and auth.may(str(found)) else ""
 
 
 def _beside(checkpoint_path: str, shared: str, own: str) -> str:

@@ -20,6 +20,7 @@ from statelens.views.common import (
     guard,
     pipeline_cached,
     pipeline_root,
+    sample_data_root,
     sql_across_cached,
     with_progress,
     workspace,
@@ -76,8 +77,9 @@ def _schema(name: str) -> str:
 
 def across_pipeline(root: str) -> None:
     """Given a root of several checkpoints: one DuckDB catalog, a schema per query (``silver.op0``),
-    each at its query's last committed batch (``statelens.sql_across``). Linkable: ?checkpoint=ROOT&sql=..."""
-    pipeline = pipeline_cached(root)
+    each at its query's last committed batch (``statelens.sql_across``). Linkable: ?checkpoint=ROOT&sql=...&data_root=DIR
+    (where the tables are now: the hops between the queries, hence their order)"""
+    pipeline = pipeline_cached(root, st.query_params.get("data_root") or sample_data_root(root) or None)
     stateful = [n for n in pipeline.order() if pipeline.query(n).state_bytes and health(pipeline.query(n)) != "superseded"]
     st.caption(
         f"{root} holds several checkpoints: each query is a schema ("

@@ -35,6 +35,7 @@ from statelens.views.common import (
     pipeline_root,
     sample_data_root,
     sample_input_root,
+    sample_pipeline_inputs,
     sample_sink,
     why_missing_across_cached,
     why_missing_cached,
@@ -190,13 +191,14 @@ def show_verdicts(results: list[Any]) -> None:
 def across_pipeline(root: str) -> None:
     """Given a root of several checkpoints: each key followed through every query, from the first one's
     input through each table to the last (``statelens.why_missing_across``). Linkable:
-    ?checkpoint=ROOT&key=K&key_field=F&data_root=DIR"""
+    ?checkpoint=ROOT&key=K&key_field=F&data_root=DIR&input_root=DIR"""
     params = st.query_params
     if "wm_keys" not in st.session_state and params.get_all("key"):
         st.session_state["wm_keys"] = "\n".join(params.get_all("key"))
         st.session_state["wm_key_column"] = params.get("key_field", "")
         st.session_state["wm_autorun"] = True
     st.session_state.setdefault("wm_data_root", params.get("data_root") or sample_data_root(root))
+    st.session_state.setdefault("wm_across_input", params.get("input_root") or sample_pipeline_inputs(root))
     st.caption(
         f"{root} holds several checkpoints: each key is followed through every query under it, from the first "
         "query's input through each table to the last. The answer is the pipeline's end's; each query's own follows."
@@ -242,7 +244,8 @@ def across_pipeline(root: str) -> None:
         return
     st.session_state["wm_last"] = typed
     st.query_params.update(
-        {"checkpoint": root, "key": list(keys)} | {k: v for k, v in (("key_field", key_field), ("data_root", data_root)) if v}
+        {"checkpoint": root, "key": list(keys)}
+        | {k: v for k, v in (("key_field", key_field), ("data_root", data_root), ("input_root", input_root)) if v}
     )
     answers = with_progress(
         "Following each key through every query's input, state and table",
