@@ -9,6 +9,7 @@ import os
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
@@ -59,16 +60,18 @@ def _replay_reference(batches, changes, base=()):  # type: ignore[no-untyped-def
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 5), st.booleans(), st.integers(0, 12)), max_size=60),
-    st.lists(st.integers(0, 12), max_size=8, unique=True),
+    st.lists(st.tuples(st.integers(0, 5), st.booleans(), st.integers(-6, 6)), max_size=60),
+    st.lists(st.integers(-6, 6), max_size=8, unique=True),
 )
 def test_vectorised_replay_equals_the_loop(changes: list[tuple[int, bool, int]], base_keys: list[int]) -> None:
     feed = [(b, d, k, k % 3) for b, d, k in changes]  # a key always lives in one partition
     base = [(k, k % 3) for k in base_keys]
     batches = [0, 1, 2, 4]
-    assert health.replay_changes(batches, feed, base) == _replay_reference(batches, feed, base)
     in_batch_order = sorted(feed, key=lambda c: c[0])  # as a change feed lists them (the fast path)
-    assert health.replay_changes(batches, in_batch_order, base) == _replay_reference(batches, in_batch_order, base)
+    for apart in (health.SORT_APART, 0):  # many changes: negative and other key ids sorted side by side
+        with patch.object(health, "SORT_APART", apart):
+            assert health.replay_changes(batches, feed, base) == _replay_reference(batches, feed, base)
+            assert health.replay_changes(batches, in_batch_order, base) == _replay_reference(batches, in_batch_order, base)
 
 
 def test_skew_ratio_is_infinite_with_an_empty_partition() -> None:
