@@ -265,6 +265,43 @@ def test_a_version_is_made_from_every_changelog_when_they_are_kept_or_small() ->
     assert rp._replay(version) is None  # the kept snapshot is cheaper still
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_the_state_made_while_walking_a_feed_from_the_first_batch_is_the_state_read(name: str) -> None:
+    """A growth walks each store's change feed; from the first batch, the records it walks make up the
+    last batch's state too, decoded as they are walked (``NativeReader.made_state``) for the eviction
+    figures. Every row (in another order: compared as a multiset) is the state a read gives, on every
+    store of every sample; the eviction figures are the same either way."""
+    from statelens.spark_io.readers.native.reader import StateRead
+    from statelens.spark_io.readers.native.stats import NativeStats
+    from statelens.spark_io.readers.state_reader import has_change_feed
+
+    info = read_checkpoint(sample(name))
+    if not info.operators or info.committed_batches[0].batch_id != 0:
+        pytest.skip("no state, or its first batches are gone")
+    last = info.committed_batches[-1].batch_id
+    made = 0
+    for op in info.operators:
+        for src in sources_of(op):
+            if not (src.has_change_feed and has_change_feed(info, op.operator_id)) or len(info.feed_segments(0, last)) != 1:
+                continue
+            reader = NativeReader(info)
+            if reader.change_key_ids(src, 0, last, state=StateRead()) is None:
+                assert reader.made_state(src, last, StateRead()) is None  # a view not of one row per record
+                continue
+            t = reader.made_state(src, last, StateRead())
+            assert t is not None and reader.made_state(src, last, StateRead()) is None  # given once
+            assert Counter(map(repr, t.to_pylist())) == Counter(map(repr, reader.state(src, last).to_pylist())), src
+            made += 1
+            walked = NativeStats(info)
+            walked.expect_eviction(src, last)
+            walked.change_ids(src, 0, last)
+            assert walked.eviction(src, last, info.batches[-1].watermark_ms) == NativeStats(info).eviction(
+                src, last, info.batches[-1].watermark_ms
+            )
+    if not made:
+        pytest.skip("no store with a change feed from the first batch")
+
+
 def test_the_app_reads_the_rest_of_a_store_between_questions_and_answers_alike() -> None:
     """After a key's answer (its partition read), the other partitions' RocksDB snapshots are read
     in the background; the next keys are answered from them exactly as from a fresh reader."""

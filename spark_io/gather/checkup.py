@@ -244,6 +244,8 @@ def growth(
             raise UnknownStore(f"{src.describe()} has no change feed to measure growth from.")
 
     def measure(stats: StateStats) -> tuple[list[health.StoreGrowth], list[health.EvictionFacts]]:
+        for op in ops:
+            stats.expect_eviction(eviction_source(op), resolve_batch(info, None))
         return [store_growth(info, op, src, files, stats) for op, src in sources], [eviction_facts(info, op, stats) for op in ops]
 
     (stores, facts), used, why = engine.answer(
@@ -257,12 +259,17 @@ def growth(
     return GrowthReport(stores, findings, info.batches, files, used, why)
 
 
+def eviction_source(op: OperatorInfo) -> StateSource:
+    """The store whose rows tell how the operator's state leaves (a join's left rows)."""
+    return lookup_sources(op)[0][1]
+
+
 def eviction_facts(info: CheckpointInfo, op: OperatorInfo, stats: StateStats) -> health.EvictionFacts:
     """What decides whether the operator's state can leave: its key's event time, timeouts and TTL,
     the oldest event time in state, windows kept past the watermark."""
     kind = find_kind(op.operator_name) or op.operator_name
     facts = health.EvictionFacts(op.operator_id, kind)
-    src = lookup_sources(op)[0][1]
+    src = eviction_source(op)
     batch = resolve_batch(info, None)
     wm_now = info.batches[-1].watermark_ms if info.batches else 0
     # in a chain, a later operator evicts by the lagging watermark of its input: windows behind the

@@ -36,6 +36,11 @@ class StateStats(Protocol):
         """(batch, is delete, key id, partition) of every change-feed row, in feed order."""
         ...
 
+    def expect_eviction(self, src: StateSource, batch: int) -> None:
+        """``eviction`` of ``src`` at ``batch`` will be asked after ``change_ids``: a reader that can make
+        that state from the feed's records as it walks them may (the answer is the same)."""
+        ...
+
     def eviction(self, src: StateSource, batch: int, watermark_ms: int | None) -> EvictionStats: ...
 
 
@@ -81,6 +86,9 @@ class SparkStats:
         df = self._state(src, batch)
         t = to_arrow(df.select(F.xxhash64(*_identity(df.columns)).alias("k"), "partition_id"), src.describe())
         return t.column("k").to_numpy(), t.column("partition_id").to_numpy().astype(np.int64)
+
+    def expect_eviction(self, src: StateSource, batch: int) -> None:
+        pass  # Spark reads each state as asked
 
     def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         from pyspark.sql import functions as F

@@ -57,6 +57,15 @@ R = TypeVar("R")
 CHANGE_TYPES = {kernels.PUT: "update", kernels.DELETE: "delete", kernels.MERGE: "append"}
 
 
+@dataclass(frozen=True)
+class StateRead:
+    """What a read of a state decodes (``NativeReader.state``'s arguments of the same names)."""
+
+    keys_only: bool = False
+    value_fields: frozenset[str] | None = None
+    key_fields: frozenset[str] | None = None
+
+
 @dataclass
 class _Piece:
     """Decoded columns of one partition."""
@@ -91,6 +100,8 @@ class NativeReader:
         self._kept = KeptFiles()
         self._commit_ids: dict[int, dict[int, list[list[str]]]] = {}  # operator -> batch -> partition -> ids
         self._listed: dict[str, PartitionFiles] = {}  # partition folders, listed once
+        # states made from a change feed's records as it was walked (``change_key_ids``), each taken once
+        self._made: dict[tuple[StateSource, int, StateRead], pa.Table] = {}
 
     # ---------------------------------------------------------------- public
 
@@ -148,6 +159,13 @@ class NativeReader:
             pieces.append(self._read(source, parts, records, True, keys_only))
         return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
+    def made_state(self, source: StateSource, batch: int, read: StateRead) -> pa.Table | None:
+        """The state ``change_key_ids`` made of ``source`` at ``batch`` for ``read`` as it walked the feed
+        (once; None when it made none): the rows ``state`` gives, in the order the feed last wrote
+        each key."""
+        with self._lock:
+            return self._made.pop((source, batch, read), None)
+
     def key_ids(
         self, source: StateSource, batch: int, partitions: Iterable[int] | None = None
     ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -165,44 +183,68 @@ class NativeReader:
         return None if ids is None else (ids[2], ids[3])
 
     def change_key_ids(
-        self, source: StateSource, start: int, end: int, partitions: Iterable[int] | None = None
+        self, source: StateSource, start: int, end: int, partitions: Iterable[int] | None = None, state: StateRead | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """The change feed over ``start``..``end`` as (batch id, 1 for a delete, key id, partition) per
-        change, in feed order, nothing decoded (``key_ids``; None where ``key_ids`` is)."""
+        change, in feed order, nothing decoded (``key_ids``; None where ``key_ids`` is).
+
+        ``state``: where the feed starts at the first batch, the records walked make up the state at
+        ``end`` too (each key's last record, as a store's first version plus its changes would): that
+        read of it is decoded from them as they are walked, for ``made_state`` (a growth's eviction
+        figures would otherwise read every changelog again)."""
         if not source.has_change_feed:
             raise NativeUnsupported(f"{source.describe()} has no change feed")
         op = source.operator_id
+        segments = self.info.feed_segments(start, end) or [(start, start - 1)]
+        if partitions is not None or start != 0 or len(segments) != 1:
+            state = None
         pieces = []
-        for lo, hi in self.info.feed_segments(start, end) or [(start, start - 1)]:
+        for lo, hi in segments:
 
             def records(store: str, p: int, lo: int = lo, hi: int = hi) -> Records:
                 return self._change_records(op, store, p, lo + 1, hi + 1)
 
-            ids = self._key_ids(source, self._partitions_of(source, hi, partitions), records, True)
+            ids = self._key_ids(source, self._partitions_of(source, hi, partitions), records, True, state)
             if ids is None:
                 return None
+            if state is not None:
+                ids, made = ids
+                with self._lock:
+                    self._made[(source, end, state)] = made
             pieces.append(ids)
         batch, deletes, keys, parts = (np.concatenate(c) for c in zip(*pieces, strict=True))
         return batch, deletes, keys, parts
 
     def _key_ids(
-        self, source: StateSource, partitions: list[int], records: Callable[[str, int], Records], changes: bool
-    ) -> tuple[np.ndarray, ...] | None:
+        self,
+        source: StateSource,
+        partitions: list[int],
+        records: Callable[[str, int], Records],
+        changes: bool,
+        state: StateRead | None = None,
+    ) -> Any:
+        """(batch, is delete, key id, partition) of the records; with ``state``, also that read of the
+        state the records make up (their keys' last records), decoded from the same records."""
         view = self._view(operator_of(self.info, source.operator_id), source)
         if type(view) is not _Plain or view.fam.event_time_key:
             return None
+        if state is not None:
+            schema = self._configure(source, view, state)
 
-        def piece(p: int) -> tuple[np.ndarray, ...]:
-            rec = view._records({store: records(store, p) for store in view.stores}, p, changes)
-            return (
+        def piece(p: int) -> tuple[Any, ...]:
+            recs = {store: records(store, p) for store in view.stores}
+            rec = view._records(recs, p, changes)
+            ids = (
                 rec.version - 1,
                 (rec.kind == kernels.DELETE).astype(np.int64),
                 kernels.byte_hashes(rec.buf, rec.koff, rec.klen),
                 np.full(len(rec), p, np.int64),
             )
+            return ids if state is None else (*ids, self._built(source, view, recs, p, False))
 
         pieces = self.decode_each(piece, partitions) or [tuple(np.zeros(0, np.int64) for _ in range(4))]
-        return tuple(np.concatenate(c) for c in zip(*pieces, strict=True))
+        ids = tuple(np.concatenate(c) for c in zip(*(x[:4] for x in pieces), strict=True))
+        return ids if state is None else (ids, _concat([x[4] for x in pieces if len(x) > 4], schema))
 
     def warm(self, source: StateSource, batch: int) -> None:
         """Read the RocksDB files the source's state at ``batch`` is made from, in every
@@ -250,33 +292,37 @@ class NativeReader:
         value_fields: frozenset[str] | None = None,
         key_fields: frozenset[str] | None = None,
     ) -> pa.Table:
-        op = operator_of(self.info, source.operator_id)
-        view = self._view(op, source)
-        if type(view) is _Plain:  # the other views need every value field to build their rows
-            view.keys_only, view.value_only = keys_only, value_fields
-            if view.fam.plain_key:  # a key of one row (not a prefix or an event time apart)
-                view.key_only = key_fields
+        view = self._view(operator_of(self.info, source.operator_id), source)
+        schema = self._configure(source, view, StateRead(keys_only, value_fields, key_fields), changes)
         # list values (format 4 joins) are read even for keys: a key has a row per value
         read_values = not view.keys_only or bool(isinstance(view, _Plain) and view.fam.event_time_key)
-        parts = sorted(set(partitions))
+
+        def piece(p: int) -> _Piece:
+            return self._built(source, view, {store: records(store, p, read_values) for store in view.stores}, p, changes)
+
+        return _concat(self.decode_each(piece, sorted(set(partitions))), schema)
+
+    def _configure(self, source: StateSource, view: _View, read: StateRead, changes: bool = False) -> pa.Schema:
+        """Set what ``view`` decodes for this read; the columns it gives."""
+        if type(view) is _Plain:  # the other views need every value field to build their rows
+            view.keys_only, view.value_only = read.keys_only, read.value_fields
+            if view.fam.plain_key:  # a key of one row (not a prefix or an event time apart)
+                view.key_only = read.key_fields
         try:
             schema = view.schema(changes)
         except Undecodable as e:
             raise NativeUnsupported(f"{source.describe()} holds {e.message}") from e
-        if view.keys_only:
-            schema = schema.remove(schema.get_field_index("value"))
+        return schema.remove(schema.get_field_index("value")) if view.keys_only else schema
 
-        def piece(p: int) -> _Piece:
-            recs = {store: records(store, p, read_values) for store in view.stores}
-            try:
-                return view.build(recs, p, changes)
-            except Damaged as e:
-                raise StateReadError(
-                    f"The state of {source.describe()} in partition {p} is damaged: {e} (row {e.row}); its files are under "
-                    f"state/{op.operator_id}/{p}/."
-                ) from e
-
-        return _concat(self.decode_each(piece, parts), schema)
+    @staticmethod
+    def _built(source: StateSource, view: _View, recs: dict[str, Any], p: int, changes: bool) -> _Piece:
+        try:
+            return view.build(recs, p, changes)
+        except Damaged as e:
+            raise StateReadError(
+                f"The state of {source.describe()} in partition {p} is damaged: {e} (row {e.row}); its files are under "
+                f"state/{source.operator_id}/{p}/."
+            ) from e
 
     def decode_each(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``fn`` (a partition's decoding) over ``items``, a core each. While the loops would run in

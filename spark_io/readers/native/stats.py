@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from statelens.analysis.core.arrow_numpy import cast, kernel, numpy_filled, numpy_of, struct_field
 from statelens.analysis.core.model import JOIN_ROW_FIELDS, CheckpointInfo, StateSource
-from statelens.spark_io.readers.native.reader import NativeReader
+from statelens.spark_io.readers.native.reader import NativeReader, StateRead
 from statelens.spark_io.readers.spark_stats import EvictionStats
 
 
@@ -57,6 +57,7 @@ class NativeStats:
         self.reader = reader or NativeReader(info)
         self._con: Any = None
         self._lock = threading.Lock()
+        self._eviction_at: dict[StateSource, int] = {}  # the batch whose eviction figures will be asked
 
     def _sql(self, table: pa.Table, sql: str) -> pa.Table:
         with self._lock:  # DuckDB is opened by the first figure that needs it (growth needs none: 60-100 ms)
@@ -113,8 +114,13 @@ class NativeStats:
         keys, parts = self._per_partition(src, range(batch, batch + 1), read)
         return keys, parts
 
+    def expect_eviction(self, src: StateSource, batch: int) -> None:
+        self._eviction_at[src] = batch
+
     def change_ids(self, src: StateSource, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        stored = self.reader.change_key_ids(src, start, end)
+        # the eviction figures' read of the state at the end, made from the same records as they are walked
+        then = self._eviction_read(src) if self._eviction_at.get(src) == end else None
+        stored = self.reader.change_key_ids(src, start, end, state=then)
         if stored is not None:
             return stored
 
@@ -134,19 +140,29 @@ class NativeStats:
         batch_ids, deletes, keys, parts = self._per_partition(src, range(start, end + 1), read)
         return batch_ids, deletes, keys, parts
 
-    def eviction(self, src: StateSource, batch: int, watermark_ms: int | None) -> EvictionStats:
+    def _eviction_read(self, src: StateSource) -> StateRead:
+        """What ``eviction`` decodes: the value's event times, windows and timeout, the key's times and
+        windows (a key without them: none of its fields)."""
         schema = self.reader.schema(src)
         value_type = schema.field("value").type if "value" in schema.names else None
-        needed = None  # the value fields read below: event times, windows, the timeout
+        needed = None
         if value_type is not None and pa.types.is_struct(value_type):
             needed = frozenset(
                 f.name for f in value_type if pa.types.is_timestamp(f.type) or f.name == "timeoutTimestamp" or _has_end(f.type)
             )
         key_type = schema.field("key").type
-        key_needed = None  # the key fields read: its times and windows (a key without them: none of its fields)
+        key_needed = None
         if pa.types.is_struct(key_type):
             key_needed = frozenset(f.name for f in key_type if pa.types.is_timestamp(f.type) or _has_end(f.type))
-        t = self.reader.state(src, batch, keys_only=needed == frozenset(), value_fields=needed or None, key_fields=key_needed)
+        return StateRead(needed == frozenset(), needed or None, key_needed)
+
+    def eviction(self, src: StateSource, batch: int, watermark_ms: int | None) -> EvictionStats:
+        read = self._eviction_read(src)
+        t = self.reader.made_state(src, batch, read)
+        if t is None:
+            t = self.reader.state(
+                src, batch, keys_only=read.keys_only, value_fields=read.value_fields, key_fields=read.key_fields
+            )
 
         def times(col: str) -> list[Any]:
             if col not in t.column_names or not pa.types.is_struct(t.schema.field(col).type):
