@@ -17,6 +17,8 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -248,8 +250,19 @@ def upload(server: Server, local: Path, key: str) -> str:
             fs.create_dir(BUCKET)
 
         def put(p: Path) -> None:
+            data = p.read_bytes()
+            if server.name == "gcs" and data:  # the JSON API's one-request upload: pyarrow's resumable one
+                # takes three, and the emulator rewrites its whole object list at each (1,069 files: 10.5 s, not
+                # 25.6 s); it drops an empty one's connection
+                name = urllib.parse.quote(f"{key}/{p.relative_to(local).as_posix()}", safe="")
+                url = f"http://127.0.0.1:{server.port}/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name={name}"
+                request = urllib.request.Request(url, data=data, method="POST")
+                request.add_header("Content-Type", "application/octet-stream")
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    answer.read()
+                return
             with fs.open_output_stream(f"{BUCKET}/{key}/{p.relative_to(local).as_posix()}", compression=None) as out:
-                out.write(p.read_bytes())
+                out.write(data)
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(put, files))
