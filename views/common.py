@@ -87,11 +87,11 @@ def checkpoints_under(prefix: str) -> Any:
     return _checkpoints_under(prefix, reader())
 
 
-def sample_pipeline() -> tuple[str, str]:
-    """The bundled Declarative Pipeline: its storage root and its warehouse ('' when not bundled or not allowed)."""
-    found = SAMPLES_DIR / "sdp" / "orders"
-    storage, warehouse = str(found / "storage"), str(found / "warehouse")
-    return (storage, warehouse) if (found / "storage").is_dir() and auth.may(storage) else ("", "")
+def sample_pipeline() -> str:
+    """The bundled Declarative Pipeline's storage root ('' when not bundled or not allowed); its tables
+    and inputs are beside it (``sample_data_root``, ``sample_pipeline_inputs``)."""
+    storage = SAMPLES_DIR / "sdp" / "orders" / "storage"
+    return str(storage) if storage.is_dir() and auth.may(str(storage)) else ""
 
 
 def sample_data_root(root: str) -> str:
@@ -106,7 +106,7 @@ def sample_pipeline_inputs(root: str) -> str:
 
 
 def _beside_pipeline(root: str, folder: str) -> str:
-    storage, _ = sample_pipeline()
+    storage = sample_pipeline()
     found = Path(storage).parent / folder
     return str(found) if storage and root.rstrip("/") == storage and found.is_dir() and auth.may(str(found)) else ""
 

@@ -48,7 +48,7 @@ st.caption(
     "sink log (_spark_metadata) to the reader's source log. Queries sharing no hop are separate pipelines."
 )
 with guard():
-    default_root = st.query_params.get("root") or pipeline_root() or sample_pipeline()[0]
+    default_root = st.query_params.get("root") or pipeline_root() or sample_pipeline()
     c1, c2 = st.columns(2)
     root = c1.text_input(
         "Root", value=default_root, key="pl_root", help="A folder or URI prefix holding the checkpoints, at any depth."
