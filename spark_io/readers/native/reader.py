@@ -180,7 +180,7 @@ class NativeReader:
             lambda store, p: self._state_records(op, store, p, batch + 1, values=False),
             False,
         )
-        return None if ids is None else (ids[2], ids[3])
+        return None if ids is None else (ids[0][2], ids[0][3])
 
     def change_key_ids(
         self, source: StateSource, start: int, end: int, partitions: Iterable[int] | None = None, state: StateRead | None = None
@@ -204,11 +204,11 @@ class NativeReader:
             def records(store: str, p: int, lo: int = lo, hi: int = hi) -> Records:
                 return self._change_records(op, store, p, lo + 1, hi + 1)
 
-            ids = self._key_ids(source, self._partitions_of(source, hi, partitions), records, True, state)
-            if ids is None:
+            walked = self._key_ids(source, self._partitions_of(source, hi, partitions), records, True, state)
+            if walked is None:
                 return None
-            if state is not None:
-                ids, made = ids
+            ids, made = walked
+            if made is not None and state is not None:
                 with self._lock:
                     self._made[(source, end, state)] = made
             pieces.append(ids)
@@ -222,16 +222,15 @@ class NativeReader:
         records: Callable[[str, int], Records],
         changes: bool,
         state: StateRead | None = None,
-    ) -> Any:
-        """(batch, is delete, key id, partition) of the records; with ``state``, also that read of the
+    ) -> tuple[tuple[np.ndarray, ...], pa.Table | None] | None:
+        """(batch, is delete, key id, partition) of the records, and with ``state`` that read of the
         state the records make up (their keys' last records), decoded from the same records."""
         view = self._view(operator_of(self.info, source.operator_id), source)
         if type(view) is not _Plain or view.fam.event_time_key:
             return None
-        if state is not None:
-            schema = self._configure(source, view, state)
+        schema = self._configure(source, view, state) if state is not None else None
 
-        def piece(p: int) -> tuple[Any, ...]:
+        def piece(p: int) -> tuple[tuple[np.ndarray, ...], _Piece | None]:
             recs = {store: records(store, p) for store in view.stores}
             rec = view._records(recs, p, changes)
             ids = (
@@ -240,11 +239,12 @@ class NativeReader:
                 kernels.byte_hashes(rec.buf, rec.koff, rec.klen),
                 np.full(len(rec), p, np.int64),
             )
-            return ids if state is None else (*ids, self._built(source, view, recs, p, False))
+            return ids, (self._built(source, view, recs, p, False) if schema is not None else None)
 
-        pieces = self.decode_each(piece, partitions) or [tuple(np.zeros(0, np.int64) for _ in range(4))]
-        ids = tuple(np.concatenate(c) for c in zip(*(x[:4] for x in pieces), strict=True))
-        return ids if state is None else (ids, _concat([x[4] for x in pieces if len(x) > 4], schema))
+        pieces = self.decode_each(piece, partitions) or [(tuple(np.zeros(0, np.int64) for _ in range(4)), None)]
+        ids = tuple(np.concatenate(c) for c in zip(*(i for i, _ in pieces), strict=True))
+        made = _concat([m for _, m in pieces if m is not None], schema) if schema is not None else None
+        return ids, made
 
     def warm(self, source: StateSource, batch: int) -> None:
         """Read the RocksDB files the source's state at ``batch`` is made from, in every
