@@ -436,8 +436,9 @@ def _dense_codes_by_length(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -
             windows = sliding_window_view(buf, length) if length else None
             if windows is not None and (windows[off[rows]] != windows[off[seen[rows]]]).any():
                 return None
-    rank = np.empty(len(first), np.int64)  # codes in order of first appearance
-    rank[np.argsort(first)] = np.arange(len(first), dtype=np.int64)
+    is_first = np.zeros(n, np.bool_)  # codes in order of first appearance: each first string's rank
+    is_first[first] = True
+    rank = (np.cumsum(is_first) - 1)[first]
     return rank[group], len(first)
 
 

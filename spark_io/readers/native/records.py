@@ -221,9 +221,10 @@ def latest(rec: Records) -> Records:
     if not len(rec):
         return rec
     codes, n = key_codes(rec)
-    last = kernels.last_per_code(codes, n)
-    idx = np.sort(last[last >= 0])
-    live = rec.take(idx)
+    last = np.zeros(len(rec), np.bool_)  # each key's last record, in record order
+    at = kernels.last_per_code(codes, n)
+    last[at[at >= 0]] = True
+    live = rec.take(np.flatnonzero(last))
     return live.take(np.nonzero(live.kind != kernels.DELETE)[0])
 
 
