@@ -15,10 +15,11 @@ background_install() {  # WHAT TESTS COMMAND...: its output kept, shown if it fa
     installs+=("$!:$1:$log")
 }
 if [ "${1:-}" != "--fast" ]; then
-    if [ ! -x /usr/bin/chromium ]; then
+    # chromium for chart images (kaleido), its headless shell for the browser tests (tests/browser/conftest.py)
+    if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromium-headless-shell ]; then
         SUDO=""; [ "$(id -u)" -eq 0 ] || { SUDO="sudo"; sudo -v; }
         background_install "Debian's chromium" browser \
-            bash -c "$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium"
+            bash -c "$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-headless-shell"
     fi
     [ -x .tools/node_modules/.bin/azurite-blob ] || background_install "Azurite (Microsoft's Azure Storage emulator)" storage \
         npm install --silent --no-audit --no-fund --prefix .tools azurite@3.37.0
