@@ -249,6 +249,7 @@ def test_cli_skew_and_growth_json_contracts() -> None:
 
 
 @pytestmark_spark
+@pytest.mark.browser  # kaleido's Chromium draws the PNGs and SVGs (the shared one: tests/conftest.py)
 def test_exports_png_svg_html_csv(tmp_path: Path) -> None:
     for chart in ("skew", "growth", "watermark"):
         for ext in ("png", "svg", "html", "csv"):

@@ -117,6 +117,7 @@ def test_charts_axes_colours_and_units(spark) -> None:  # type: ignore[no-untype
     assert "No watermark" in none.layout.annotations[0].text and not none.data
 
 
+@pytest.mark.browser  # kaleido's Chromium draws them (the shared one: tests/conftest.py)
 @pytest.mark.parametrize("name", ["hot_key_join", "unbounded_agg"])
 def test_every_report_chart_renders_to_png_and_svg(name: str, spark) -> None:  # type: ignore[no-untyped-def]
     c = checkup(name)
