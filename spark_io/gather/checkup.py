@@ -10,10 +10,9 @@ reader's tables in DuckDB; both give the same figures.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statelens.analysis.checkpoint import health
-from statelens.analysis.checkpoint.doctor import DoctorReport
 from statelens.analysis.core.errors import UnknownStore
 from statelens.analysis.core.model import (
     JOIN_V4_ROWS,
@@ -32,12 +31,14 @@ from statelens.analysis.core.model import (
 )
 from statelens.analysis.core.operator_kinds import AGGREGATION, TWS, find_kind
 from statelens.analysis.core.state_access import MAX_STATE_BATCHES
-from statelens.analysis.runs.progress import ProgressLog, progress_findings
-from statelens.spark_io.logs.checkpoint import doctor, list_state_files, read_checkpoint
-from statelens.spark_io.logs.event_logs import read_progress
+from statelens.spark_io.logs.checkpoint import list_state_files, read_checkpoint
 from statelens.spark_io.readers import engine
 from statelens.spark_io.readers.spark_stats import SparkStats, StateStats
 from statelens.spark_io.readers.state_reader import has_change_feed
+
+if TYPE_CHECKING:  # the whole checkup's parts, imported when it runs: skew and growth alone need none
+    from statelens.analysis.checkpoint.doctor import DoctorReport
+    from statelens.analysis.runs.progress import ProgressLog
 
 
 def stats_for(info: CheckpointInfo, which: str) -> StateStats:
@@ -332,6 +333,10 @@ class Checkup:
 def checkup(path: str, info: CheckpointInfo | None = None, event_log: str | None = None) -> Checkup:
     """Skew, growth and configuration of every operator; with the query's ``event_log`` (or
     progress JSON lines) also the rows dropped by the watermark."""
+    from statelens.analysis.runs.progress import progress_findings
+    from statelens.spark_io.logs.checkpoint import doctor
+    from statelens.spark_io.logs.event_logs import read_progress
+
     info = info or read_checkpoint(path)
     require_state(info)
     log = read_progress(event_log, info) if event_log else None
