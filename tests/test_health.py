@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from unittest.mock import patch
 
+import golden
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -162,8 +163,6 @@ def test_growth_from_the_change_feed_equals_rereading_every_batch(name: str) -> 
     """Rows per batch from one walk of the change feed equal the rows Spark's state reader reads at
     every batch (its reads kept in the sample's golden file: ``test_native_equality.py`` checks each
     golden file is of the sample as it is, and against live reads)."""
-    import golden
-
     from statelens.spark_io.gather.checkup import source_for
 
     g = growth(sample(name))
