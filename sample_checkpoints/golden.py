@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,13 @@ def read(name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, reads) of a sample's golden file."""
     lines = [json.loads(x) for x in gzip.decompress(golden_path(name).read_bytes()).decode().splitlines() if x]
     return lines[0], lines[1:]
+
+
+def rows_per_batch(name: str) -> dict[str, Counter[int]]:
+    """Source -> batch -> the rows Spark read of it at that batch (one per key; a map state's per
+    user key, a list state's per element), from the sample's golden file."""
+    _, reads = read(name)
+    return {r["source"]: Counter(json.loads(row)["_batch"] for row in r["rows"]) for r in reads if r["read"] == "state"}
 
 
 def main(names: list[str]) -> int:

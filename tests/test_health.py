@@ -167,10 +167,7 @@ def test_growth_from_the_change_feed_equals_rereading_every_batch(name: str) -> 
 
     g = growth(sample(name))
     info = read_checkpoint(sample(name))
-    _, reads = golden.read(name)
-    spark_rows = {  # source -> batch -> rows Spark read: one per key (a map state's: per user key; a list's: per element)
-        r["source"]: Counter(json.loads(row)["_batch"] for row in r["rows"]) for r in reads if r["read"] == "state"
-    }
+    spark_rows = golden.rows_per_batch(name)
     assert g.engine == "native" and g.stores
     for store in g.stores:
         src = source_for(info.operator(store.operator_id), store.store_name)  # type: ignore[arg-type]

@@ -371,10 +371,7 @@ def test_growth_of_every_state_variable_counts_the_rows_spark_reads(name: str, s
     at each of its batches, on both engines. Spark's rows are its reads kept in the sample's golden
     file (``test_native_equality.py`` checks each golden file is of the sample as it is, and against
     live reads); the Spark engine's series is read through Spark live here."""
-    _, reads = golden.read(name)
-    spark_rows = {  # source -> batch -> rows Spark read
-        r["source"]: Counter(json.loads(row)["_batch"] for row in r["rows"]) for r in reads if r["read"] == "state"
-    }
+    spark_rows = golden.rows_per_batch(name)  # source -> batch -> rows Spark read
     info = read_checkpoint(sample(name))
     for which in ("native", "spark"):
         engine_choice(which)
