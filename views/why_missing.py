@@ -99,9 +99,12 @@ def _never_matched(path: str, op_id: int, batch: int, join_type: str | None, eve
             "A join's keys evicted unmatched, waiting for the other side, or held on both sides that the condition "
             "rejected; an aggregation's windows still waiting for the watermark. Each links to its diagnosis."
         )
-        if not st.button("Find them", key="wm_find_unmatched") and st.session_state.get("wm_unmatched") != (path, op_id, batch):
+        # the click is kept by its callback, before the page's run: a run it interrupts cannot lose it
+        st.button(
+            "Find them", key="wm_find_unmatched", on_click=lambda: st.session_state.update(wm_unmatched=(path, op_id, batch))
+        )
+        if st.session_state.get("wm_unmatched") != (path, op_id, batch):
             return
-        st.session_state["wm_unmatched"] = (path, op_id, batch)
         with guard():
             report = with_progress(
                 "Reading the state and its change feed",
