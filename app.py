@@ -18,6 +18,7 @@ from statelens.views.common import (
     TIMEZONES,
     TZ_KEY,
     asking,
+    cancels_seen,
     checkpoint_input_key,
     current_path,
     default_checkpoint,
@@ -139,6 +140,7 @@ try:
     with asking():
         if auth.page_offered(requested_page(), {p.url_path for pages in sections.values() for p in pages}):
             nav.run()
+    cancels_seen()
 finally:  # a page that stops early (st.stop) is still a question asked
     auth.question(
         page=st.session_state["_page"],

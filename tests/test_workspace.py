@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,6 +182,41 @@ def test_sql_time_limit() -> None:
     with pytest.raises(SqlError, match=r"longer than 1 s, the time limit"):
         ws.execute("SELECT sum(a.range * b.range % 7) FROM range(200000) a, range(200000) b")
     assert time.monotonic() - t0 < 15
+    assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]
+
+
+def test_a_cancelled_query_stops_running() -> None:
+    """Cancel (the app's button, through ``run_cancellable``) interrupts DuckDB too: the query's thread
+    ends within seconds, long before its time limit, and says it was cancelled."""
+    import threading
+    import time
+
+    from statelens.spark_io.runtime.jobs import run_cancellable
+
+    ws = Workspace(sample("unbounded_agg"), timeout=600)
+    ws.execute("SELECT count(*) FROM op0")  # the table loaded: what runs next is DuckDB alone
+    outcome: dict[str, Any] = {}
+
+    def query() -> None:
+        outcome["thread"] = threading.current_thread()
+        try:
+            ws.execute("SELECT sum(a.range * b.range % 7) FROM range(400000) a, range(400000) b")
+        except BaseException as e:
+            outcome["error"] = e
+            raise
+
+    def tick(_progress: object) -> None:
+        if time.monotonic() - t0 > 1.5:
+            raise KeyboardInterrupt  # what a Cancel click does to the page's run
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_cancellable(query, tick, interval=0.25)
+    worker = outcome["thread"]
+    worker.join(20)
+    assert not worker.is_alive(), "the cancelled query still runs"
+    assert isinstance(outcome["error"], SqlError) and outcome["error"].message == "The query was cancelled."
+    assert time.monotonic() - t0 < 25
     assert ws.execute("SELECT count(*) AS n FROM op0").table.to_pylist() == [{"n": 300}]
 
 

@@ -548,14 +548,14 @@ def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
     interrupts the read's Spark jobs; the rerun then says it was cancelled
     instead of starting the read again. Cached reads return at once without any of this.
     """
-    flag = f"_cancelled:{key}"
-    if st.session_state.pop(flag, False):
+    flag = f"{CANCELLED}{key}"
+    if st.session_state.pop(flag, None):
         st.info(f"{label}: cancelled.")
         st.button("Read again", key=f"again-{key}", type="primary")  # a click reruns the page, which reads again
         st.stop()
     status, button = st.empty(), st.empty()
     ctx = get_script_run_ctx()
-    button.button("Cancel", key=f"cancel-{key}", on_click=lambda: st.session_state.update({flag: True}))
+    button.button("Cancel", key=f"cancel-{key}", on_click=lambda: st.session_state.update({flag: label}))
 
     def tick(p: server.Progress) -> None:
         status.caption(f":material/hourglass_top: {label} · {p.describe()}")
@@ -565,6 +565,16 @@ def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
     finally:
         status.empty()
         button.empty()
+
+
+CANCELLED = "_cancelled:"  # + a read's key: its Cancel was clicked (the value: the read's label)
+
+
+def cancels_seen() -> None:
+    """At the end of a run: a Cancel whose page did not ask for its read again (the SQL page reruns
+    without running its query) is said once, in a toast, and forgotten: the next Run runs."""
+    for flag in [k for k in st.session_state if str(k).startswith(CANCELLED)]:
+        st.toast(f"{st.session_state.pop(flag)}: cancelled.", icon=":material/cancel:")
 
 
 def warm_up_in_background() -> None:

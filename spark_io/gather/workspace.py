@@ -36,6 +36,7 @@ from statelens.spark_io.gather.limits import DEFAULT_MAX_ROWS, DEFAULT_ROW_BUDGE
 from statelens.spark_io.logs.checkpoint import read_checkpoint
 from statelens.spark_io.readers import engine
 from statelens.spark_io.readers.state_reader import RowFilter
+from statelens.spark_io.runtime import jobs
 from statelens.spark_io.runtime.scratch import session_dir
 
 LOCKED = (
@@ -207,19 +208,18 @@ def run_sql(
     timer = threading.Timer(timeout, cur.interrupt)
     timer.daemon = True
     timer.start()
+    cancelled = threading.Event()
+
+    def cancel() -> None:
+        cancelled.set()
+        cur.interrupt()
+
     try:
-        rel = cur.sql(sql)
-        if rel is None:  # a statement without a result
-            return QueryResult(pa.table({}), False, time.perf_counter() - t0)
-        reader = rel.to_arrow_reader(min(max_rows + 1, 65_536))
-        batches, rows = [], 0
-        for batch in reader:
-            batches.append(batch)
-            rows += batch.num_rows
-            if rows > max_rows:
-                break
-        result = pa.Table.from_batches(batches, schema=reader.schema)
+        with jobs.stopped_on_cancel(cancel):
+            return _fetch(cur, sql, max_rows, t0)
     except duckdb.InterruptException as e:
+        if cancelled.is_set():
+            raise SqlError("The query was cancelled.") from e
         raise SqlError(
             f"The query ran longer than {timeout:g} s, the time limit, and was stopped. Narrow it (a filter, "
             f"a LIMIT) or raise the limit ({option('--timeout')}, STATELENS_SQL_TIMEOUT)."
@@ -236,6 +236,21 @@ def run_sql(
         timer.cancel()
         timer.join()
         cur.close()
+
+
+def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, max_rows: int, t0: float) -> QueryResult:
+    """The query's first ``max_rows`` rows (and whether there were more)."""
+    rel = cur.sql(sql)
+    if rel is None:  # a statement without a result
+        return QueryResult(pa.table({}), False, time.perf_counter() - t0)
+    reader = rel.to_arrow_reader(min(max_rows + 1, 65_536))
+    batches, rows = [], 0
+    for batch in reader:
+        batches.append(batch)
+        rows += batch.num_rows
+        if rows > max_rows:
+            break
+    result = pa.Table.from_batches(batches, schema=reader.schema)
     truncated = result.num_rows > max_rows
     return QueryResult(result.slice(0, max_rows) if truncated else result, truncated, time.perf_counter() - t0)
 

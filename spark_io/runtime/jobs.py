@@ -5,7 +5,8 @@ calls ``tick`` with the progress (elapsed time; finished and total tasks of the 
 stages on local Spark) until it is done. If ``tick`` raises (in the app: the user clicked
 Cancel, which stops the page's script run), the read's Spark jobs are cancelled and the
 exception goes on: a job group on classic Spark, an operation tag over Spark Connect (where
-task counts are not available).
+task counts are not available). Work outside Spark that the read runs (a DuckDB query) says how
+it is stopped with ``stopped_on_cancel``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import contextvars
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -88,7 +89,37 @@ def run_cancellable(
     return result["value"]  # type: ignore[no-any-return]
 
 
+_stoppers: dict[str, list[Callable[[], None]]] = {}
+_stoppers_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def stopped_on_cancel(stop: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, cancelling the read this thread runs for calls ``stop`` (a DuckDB
+    query's ``interrupt``): a cancelled query leaves the server's cores to the other sessions."""
+    tag = session.thread_tag()
+    if tag is None:  # not a cancellable read (the CLI, a notebook)
+        yield
+        return
+    with _stoppers_lock:
+        _stoppers.setdefault(tag, []).append(stop)
+    try:
+        yield
+    finally:
+        with _stoppers_lock:
+            left = [s for s in _stoppers.get(tag, []) if s is not stop]
+            if left:
+                _stoppers[tag] = left
+            else:
+                _stoppers.pop(tag, None)
+
+
 def cancel(tag: str) -> None:
+    with _stoppers_lock:
+        stops = _stoppers.pop(tag, [])
+    for stop in stops:
+        with contextlib.suppress(Exception):  # already over
+            stop()
     if not session.is_running():
         return  # no Spark work to cancel: native reads end with their thread's question
     with contextlib.suppress(Exception):  # nothing running, or Spark is gone

@@ -182,6 +182,11 @@ def tag_thread(tag: str) -> None:
         _apply_tag(_session, tag)
 
 
+def thread_tag() -> str | None:
+    """This thread's tag (``tag_thread``), if a cancellable read runs in it."""
+    return getattr(_thread_tags, "tag", None)
+
+
 def untag_thread() -> None:
     tag = getattr(_thread_tags, "tag", None)
     _thread_tags.tag = None
