@@ -152,11 +152,25 @@ def read(name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return lines[0], lines[1:]
 
 
-def rows_per_batch(name: str) -> dict[str, Counter[int]]:
-    """Source -> batch -> the rows Spark read of it at that batch (one per key; a map state's per
-    user key, a list state's per element), from the sample's golden file."""
+def state_at_batches(name: str) -> dict[str, dict[int, list[dict[str, Any]]]]:
+    """Source -> batch -> the rows Spark read of it at that batch, from the sample's golden file."""
     _, reads = read(name)
-    return {r["source"]: Counter(json.loads(row)["_batch"] for row in r["rows"]) for r in reads if r["read"] == "state"}
+    out: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for r in reads:
+        if r["read"] == "state":
+            by_batch = out.setdefault(r["source"], {})
+            for text in r["rows"]:
+                row = json.loads(text)
+                by_batch.setdefault(row.pop("_batch"), []).append(row)
+    return out
+
+
+def rows_per_batch(name: str) -> dict[str, Counter[int]]:
+    """Source -> batch -> how many rows Spark read of it at that batch (one per key; a map state's
+    per user key, a list state's per element), from the sample's golden file."""
+    return {
+        source: Counter({b: len(rows) for b, rows in by_batch.items()}) for source, by_batch in state_at_batches(name).items()
+    }
 
 
 def main(names: list[str]) -> int:

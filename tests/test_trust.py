@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import golden
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -17,6 +18,7 @@ from statelens import cli
 from statelens.analysis.core.question import KeyQuestion
 from statelens.analysis.verdicts import why_missing as wm
 from statelens.spark_io.gather.diagnosis import why_missing
+from statelens.spark_io.logs.checkpoint import read_checkpoint
 from support import COMPAT, ROOT, SAMPLES, tree_checksums
 
 
@@ -135,7 +137,6 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
     from statelens.analysis.core.model import default_operator, lookup_sources
     from statelens.analysis.verdicts import diagnose
     from statelens.spark_io.gather.diagnosis import key_fields_of
-    from statelens.spark_io.logs.checkpoint import read_checkpoint
     from statelens.spark_io.readers.access import load_state
     from statelens.spark_io.readers.spark_state import SparkState
 
@@ -162,7 +163,6 @@ def test_loaded_state_answers_like_spark(name: str, spark) -> None:  # type: ign
 
 def test_eviction_delay_in_spark_equals_the_python_reference(spark) -> None:  # type: ignore[no-untyped-def]
     from statelens.analysis.core.model import StateSource
-    from statelens.spark_io.logs.checkpoint import read_checkpoint
     from statelens.spark_io.readers.spark_state import SparkState
 
     for name in ("join_hdfs", "compat/3.5.9/join_hdfs", "compat/4.3.0/full_outer_join"):
@@ -195,28 +195,25 @@ def test_a_checkpoint_without_change_feed_says_so(capsys, spark) -> None:  # typ
     assert set(out["method"].values()) == {"state per batch"}
 
 
-def test_growth_without_a_change_feed_counts_what_each_batch_changed_the_first_included(capsys, spark) -> None:  # type: ignore[no-untyped-def]
+def test_growth_without_a_change_feed_counts_what_each_batch_changed_the_first_included(capsys) -> None:  # type: ignore[no-untyped-def]
     """Inserts and deletes of a store without a change feed are the differences between successive
     states: at the query's first batch everything in its state (it read 0 before); the truth is
-    Spark's reader of each batch's state."""
+    Spark's reader of each batch's state (the sample's golden file, checked against live Spark in
+    test_native_equality.py)."""
     cp = compat("rocksdb_no_changelog")
     assert cli.main(["growth", cp, "--store", "left-keyToNumValues", "--json"]) == 0
     series = json.loads(capsys.readouterr().out)["series"]
-    assert series[0]["batch_id"] == 0
+    assert [s["batch_id"] for s in series] == [b.batch_id for b in read_checkpoint(cp).committed_batches]
+    spark_rows = golden.state_at_batches("compat/4.3.0/rocksdb_no_changelog")["operator 0, store left-keyToNumValues"]
     before: set[str] = set()
     for s in series:
-        rows = (
-            spark.read.format("statestore").option("storeName", "left-keyToNumValues").option("batchId", s["batch_id"]).load(cp)
-        )
-        keys = {json.dumps(r["key"].asDict(recursive=True), sort_keys=True, default=str) for r in rows.collect()}
+        keys = {json.dumps(r["key"], sort_keys=True) for r in spark_rows.get(s["batch_id"], [])}
         assert (s["rows"], s["inserts"], s["deletes"]) == (len(keys), len(keys - before), len(before - keys)), s
         before = keys
 
 
 def test_damaged_schema_file_leaves_the_operator_unknown_and_says_why(tmp_path: Path) -> None:
     import shutil
-
-    from statelens.spark_io.logs.checkpoint import read_checkpoint
 
     cp = tmp_path / "agg"
     shutil.copytree(COMPAT / "3.5.9" / "windowed_agg", cp)

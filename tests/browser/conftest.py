@@ -70,7 +70,7 @@ class AppServer:
 
 
 # the one default changed from a user's: a busy machine serves pages slower while a long query runs,
-# and the time-limit test needs that query still running when the other session's page arrives
+# and the no-freeze test needs that query still running when the other session's page arrives
 SQL_TIMEOUT = 60.0
 
 
