@@ -4,9 +4,8 @@ A JVM that maps Spark's classes from the archive instead of loading and verifyin
 starts in about half the CPU (a session, a small query and a stop: 13 -> 7 CPU s here) and 5 s sooner;
 the suite starts a JVM for its session per worker, for each CLI command run on Spark, each job a
 preflight or rebuild runs, each Connect server and pipeline. Nothing else changes: the same classes,
-only mapped. Made once per JDK, PySpark and its jars (about 30 s, in the background while the first
-tests run, under ``.tools/``, kept across runs); a JVM started before it is in place, or whose class
-path differs (a pipeline's own conf folder first), does without it, silently.
+only mapped. Made once per JDK, PySpark and its jars (about 20 s, under ``.tools/``, kept across
+runs); a JVM whose class path differs (a pipeline's own conf folder first) does without it, silently.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,13 +27,13 @@ FOLDER = ROOT / ".tools" / "spark-cds"
 BASE = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:cds*=off"
 
 WORKLOAD = r"""
-import os, json, shutil, tempfile
+import os, json
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, window
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-tmp = tempfile.mkdtemp(prefix="statelens-cds-")  # its own (the run that started it may end first), removed after
+tmp = os.getcwd()  # a temporary folder of its own, removed after
 src = os.path.join(tmp, "in"); os.makedirs(src)
 with open(os.path.join(src, "a.json"), "w") as f:
     for i in range(100):
@@ -53,15 +52,10 @@ for provider in ("hdfs", "rocksdb"):
     spark.read.format("state-metadata").load(cp).count()
     spark.read.parquet(os.path.join(tmp, "out-" + provider)).count()
 spark.stop()
-# the JVM writes the archive as it exits: end it and wait, then put it in place whole (this process
-# does, so the archive is kept even when the test run that started it has ended)
+# the JVM writes the archive as it exits: end it and wait, so the archive is whole when this process ends
 SparkContext._gateway.shutdown()
 SparkContext._gateway.proc.stdin.close()
 SparkContext._gateway.proc.wait(timeout=300)
-partial, archive = os.environ["CDS_PARTIAL"], os.environ["CDS_ARCHIVE"]
-if os.path.exists(partial) and os.path.getsize(partial) > 0:
-    os.replace(partial, archive)
-shutil.rmtree(tmp, ignore_errors=True)
 """
 
 
@@ -86,48 +80,25 @@ def _key(java: str) -> str:
 
 
 def spark_submit_opts() -> str:
-    """The JVM options for every spark-submit of the tests, naming the archive. Made in the background
-    the first time (about 30 s, while the first tests run: it was 30 s of a fresh clone's run before
-    any test started); a JVM started before it is in place does without it, silently."""
+    """The JVM options for every spark-submit of the tests: with the archive when it can be had."""
     java = _java()
     if java is None:
         return BASE  # no JVM here (the fast lane): nothing to archive
     FOLDER.mkdir(parents=True, exist_ok=True)
     archive = FOLDER / f"spark-{_key(java)}.jsa"
-    if not archive.exists():
-        threading.Thread(target=_make_once, args=(archive,), name="spark-cds", daemon=True).start()
-    return f"{BASE} -XX:SharedArchiveFile={archive}"
-
-
-def _make_once(archive: Path) -> None:
-    """The first process makes the archive; another that asks meanwhile waits for it."""
-    with open(FOLDER / "lock", "w") as lock:
+    with open(FOLDER / "lock", "w") as lock:  # the first process makes it; the others wait for it
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not archive.exists():
             _make(archive)
+    return f"{BASE} -XX:SharedArchiveFile={archive}" if archive.exists() else BASE
 
 
 def _make(archive: Path) -> None:
     """Run the workload in a JVM that writes the classes it loaded at its exit; kept only when whole."""
-    for stale in FOLDER.glob("*.partial"):  # of a run that ended before its archive was in place
-        stale.unlink(missing_ok=True)
-    partial = archive.with_suffix(f".{os.getpid()}.partial")
-    env = {
-        **os.environ,
-        "SPARK_SUBMIT_OPTS": f"{BASE} -XX:ArchiveClassesAtExit={partial}",
-        "CDS_PARTIAL": str(partial),
-        "CDS_ARCHIVE": str(archive),
-    }
-    with contextlib.suppress(subprocess.SubprocessError):
-        # its own session, folder and no pipes to this process: a short test run that ends first leaves it to finish
-        subprocess.run(
-            [sys.executable, "-c", WORKLOAD],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            timeout=600,
-            check=True,
-        )
-    partial.unlink(missing_ok=True)  # a workload that failed
+    partial = archive.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{BASE} -XX:ArchiveClassesAtExit={partial}"}
+    with tempfile.TemporaryDirectory(prefix="statelens-cds-") as cwd, contextlib.suppress(subprocess.SubprocessError):
+        subprocess.run([sys.executable, "-c", WORKLOAD], cwd=cwd, env=env, capture_output=True, timeout=600, check=True)
+    if partial.exists() and partial.stat().st_size > 0:
+        partial.replace(archive)
