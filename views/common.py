@@ -541,6 +541,9 @@ def check_with_spark(used: str, run: Callable[[], tuple[bool, str]], key: str) -
             (st.success if same else st.error)(detail)
 
 
+CANCELLED = "_cancelled:"  # + a read's key: its Cancel was clicked (the value: the read's label)
+
+
 def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
     """Run a Spark read with a live progress line and a Cancel button.
 
@@ -565,9 +568,6 @@ def with_progress(label: str, fn: Callable[[], T], key: str) -> T:
     finally:
         status.empty()
         button.empty()
-
-
-CANCELLED = "_cancelled:"  # + a read's key: its Cancel was clicked (the value: the read's label)
 
 
 def cancels_seen() -> None:

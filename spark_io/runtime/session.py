@@ -188,7 +188,7 @@ def thread_tag() -> str | None:
 
 
 def untag_thread() -> None:
-    tag = getattr(_thread_tags, "tag", None)
+    tag = thread_tag()
     _thread_tags.tag = None
     if tag and _session is not None and _target.remote:
         _session.removeTag(tag)
