@@ -222,15 +222,11 @@ def test_a_cancelled_query_stops_running() -> None:
 
 def _spark_rows_per_partition(name: str, source: str, batch: int) -> dict[int, int]:
     """Rows per partition of a store at a batch, as Spark read them (the sample's golden file)."""
-    import json
     from collections import Counter
 
     import golden
 
-    _, reads = golden.read(name)
-    (read,) = [r for r in reads if r["read"] == "state" and r["source"] == source]
-    rows = [json.loads(t) for t in read["rows"]]
-    return dict(Counter(r["partition_id"] for r in rows if r["_batch"] == batch))
+    return dict(Counter(r["partition_id"] for r in golden.state_at_batches(name)[source].get(batch, [])))
 
 
 @pytest.mark.parametrize("name", ["windowed_agg", "join_rocksdb", "transform_with_state", "session_window", "dedup"])
