@@ -12,10 +12,12 @@ value (``typed_values``): ``17850`` finds a double ``17850.0``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -55,9 +57,37 @@ class KeyQuery:
     typed: tuple[tuple[str, Any], ...] = ()
 
     def owners(self, raw: Any) -> list[str]:
-        """Which of the user's keys a row's key field value answers (by text or by typed value)."""
-        typed = dict(self.typed)
-        return [k for k in self.keys if k == key_text(raw) or (k in typed and typed[k] == raw)]
+        """Which of the user's keys a row's key field value answers (by text or by typed value), in
+        the order asked: a look-up of the value's text and of the value itself, not a pass over every
+        key (a question of a few hundred keys compares each row read once, not once per key)."""
+        by_text, by_value, at = self._index
+        found = list(by_text.get(key_text(raw), ()))
+        with contextlib.suppress(TypeError):  # a struct or list value: equal to no typed key
+            found += by_value.get(raw, ())
+        if len(found) > 1:
+            found = [self.keys[i] for i in sorted({i for k in found for i in at[k]})]
+        return found
+
+    def by_owner(self, rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """The rows (each with ``_raw``, the key field's value) each of the user's keys owns, in read order."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            for k in dict.fromkeys(self.owners(r["_raw"])):
+                out.setdefault(k, []).append(r)
+        return out
+
+    @cached_property
+    def _index(self) -> tuple[dict[str | None, list[str]], dict[Any, list[str]], dict[str, list[int]]]:
+        """Keys by their text and by their typed value, and each key's places among the keys asked."""
+        at: dict[str, list[int]] = {}
+        for i, k in enumerate(self.keys):
+            at.setdefault(k, []).append(i)
+        by_value: dict[Any, list[str]] = {}
+        for k, v in dict(self.typed).items():
+            if k in at:
+                with contextlib.suppress(TypeError):  # a signalling NaN decimal: equal to nothing
+                    by_value.setdefault(v, []).append(k)
+        return {k: [k] for k in at}, by_value, at
 
 
 WINDOW_KEYS = ("window", "session_window")  # a key field that is a time window

@@ -448,13 +448,10 @@ class FateWalk:
                 types = dict(self.access.key_fields(src, self.last))
                 _, typed = typed_values(types.get(field_name, "string"), wanted)
                 query = KeyQuery(field_name, tuple(wanted), tuple(typed.items()))
-                rows = self.access.rows(src, self.last, query)
-                changes = self._changes(op, src, query)
+                rows = query.by_owner(self.access.rows(src, self.last, query))
+                changes = query.by_owner(self._changes(op, src, query))
                 for v in wanted:
-                    cache[v] = History(
-                        [r for r in rows if v in query.owners(r["_raw"])],
-                        [c for c in changes if v in query.owners(c["_raw"])],
-                    )
+                    cache[v] = History(rows.get(v, []), changes.get(v, []))
             except StateReadError as e:
                 for v in wanted:
                     cache[v] = History([], [], f"the read of {src.describe()} failed: {e.message}")
@@ -469,11 +466,10 @@ class FateWalk:
         self.note(
             f"Operator {op.operator_id} has no change feed: its history is its state at batches {batches[0]}-{batches[-1]}."
         )
-        per_batch = [(b, self.access.rows(src, b, query)) for b in batches]
+        per_batch = [(b, query.by_owner(self.access.rows(src, b, query))) for b in batches]
         out: list[dict[str, Any]] = []
         for k in query.keys:  # each key's rows replayed on their own, then known by the key again
-            rows = [(b, [r for r in found if k in query.owners(r["_raw"])]) for b, found in per_batch]
-            out += [{**c, "_raw": k} for c in replay_as_changes(rows)]
+            out += [{**c, "_raw": k} for c in replay_as_changes([(b, owned.get(k, [])) for b, owned in per_batch])]
         return out
 
     # ---- other records of the input

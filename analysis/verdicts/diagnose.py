@@ -177,9 +177,9 @@ def why_missing(
 
     # 1. the state at the batch: one filtered read per store
     for name, src in sources:
-        found = access.rows(src, batch, query)
+        owned = query.by_owner(access.rows(src, batch, query))
         for key in keys:
-            lookups[key][name].rows = [_without_key(r) for r in found if key in query.owners(r["_raw"])]
+            lookups[key][name].rows = [_without_key(r) for r in owned.get(key, ())]
 
     ctx = wm.Context(
         kind,
@@ -352,9 +352,9 @@ def read_history(
         start = first if need_all else max(first, batch - size + 1)
         try:
             for name, src in with_history:
-                changes = access.changes(src, start, batch, query)
+                owned = query.by_owner(access.changes(src, start, batch, query))
                 for key in keys:
-                    lookups[key][name].changes = [_without_key(r) for r in changes if key in query.owners(r["_raw"])]
+                    lookups[key][name].changes = [_without_key(r) for r in owned.get(key, ())]
                     lookups[key][name].changes_table = f"{table_name(src)}_changes"
         except StateReadError as e:
             _history_failed(ctx, lookups, e)
@@ -380,11 +380,9 @@ def _history_from_state(
     ctx.history_method = "state per batch"
     try:
         for name, src in sources:
-            per_batch = [(b, access.rows(src, b, query)) for b in upto]
+            per_batch = [(b, query.by_owner(access.rows(src, b, query))) for b in upto]
             for key in query.keys:
-                lookups[key][name].changes = replay_as_changes(
-                    [(b, [r for r in rows if key in query.owners(r["_raw"])]) for b, rows in per_batch]
-                )
+                lookups[key][name].changes = replay_as_changes([(b, owned.get(key, [])) for b, owned in per_batch])
     except StateReadError as e:
         _history_failed(ctx, lookups, e)
         return
