@@ -143,6 +143,9 @@ def _build() -> Any:
             f"-Djava.io.tmpdir={scratch} -Dderby.system.home={scratch} -Dlog4j2.configurationFile=file:{LOG4J}",
         )
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # PySpark's DataFrame call-site capture, for Spark's error context: four JVM round trips on
+        # every Column and DataFrame call (F.col 1.3 -> 0.4 ms); State Lens says its errors itself
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     if not _target.master or _target.master.startswith("local"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
