@@ -50,15 +50,27 @@ def path(name: str) -> str:
 
 
 def keys_at(t: dict[str, Any], label: str, batch: int, field: str) -> dict[str, list[Any]]:
-    """key field value -> the matched flags of its rows, in one store at one batch."""
+    """key field value -> the matched flags of its rows, in one store at one batch (read only: kept
+    for the truth's every later key)."""
+    return _keys_at(f"{t['spark_version']}/{t['scenario']}", label, batch, field)
+
+
+@cache
+def _keys_at(name: str, label: str, batch: int, field: str) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
-    for key_json, matched, _pid in t["state"][label][str(batch)]:
+    for key_json, matched, _pid in truth(name)["state"][label][str(batch)]:
         out.setdefault(str(json.loads(key_json)[field]), []).append(matched)
     return out
 
 
 def ever(t: dict[str, Any], label: str, field: str) -> dict[str, list[Any]]:
-    """key -> matched flags over every committed batch (in batch order)."""
+    """key -> matched flags over every committed batch (in batch order; read only)."""
+    return _ever(f"{t['spark_version']}/{t['scenario']}", label, field)
+
+
+@cache
+def _ever(name: str, label: str, field: str) -> dict[str, list[Any]]:
+    t = truth(name)
     out: dict[str, list[Any]] = {}
     for b in t["committed_batches"]:
         for k, flags in keys_at(t, label, b, field).items():
