@@ -64,9 +64,9 @@ class KeyQuery:
         found = list(by_text.get(key_text(raw), ()))
         with contextlib.suppress(TypeError):  # a struct or list value: equal to no typed key
             found += by_value.get(raw, ())
-        if len(found) > 1:
-            found = [self.keys[i] for i in sorted({i for k in found for i in at[k]})]
-        return found
+        if len(found) == 1 and len(at[found[0]]) == 1:
+            return found
+        return [self.keys[i] for i in sorted({i for k in found for i in at[k]})]  # each place it was asked
 
     def by_owner(self, rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """The rows (each with ``_raw``, the key field's value) each of the user's keys owns, in read order."""
