@@ -60,8 +60,9 @@ class KeyQuery:
         """Which of the user's keys a row's key field value answers (by text or by typed value), in
         the order asked: a look-up of the value's text and of the value itself, not a pass over every
         key (a question of a few hundred keys compares each row read once, not once per key)."""
-        by_text, by_value, at = self._index
-        found = list(by_text.get(key_text(raw), ()))
+        by_value, at = self._index
+        text = key_text(raw)
+        found = [text] if text in at else []
         with contextlib.suppress(TypeError):  # a struct or list value: equal to no typed key
             found += by_value.get(raw, ())
         if len(found) == 1 and len(at[found[0]]) == 1:
@@ -77,8 +78,8 @@ class KeyQuery:
         return out
 
     @cached_property
-    def _index(self) -> tuple[dict[str | None, list[str]], dict[Any, list[str]], dict[str, list[int]]]:
-        """Keys by their text and by their typed value, and each key's places among the keys asked."""
+    def _index(self) -> tuple[dict[Any, list[str]], dict[str, list[int]]]:
+        """Keys by their typed value, and each key's places among the keys asked (a key is its own text)."""
         at: dict[str, list[int]] = {}
         for i, k in enumerate(self.keys):
             at.setdefault(k, []).append(i)
@@ -87,7 +88,7 @@ class KeyQuery:
             if k in at:
                 with contextlib.suppress(TypeError):  # a signalling NaN decimal: equal to nothing
                     by_value.setdefault(v, []).append(k)
-        return {k: [k] for k in at}, by_value, at
+        return by_value, at
 
 
 WINDOW_KEYS = ("window", "session_window")  # a key field that is a time window
