@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -255,6 +255,12 @@ def replay_changes(
     wanted = bi >= 0
     if not wanted.all():
         is_delete, key, part, bi = is_delete[wanted], key[wanted], part[wanted], bi[wanted]
+    if not is_delete.any():  # no delete (a store that only grows): a key's first change inserts it
+        inserted = _first_changes(key, bi)
+        if len(base_key):
+            inserted &= ~np.isin(key, base_key)
+        deleted = np.zeros(len(key), np.bool_)
+        return _counts(order_b, base_part, bi, part, inserted, deleted)
     # each key's changes in batch order, feed order within a batch: a feed lists a key's changes in
     # batch order already (one partition's files, oldest first), so a stable sort by key suffices;
     # where it does not, by key and batch
@@ -269,8 +275,14 @@ def replay_changes(
     after_update = np.zeros(len(key), np.bool_)
     after_update[1:] = ~is_delete[:-1]
     present_before = np.where(first, np.isin(key, base_key), after_update)
-    inserted = ~is_delete & ~present_before
-    deleted = is_delete & present_before
+    return _counts(order_b, base_part, bi, part, ~is_delete & ~present_before, is_delete & present_before)
+
+
+def _counts(
+    order_b: list[int], base_part: np.ndarray, bi: np.ndarray, part: np.ndarray, inserted: np.ndarray, deleted: np.ndarray
+) -> tuple[dict[int, int], dict[int, dict[int, int]], dict[int, int], dict[int, int]]:
+    """``replay_changes``'s figures from each change's batch index and partition, and whether it
+    inserted or deleted a key (in any order)."""
     parts = np.unique(np.concatenate([base_part, part[inserted]]))
     pi = _positions(part, parts)  # a partition no insert reaches: -1, and only its deletes of nothing
     shape = (len(order_b), max(len(parts), 1))
@@ -295,24 +307,52 @@ def replay_changes(
     return rows_out, parts_out, ins_out, dels_out
 
 
+def _first_changes(key: np.ndarray, bi: np.ndarray) -> np.ndarray:
+    """Whether each change is its key's first, by batch and then feed order: the keys sorted (not
+    stably), each run of equal keys' earliest change taken by its (batch, position) number."""
+    n = len(key)
+    first = np.zeros(n, np.bool_)
+    if not n:
+        return first
+    order, sorted_key = _sorted(key, _order_of)
+    starts = np.flatnonzero(np.concatenate(([True], sorted_key[1:] != sorted_key[:-1])))
+    earliest = np.minimum.reduceat((bi * n + np.arange(n))[order], starts)
+    first[earliest % n] = True
+    return first
+
+
 SORT_APART = 200_000  # changes past which the negative and other keys are sorted on two cores
 
 
 def _stable_order(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.argsort(key, kind="stable")`` and the keys in that order, faster: an unstable sort
     (numpy's vectorised one), then each run of equal keys put back in feed order by one sort of
-    (run, position) numbers. Many keys: the negative ones and the others (every one of the first
-    sorts before every one of the second) apart, side by side (numpy's sorts free the GIL)."""
+    (run, position) numbers."""
+    return _sorted(key, _stable_order_of)
+
+
+def _sorted(
+    key: np.ndarray, sort: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``sort(key, positions)``: the positions of ``key`` in sorted order, and the sorted keys. Many
+    keys: the negative ones and the others (every one of the first sorts before every one of the
+    second) apart, side by side (numpy's sorts free the GIL)."""
     n = len(key)
     if n < SORT_APART or (os.cpu_count() or 1) < 2:
-        return _stable_order_of(key, np.arange(n))
+        return sort(key, np.arange(n))
     negative = key < 0
     halves = (np.flatnonzero(negative), np.flatnonzero(~negative))
     with ThreadPoolExecutor(1) as pool:
-        first = pool.submit(_stable_order_of, key[halves[0]], halves[0])
-        second = _stable_order_of(key[halves[1]], halves[1])
+        first = pool.submit(sort, key[halves[0]], halves[0])
+        second = sort(key[halves[1]], halves[1])
         first_order, first_keys = first.result()
     return np.concatenate([first_order, second[0]]), np.concatenate([first_keys, second[1]])
+
+
+def _order_of(key: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of ``key`` in sorted order (equal keys in any order), and the sorted keys."""
+    order = np.argsort(key)
+    return position[order], key[order]
 
 
 def _stable_order_of(key: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
