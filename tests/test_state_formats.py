@@ -378,6 +378,23 @@ def test_the_numpy_hashes_and_codes_equal_the_compiled_ones(values: list[bytes],
     assert kernels._fnv1a64_by_length(np.zeros(10, np.uint8), np.zeros(5, np.int64), five) is None
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=12), max_size=40), st.booleans())
+def test_codes_of_hashed_keys_equal_the_compiled_ones(values: list[bytes], clash: bool) -> None:
+    """Keys already hashed (a growth's key ids): numpy numbers them by those hashes, of any lengths,
+    as the compiled loop does; keys of one hash and different bytes are left to the loop."""
+    import numpy as np
+
+    buf, off, size = _strings(values)
+    hashes = np.zeros(len(values), np.int64) if clash else kernels.byte_hashes(buf, off, size)
+    codes = kernels._dense_codes_by_length(buf, off, size, hashes)
+    if clash and len(set(values)) > 1:
+        assert codes is None
+        return
+    want_codes, n = kernels.compiled().dense_codes(buf, off, size)
+    assert codes is not None and codes[1] == n == len(set(values)) and (codes[0] == want_codes).all()
+
+
 def test_the_python_loops_run_until_they_have_cost_what_loading_the_compiled_ones_costs() -> None:
     """The ski-rental rule, in fresh processes: a stream Python walks in well under the load time
     stays in Python (numba is never imported); once the Python loops' time plus a loop's estimate

@@ -387,12 +387,13 @@ def py_contains(buf: np.ndarray, off: np.ndarray, size: np.ndarray, needle: np.n
             mask[i] = True
 
 
-def dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]:
+def dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray, hashes: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """A dense code per distinct byte string ``buf[off[i]:off[i]+size[i]]``, numbered in order of
     first appearance, and the number of codes (before the compiled loops are loaded, strings of a
-    few lengths are numbered in numpy)."""
+    few lengths are numbered in numpy, and strings already hashed (``hashes``, any 64-bit hash of
+    their bytes) of any lengths)."""
     if len(off) and not loaded():
-        by_length = _numpy(_SAVED_CODES, _dense_codes_by_length, buf, off, size)
+        by_length = _numpy(_SAVED_CODES, _dense_codes_by_length, buf, off, size, hashes)
         if by_length is not None:
             return by_length  # type: ignore[no-any-return]
     if _compiled_for(_estimate(len(off), int(size.sum()))):
@@ -410,11 +411,14 @@ def py_dense_codes(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[
     return codes, len(seen)
 
 
-def _dense_codes_by_length(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int] | None:
+def _dense_codes_by_length(
+    buf: np.ndarray, off: np.ndarray, size: np.ndarray, hashes: np.ndarray | None = None
+) -> tuple[np.ndarray, int] | None:
     """``dense_codes`` in numpy for strings of a few lengths: grouped by a hash of their 8-byte
-    words, each string after the first of its group compared byte for byte with that first. None
-    for more lengths, or two strings of one hash (the loop numbers those)."""
-    h = _word_hashes(buf, off, size)
+    words (or by ``hashes``, of any lengths), each string after the first of its group compared
+    byte for byte with that first. None for more lengths, or two strings of one hash (the loop
+    numbers those)."""
+    h = _word_hashes(buf, off, size) if hashes is None else hashes
     if h is None:
         return None
     n = len(off)

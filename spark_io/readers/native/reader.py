@@ -236,7 +236,7 @@ class NativeReader:
             ids = (
                 rec.version - 1,
                 (rec.kind == kernels.DELETE).astype(np.int64),
-                kernels.byte_hashes(rec.buf, rec.koff, rec.klen),
+                rec.key_hashes(),
                 np.full(len(rec), p, np.int64),
             )
             return ids, (self._built(source, view, recs, p, False) if schema is not None else None)

@@ -9,7 +9,7 @@ after it, last write wins), so only the rows that survive are decoded.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -36,14 +36,30 @@ class Records:
     voff: np.ndarray  # int64
     vlen: np.ndarray  # int64
     version: np.ndarray  # int64: the state version of the file the record came from
+    # the keys' 64-bit FNV-1a hashes, once ``key_hashes`` has computed them (a growth's key ids, then
+    # its state's dense key codes: the keys hashed once)
+    hashed: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kind)
 
     def take(self, idx: np.ndarray) -> Records:
         return Records(
-            self.buf, self.kind[idx], self.koff[idx], self.klen[idx], self.voff[idx], self.vlen[idx], self.version[idx]
+            self.buf,
+            self.kind[idx],
+            self.koff[idx],
+            self.klen[idx],
+            self.voff[idx],
+            self.vlen[idx],
+            self.version[idx],
+            None if self.hashed is None else self.hashed[idx],
         )
+
+    def key_hashes(self) -> np.ndarray:
+        """The 64-bit FNV-1a hash of each record's key bytes (int64 bits), computed once."""
+        if self.hashed is None:
+            self.hashed = kernels.byte_hashes(self.buf, self.koff, self.klen)
+        return self.hashed
 
     @staticmethod
     def empty() -> Records:
@@ -200,7 +216,7 @@ def containing(rec: Records, needles: tuple[str, ...]) -> Records:
 
 def key_codes(rec: Records) -> tuple[np.ndarray, int]:
     """A dense code per distinct key bytes (equal bytes, equal key: UnsafeRow equality)."""
-    codes, n = kernels.dense_codes(rec.buf, rec.koff, rec.klen)
+    codes, n = kernels.dense_codes(rec.buf, rec.koff, rec.klen, rec.hashed)
     return codes, int(n)
 
 
