@@ -37,6 +37,22 @@ def idle(page) -> None:  # type: ignore[no-untyped-def]
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=180_000)
 
 
+def press(page, name: str, answer, timeout: float = 180_000) -> None:  # type: ignore[no-untyped-def]
+    """Click the button ``name`` and wait for ``answer`` (a locator), as a user would: the page idle
+    first, and a click again when after 15 s the page neither runs nor answers (under load Streamlit
+    can drop a click that arrives as a run ends, however long the test then waits)."""
+    button = page.get_by_role("button", name=name)
+    for _ in range(3):
+        idle(page)
+        button.click()
+        try:
+            expect(page.get_by_test_id("stStatusWidget").or_(answer).first).to_be_visible(timeout=15_000)
+            break
+        except AssertionError:
+            continue
+    expect(answer.first).to_be_visible(timeout=timeout)
+
+
 def open_sample(page, app_url: str, name: str) -> None:  # type: ignore[no-untyped-def]
     """Open the app and pick a bundled sample by its pill, as a user does: the page first, its run
     over, then the pill (under load the sidebar can take long to arrive; a server busy with other

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from conftest import idle, open_sample
+from conftest import idle, open_sample, press
 from support import ARTIFACTS, sample
 
 CUT = """
@@ -75,9 +75,7 @@ def test_nothing_is_cut(browser, app_url: str, width: int) -> None:  # type: ign
             page, f"{app_url}/why_missing?checkpoint={join}&operator=0", ["Which keys never matched?"], f"why-missing-{width}.png"
         )
         page.get_by_text("Which keys never matched?", exact=True).click()
-        idle(page)  # a click while a run is still going can be dropped (a flake under load)
-        page.get_by_role("button", name="Find them").click()
-        expect(page.get_by_text("Waiting for the other side", exact=True).first).to_be_visible(timeout=180_000)
+        press(page, "Find them", page.get_by_text("Waiting for the other side", exact=True))
         page.wait_for_timeout(1500)
         page.screenshot(path=str(ARTIFACTS / f"why-missing-unmatched-{width}.png"), full_page=True)
         assert page.evaluate(CUT) == []
