@@ -460,16 +460,16 @@ class FateWalk:
     def _changes(self, op: OperatorInfo, src: StateSource, query: KeyQuery) -> list[dict[str, Any]]:
         if self.access.has_change_feed(op.operator_id):
             return self.access.changes(src, self.first, self.last, query)
-        from statelens.analysis.verdicts.diagnose import replay_as_changes
+        from statelens.analysis.verdicts.diagnose import replay_states
 
         batches = [b.batch_id for b in self.info.committed_batches][-MAX_STATE_BATCHES:]
         self.note(
             f"Operator {op.operator_id} has no change feed: its history is its state at batches {batches[0]}-{batches[-1]}."
         )
-        per_batch = [(b, query.by_owner(self.access.rows(src, b, query))) for b in batches]
+        history = replay_states(self.access, src, batches, query)
         out: list[dict[str, Any]] = []
         for k in query.keys:  # each key's rows replayed on their own, then known by the key again
-            out += [{**c, "_raw": k} for c in replay_as_changes([(b, owned.get(k, [])) for b, owned in per_batch])]
+            out += [{**c, "_raw": k} for c in history[k]]
         return out
 
     # ---- other records of the input

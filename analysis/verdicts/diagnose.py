@@ -380,9 +380,8 @@ def _history_from_state(
     ctx.history_method = "state per batch"
     try:
         for name, src in sources:
-            per_batch = [(b, query.by_owner(access.rows(src, b, query))) for b in upto]
-            for key in query.keys:
-                lookups[key][name].changes = replay_as_changes([(b, owned.get(key, [])) for b, owned in per_batch])
+            for key, changes in replay_states(access, src, upto, query).items():
+                lookups[key][name].changes = changes
     except StateReadError as e:
         _history_failed(ctx, lookups, e)
         return
@@ -397,6 +396,13 @@ def _history_failed(ctx: wm.Context, lookups: dict[str, dict[str, wm.StoreLookup
     for per_store in lookups.values():
         for lk in per_store.values():
             lk.changes, lk.changes_table = None, None
+
+
+def replay_states(access: StateAccess, src: StateSource, batches: list[int], query: KeyQuery) -> dict[str, list[dict[str, Any]]]:
+    """Each asked key's rows in ``src`` at each of ``batches`` (one read a batch), replayed on their own as
+    the change feed would show them: the history of a store without one."""
+    per_batch = [(b, query.by_owner(access.rows(src, b, query))) for b in batches]
+    return {k: replay_as_changes([(b, owned.get(k, [])) for b, owned in per_batch]) for k in query.keys}
 
 
 def replay_as_changes(per_batch: list[tuple[int, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
