@@ -40,11 +40,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # Every JVM spark-submit starts for the tests (the suite's session, the CLI's, preflight's jobs,
     # Connect servers): the quick JIT only and one GC thread (small data, short lives: a third less
     # CPU, tests/test_trust.py alone 140 -> 91 CPU s), and Spark's classes mapped from one archive
-    # (tests/jvm_archive.py: a JVM's start in half the CPU). The answers the same.
+    # (tests/jvm_archive.py: a JVM's start in half the CPU), Hadoop's local file system without a
+    # process per file created or renamed (the same, in process). The answers the same.
     if "SPARK_SUBMIT_OPTS" not in os.environ:
-        from jvm_archive import spark_submit_opts
+        from jvm_archive import spark_env
 
-        os.environ["SPARK_SUBMIT_OPTS"] = spark_submit_opts()
+        os.environ.update(spark_env())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
