@@ -24,6 +24,11 @@ if [ "${1:-}" != "--fast" ]; then
     [ -x .tools/node_modules/.bin/azurite-blob ] || background_install "Azurite (Microsoft's Azure Storage emulator)" storage \
         npm install --silent --no-audit --no-fund --prefix .tools azurite@3.37.0
 fi
+# Python keeps the modules it compiles (as on a user's machine), even where the machine sets
+# PYTHONDONTWRITEBYTECODE: the tests start hundreds of CLI and job processes, and each would compile
+# State Lens's modules again (0.1 CPU s a process: 0.69 instead of 0.59 for a `doctor`); unset before
+# the install, which then leaves the packages' modules to be compiled at their first import
+unset PYTHONDONTWRITEBYTECODE
 source scripts/setup.sh
 for job in "${installs[@]}"; do
     IFS=: read -r pid what log <<<"$job"
@@ -34,10 +39,6 @@ for job in "${installs[@]}"; do
     fi
     rm -f "$log"
 done
-# Python keeps the modules it compiles (as on a user's machine), even where the machine sets
-# PYTHONDONTWRITEBYTECODE: the tests start hundreds of CLI and job processes, and each would compile
-# State Lens's modules again (0.1 CPU s a process: 0.69 instead of 0.59 for a `doctor`)
-unset PYTHONDONTWRITEBYTECODE
 if [ "${1:-}" = "--fast" ]; then
     shift
     # Java and Chromium out of reach: a test that needs one and is not marked (tests/conftest.py) fails
