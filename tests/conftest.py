@@ -212,6 +212,21 @@ def _session_confs_kept(request: pytest.FixtureRequest) -> Any:
     assert not changed, f"the test left the session's confs changed (now put back): {changed}"
 
 
+@pytest.fixture(autouse=True)
+def _engine_kept() -> Any:
+    """A test leaves the engine choice (``--engine``, ``statelens.configure``: one per process) as it
+    found it: a command run in the test's process with ``--engine native`` left every later test of
+    that worker on the native engine alone (a read that needs Spark failed). Put back, and named as a
+    failure of the test that left it."""
+    from statelens.spark_io.runtime import engine_choice
+
+    before = engine_choice.current()
+    yield
+    after = engine_choice.current()
+    engine_choice.configure(before)
+    assert after == before, f"the test left the engine {after!r} (now put back to {before!r})"
+
+
 @pytest.fixture
 def copy_sample(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A private copy of a sample checkpoint, to damage in tests."""

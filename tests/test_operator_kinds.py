@@ -94,10 +94,15 @@ def test_a_name_no_kind_claims_is_refused_not_guessed() -> None:
 def _answers(checkpoint: Path, keys: list[str]) -> dict[str, dict]:
     inputs = SAMPLES / "inputs" / "dedup_window_chain"
     from statelens import cli
+    from statelens.spark_io.runtime import engine_choice
 
     out, err = io.StringIO(), io.StringIO()
+    before = engine_choice.current()  # --engine chooses for the whole process: put back after
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["why-missing", str(checkpoint), *keys, "--input-root", str(inputs), "--engine", "native", "--json"])
+        try:
+            code = cli.main(["why-missing", str(checkpoint), *keys, "--input-root", str(inputs), "--engine", "native", "--json"])
+        finally:
+            engine_choice.configure(before)
     assert code == 0, err.getvalue()
     return {a["key"]: a for a in json.loads(out.getvalue())["results"]}
 
