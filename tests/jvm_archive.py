@@ -10,10 +10,10 @@ runs); a JVM whose class path differs (a pipeline's own conf folder first) does 
 Hadoop's local file system, built without libhadoop (PySpark ships none), starts a ``chmod`` for every
 file it creates and a ``readlink`` for every link status: about 60,000 processes a run (a job of two
 3-batch aggregations reading back their state: 515 processes, 16.0 CPU s; with these classes 27 and
-13.2 CPU s, medians of 4). ``tests/jvm/InProcessLocalFs.java`` makes the same calls in the JVM, as libhadoop would; compiled
-once (``javac``, a second) into a jar with the core-site.xml that names it, appended to every JVM's class
-path (``SPARK_DIST_CLASSPATH``). The same files, permissions and statuses; without a JDK's ``javac``, the
-tests run on Hadoop's own.
+13.2 CPU s, medians of 4). ``tests/jvm/InProcessLocalFs.java`` makes the same calls in the JVM, as
+libhadoop would; compiled once (``javac``, a second) into a jar with the core-site.xml that names it,
+appended to every JVM's class path (``SPARK_DIST_CLASSPATH``). The same files, permissions and
+statuses; without a JDK's ``javac``, the tests run on Hadoop's own.
 """
 
 from __future__ import annotations
