@@ -321,6 +321,25 @@ def test_a_key_asked_by_a_column_before_a_user_function_is_written_as_its_group(
     assert len(reached) == len(r["fate"]["records"])  # its repeat too, written as the record it repeats
 
 
+def test_a_window_over_a_time_python_code_output_holds_the_records_spark_holds(truth: Callable[[str], Truth]) -> None:
+    """Sliding windows over the `ts` a mapInPandas passes on: the plan does not trace that time to the
+    input, so no record's event time is known. Each record's windows are told from the windows of
+    its group changed in its batch (those of one event time past the late-row watermark): the
+    records whose every window still waits are held, as Spark's state and sink say, the key is written
+    with more waiting (it was 'written' with no cause: every window changed in a record's batch taken
+    for its own, the ones the watermark closed then too)."""
+    name = "seed-3511"
+    t = truth(name)
+    k = next(k for k in t.p.keys if k["design"].startswith("steady"))
+    expected = t.key(k["key"], k["ask"], "")
+    (r,) = whole(name, [k["key"]])["results"]
+    assert (r["outcome"], r["cause"], r["cause_at"]["operator_id"]) == ("written", "waiting_for_watermark", 0)
+    spark_says = {f.record.rid: f.state for f in expected.fates}
+    lens_says = {x["values"]["rid"]: x["contribution"] for x in r["fate"]["records"]}
+    assert {"reached", "waiting"} == set(spark_says.values())
+    assert lens_says == {rid: {"reached": "reached_output", "waiting": "waiting"}[s] for rid, s in spark_says.items()}
+
+
 def test_the_flow_shows_a_dropped_repeat_as_written_through_its_original(truth: Callable[[str], Truth]) -> None:
     """The flow's row of a record the dedup dropped shows no output of its own ('Emitted' was its
     original's), only that its original was written."""

@@ -77,6 +77,44 @@ def test_a_csv_source_into_a_file_sink() -> None:
     assert log.sink.startswith("FileSink[")
 
 
+def test_a_window_over_a_time_python_code_output_keeps_its_size_and_slide() -> None:
+    """``window(ts, '5 minutes', '2 minutes')`` over the ``ts`` a mapInPandas passes on: the plan does not
+    trace that time to the input (the column is ""), yet the window's size and slide are the plan's."""
+    folder = SAMPLES / "generated" / "seed-3511"
+    log = read_progress(str(folder / "event_log"), read_checkpoint(str(folder / "checkpoint")))
+    q = log.query_plan()
+    assert q is not None
+    [agg] = q.operators.values()
+    window = next(c.window for c in agg.keys if c.window is not None)
+    assert window == Window("", 300_000, 120_000, 0)
+    assert agg.watermark_columns[""].window == window
+
+
+@given(st.integers(min_value=0, max_value=10**9), st.integers(1, 4), st.integers(0, 3))
+def test_the_windows_a_row_may_be_in_are_those_of_one_time_each_changed(t: int, k: int, evicted: int) -> None:
+    """Without the row's event time: every set of windows of one time past the late-row watermark whose
+    windows each changed in the batch, its own among them. A window the watermark closed in the batch
+    (a delete) ending at or before the late-row watermark holds no row of the batch."""
+    from statelens.analysis.fate.walk import key_id
+    from statelens.analysis.kinds.aggregation import _maybe_counted_in
+
+    slide = 60_000
+    w = Window("", slide * k, slide)
+
+    def change(win: tuple[int, int], kind: str) -> dict[str, object]:
+        start, end = (dt.datetime.fromtimestamp(x / 1000, dt.UTC) for x in win)
+        return {"key": {"window": {"start": start, "end": end}, "g": "a"}, "change_type": kind}
+
+    mine = w.of(t)
+    late = mine[0][1] - slide  # the row's time is past it: its first window ends one slide later at least
+    closed = [(mine[0][0] - slide * (i + 1), mine[0][1] - slide * (i + 1)) for i in range(evicted)]  # end <= late
+    found = _maybe_counted_in(w, [change(x, "update") for x in mine] + [change(x, "delete") for x in closed], late)
+    assert found == [{key_id(change(x, "update")["key"]) for x in mine}]
+    if k == 1 and evicted:  # a window closed in the batch ending after the late-row watermark may hold it too
+        found = _maybe_counted_in(w, [change(mine[0], "update"), change(closed[0], "delete")], late - 1)
+        assert found == [{key_id(change(closed[0], "delete")["key"])}, {key_id(change(mine[0], "update")["key"])}]
+
+
 def test_sliding_windows_hold_an_event_time_in_every_window_that_covers_it() -> None:
     w = Window("t", size_ms=10 * 60_000, slide_ms=5 * 60_000)
     t = 12 * 60_000

@@ -574,6 +574,8 @@ class FateWalk:
         col = view.time.get(side)
         if col is not None:
             if col.window is not None:
+                if not col.window.column:  # the window's spec without the time it is over
+                    return None, col.window, None
                 t = event_time_us(value_at(values, col.window.column), self.tz)
                 return (t + col.window.shift_us if t is not None else None), col.window, col.window.column
             if col.source_column:

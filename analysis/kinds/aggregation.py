@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Any
+import itertools
+from typing import TYPE_CHECKING, Any
 
 from statelens.analysis.core.key_format import fmt_duration, to_ms
 from statelens.analysis.core.model import append_only
@@ -16,6 +17,8 @@ from statelens.analysis.fate.model import (
     MODE_UNKNOWN,
     PASSED,
     REACHED_STATE,
+    UNKNOWN,
+    Cause,
     Output,
     Step,
     Waiting,
@@ -36,6 +39,9 @@ from statelens.analysis.fate.walk import (
 )
 from statelens.analysis.inputs.records import event_time_us
 from statelens.analysis.verdicts.key_verdicts import IN_STATE, WAITING_WATERMARK, Context, KeyDiagnosis, StoreLookup
+
+if TYPE_CHECKING:
+    from statelens.analysis.plan.query_plan import Window
 
 
 def output_mode(walk: FateWalk, view: OpView, windowed: bool) -> str:
@@ -84,6 +90,10 @@ class AggregationStage(Stage):
                 if (x := event_time_us(v, walk.tz) if isinstance(v, (str, dt.datetime)) else None) is not None
             ]
             updates = [c for c in updates if window_of_key(c["key"]) is None or any(_covers(c["key"], x) for x in times)]
+        # the plan's window over a time it does not trace to the input: the windows of one event time it may have had
+        maybe = _maybe_counted_in(window, updates, walk.late_mark(op_id, b)) if t is None and window is not None else []
+        if maybe:
+            updates = [c for c in updates if key_id(c["key"]) in set().union(*maybe)]
         changes = hist.changes
         if not updates and windows:
             updates = _closed_unseen(walk, view, b, windows, wanted)
@@ -133,6 +143,15 @@ class AggregationStage(Stage):
         detail = f"Counted in {view.label} in batch {b}: " + "; ".join(texts) + "."
         evidence = [dict(c) for c in updates][:10]
         groups = "; ".join(group_text(k) for k in keys.values())
+        emitted = {o.key for o in outputs}
+        if len({bool(ids & emitted) for ids in maybe}) > 1:  # some of the windows it may be in went out, others not
+            why = (
+                f"its event time at {view.label} is one the query's plan does not trace to an input column (computed "
+                f"by an expression or by Python code): of its group's windows changed in batch {b}, some it may have "
+                f"been counted in were emitted and others still wait: {'; '.join(texts)}"
+            )
+            cause = Cause(UNKNOWN, op_id, b, None, rec, why, why=why)
+            return StepResult(Step(op_id, UNKNOWN, b, why[0].upper() + why[1:] + ".", None, groups, evidence, cause=cause))
         step = Step(op_id, REACHED_STATE if final else (PASSED if flows else REACHED_STATE), b, detail, None, groups, evidence)
         return StepResult(step, flows, outputs, waiting)
 
@@ -165,6 +184,33 @@ def _closed_unseen(
 
 def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+def _maybe_counted_in(window: Window, changed: list[dict[str, Any]], late_ms: int | None) -> list[set[str]]:
+    """Without the row's event time (its window's spec known, not the time it is over): the sets of its
+    group's windows it may have been counted in, as key ids. Those of one event time past the batch's
+    late-row watermark (Spark drops a row at or behind it) whose windows each changed in the batch, as
+    a row counted in a window changes it; none: not told this way (a change without a window, a
+    session, windows too many to walk)."""
+    found = {window_of_key(c["key"]): key_id(c["key"]) for c in changed}
+    ids = {w: i for w, i in found.items() if w is not None}
+    if window.session or not ids or len(ids) < len(found):
+        return []
+    lo, hi = min(s for s, _ in ids), max(e for _, e in ids)
+    first = lo - window.size_ms
+    first -= (first - window.start_ms) % window.slide_ms
+    if (hi - first) // window.slide_ms > 10_000:
+        return []
+    # the times a row's windows change at: every window's start and end on the grid
+    edges = sorted({x for g in range(first, hi + 1, window.slide_ms) for x in (g, g + window.size_ms) if lo <= x <= hi})
+    out: list[set[str]] = []
+    for at, until in itertools.pairwise(edges):
+        if late_ms is not None and until <= late_ms:  # every time from here to there is late
+            continue
+        held = window.of(at)
+        if held and all(w in ids for w in held) and (these := {ids[w] for w in held}) not in out:
+            out.append(these)
+    return out
 
 
 def _covers(key: dict[str, Any], t_ms: int) -> bool:

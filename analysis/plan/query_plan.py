@@ -96,7 +96,9 @@ class Window:
     ``session_window(col, gap)`` (``session``: a record's own session is ``[t, t + gap)``, merged with
     the sessions it overlaps; ``size_ms`` is the gap)."""
 
-    column: str  # the column it is computed from (``window.end``: an upstream window's end, see Column)
+    # the column it is computed from (``window.end``: an upstream window's end, see Column); "": a time
+    # the plan does not trace to the input (Python code output it, or an expression computed it)
+    column: str
     size_ms: int
     slide_ms: int
     start_ms: int = 0  # offset of the window starts
@@ -379,20 +381,19 @@ def _window_of(expr: str, lineage: dict[int, Column]) -> Window | None:
         return None
     sources = [lineage.get(i) for _, i, _ in _attrs(expr)]
     found = next((c for c in sources if c is not None and c.source_column), None)
-    if found is None or found.source_column is None:
-        return None
-    col = found.source_column
+    col = found.source_column if found is not None and found.source_column else ""
+    shift = found.shift_us if found is not None else 0
     gap = _SESSION_GAP.search(expr)
     if gap and "%" not in expr:  # a session: its end is the event time plus the gap (a dynamic gap is not read)
         ms = _interval_ms(gap.group("gap"))
-        return Window(col, ms, ms, session=True, shift_us=found.shift_us) if ms else None
+        return Window(col, ms, ms, session=True, shift_us=shift) if ms else None
     slide = _WINDOW_SLIDE.search(expr)
     sizes = _WINDOW_SIZE.findall(expr)
     offset = _WINDOW_OFFSET.search(expr)
     if not slide or not sizes:
         return None
     start = int(offset.group(1)) // 1000 if offset else 0
-    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start, shift_us=found.shift_us)
+    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start, shift_us=shift)
 
 
 def _lineage(root: PlanNode) -> dict[int, Column]:
