@@ -281,26 +281,42 @@ def test_checkpoints_of_older_spark(spark: Any, tmp_path: Path, version: str, sa
 
 
 _LOGGED: dict[str, tuple[Path, Path, Path]] = {}
+# the job's first versions, run for their event log in one application: a team's application running
+# several streams, each query's plans told apart in the log by its id
+LOGGED_QUERIES = ("join", "session", "windowed_agg")
+FIRST_VERSIONS = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import changed_job as cj
+from pyspark.sql import SparkSession
+root, queries = Path(sys.argv[2]), sys.argv[3:]
+(confs,) = {tuple(sorted(cj.confs(q, "none").items())) for q in queries}  # one session's confs for them all
+builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+for k, v in confs:
+    builder = builder.config(k, v)
+spark = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", str(root / "events")).getOrCreate()
+for q in queries:
+    cj.start(spark, q, "none", root / q / "in", root / q / "cp", root / q / "out", "foreach_batch").awaitTermination()
+"""
 
 
 def _logged_base(query: str, factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """(checkpoint, inputs, event logs) of the job's first version run in an application of its own
-    with its event log (once per query)."""
+    """(checkpoint, inputs, event logs) of the job's first version, run with its event log."""
     import subprocess
 
-    if query not in _LOGGED:
-        root = factory.mktemp(f"logged-{query}")
-        inputs, checkpoint, logs = root / "in", root / "cp", root / "events"
-        for b in range(FIRST_BATCHES):
-            cj.write_input(inputs, b)
-        logs.mkdir()
+    if not _LOGGED:
+        root = factory.mktemp("logged")
+        (root / "events").mkdir()
+        for q in LOGGED_QUERIES:
+            for b in range(FIRST_BATCHES):
+                cj.write_input(root / q / "in", b)
         first = subprocess.run(
-            [sys.executable, str(JOB), "--query", query, "--input", str(inputs), "--checkpoint", str(checkpoint),
-             "--output", str(root / "out"), "--sink", "foreach_batch", "--event-log", str(logs)],
+            [sys.executable, "-c", FIRST_VERSIONS, str(JOB.parent), str(root), *LOGGED_QUERIES],
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert first.returncode == 0, first.stderr[-2000:]
-        _LOGGED[query] = (checkpoint, inputs, logs)
+        _LOGGED.update({q: (root / q / "cp", root / q / "in", root / "events") for q in LOGGED_QUERIES})
     return _LOGGED[query]
 
 

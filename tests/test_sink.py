@@ -171,81 +171,105 @@ def test_input_files_spark_archived_are_found_under_the_archive(spark: Any, tmp_
     assert found["outcome"] == "written" or found["fate"]["records"], found["fate"]
 
 
-def run_job(job: str, root: Path, files: list[str], *args: str) -> None:
-    """``root/in/part-<i>.json`` (mtimes in order: one file a batch), then ``job`` run for real on them."""
+def run_jobs(job: str, base: Path, runs: dict[str, tuple[list[str], str]]) -> Path:
+    """Each run's ``base/<run>/in/part-<i>.json`` (mtimes in order: one file a batch), then ``job``'s query
+    run for real on each, one after the other in one application (a team's application of several
+    streams): its event log folder (returned) holds each query's plans, told apart by the query's id."""
     import os
 
-    (root / "in").mkdir()
-    (root / "logs").mkdir()
-    for i, text in enumerate(files):
-        path = root / "in" / f"part-{i}.json"
-        path.write_text(text + "\n")
-        os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
+    logs = base / "logs"
+    logs.mkdir()
+    for name, (files, _) in runs.items():
+        (base / name / "in").mkdir(parents=True)
+        for i, text in enumerate(files):
+            path = base / name / "in" / f"part-{i}.json"
+            path.write_text(text + "\n")
+            os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    run = subprocess.run([sys.executable, "-c", job, str(root), *args], capture_output=True, text=True, env=env, timeout=300)
+    args = [x for name, (_, arg) in runs.items() for x in (str(base / name), arg)]
+    run = subprocess.run([sys.executable, "-c", job, str(logs), *args], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
+    return logs
 
 
 READER_JOB = """
 import sys
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import count, window
-root = sys.argv[1]
+logs, runs = sys.argv[1], list(zip(sys.argv[2::2], sys.argv[3::2]))
 spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", 2)
          .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
-         .config("spark.eventLog.dir", "file://" + root + "/logs").getOrCreate())
-events = spark.readStream.schema("user_id STRING, ts TIMESTAMP, n BIGINT").option("maxFilesPerTrigger", 1).json(root + "/in")
-if sys.argv[2:]:
-    events = events.where(sys.argv[2])
-q = (events.withWatermark("ts", "5 minutes").groupBy(window("ts", "10 minutes"), "user_id").agg(count("*").alias("c"))
-     .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
-     .outputMode("append").trigger(availableNow=True).start())
-q.awaitTermination()
+         .config("spark.eventLog.dir", "file://" + logs).getOrCreate())
+for root, where in runs:
+    events = spark.readStream.schema("user_id STRING, ts TIMESTAMP, n BIGINT").option("maxFilesPerTrigger", 1).json(root + "/in")
+    if where:
+        events = events.where(where)
+    q = (events.withWatermark("ts", "5 minutes").groupBy(window("ts", "10 minutes"), "user_id").agg(count("*").alias("c"))
+         .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
+         .outputMode("append").trigger(availableNow=True).start())
+    q.awaitTermination()
 """
+LATER = '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}'  # moves the watermark past the first window
+READ = {  # the first file's lines of each query, and its filter
+    "time": (
+        [
+            '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
+            '{"user_id": "u-bad", "ts": "yesterday noon", "n": 1}',
+        ],
+        "",
+    ),
+    "number": (
+        [
+            '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
+            '{"user_id": "u-text", "ts": "2026-01-01T00:02:00Z", "n": "many"}',
+            '{"user_id": "u-broken", "ts": "2026-01-01T00:02:00Z", "n": 1',
+        ],
+        "n > 0",
+    ),
+}
 
 
-def test_a_time_spark_cannot_read_is_null_and_the_window_filters_it_out(spark: Any, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def read_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What Spark's JSON reader made of text in a timestamp and a bigint field and of a broken line: the
+    queries of ``READ``, run in one application; their folders and the event log under the path."""
+    base = tmp_path_factory.mktemp("reader")
+    run_jobs(READER_JOB, base, {name: (["\n".join(lines), LATER], where) for name, (lines, where) in READ.items()})
+    return base
+
+
+def test_a_time_spark_cannot_read_is_null_and_the_window_filters_it_out(spark: Any, read_runs: Path) -> None:
     """A record whose event time is text Spark's reader cannot read as a timestamp: Spark makes it null,
     and the window's own filter (``isnotnull(ts)``) removes it. With the event log the answer says so
     (filtered, that record), not "no filter removed it". Truth: Spark's own read of the file and its sink."""
-    rows = [
-        '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
-        '{"user_id": "u-bad", "ts": "yesterday noon", "n": 1}',
-    ]
-    run_job(READER_JOB, tmp_path, ["\n".join(rows), '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}'])
-    read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(tmp_path / "in" / "part-0.json"))
+    root = read_runs / "time"
+    read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(root / "in" / "part-0.json"))
     assert read.where("user_id = 'u-bad'").first()["ts"] is None  # what Spark's reader made of it
-    assert {r["user_id"] for r in spark.read.parquet(str(tmp_path / "sink")).collect()} == {"u-good"}
-    cp = statelens.open(str(tmp_path / "cp"))
-    given = {"input_root": str(tmp_path / "in"), "sink": str(tmp_path / "sink")}
-    (r,) = cp.why_missing("u-bad", event_log=str(tmp_path / "logs"), **given).to_dict()["results"]
+    assert {r["user_id"] for r in spark.read.parquet(str(root / "sink")).collect()} == {"u-good"}
+    cp = statelens.open(str(root / "cp"))
+    given = {"input_root": str(root / "in"), "sink": str(root / "sink")}
+    (r,) = cp.why_missing("u-bad", event_log=str(read_runs / "logs"), **given).to_dict()["results"]
     assert (r["outcome"], r["cause"], r["cause_at"]["batch_id"]) == ("lost", "filtered", 0), r["explanation"]
     assert r["cause_at"]["predicate"].startswith("isnotnull(ts") and r["cause_at"]["file"].endswith("part-0.json")
     assert r["cause_at"]["row"] == 2
 
 
-def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(spark: Any, tmp_path: Path) -> None:
+def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(spark: Any, read_runs: Path) -> None:
     """Text in a bigint field is null to Spark's reader, so the query's ``n > 0`` removes it: filtered,
     that record (it said no filter removed it). A line that is not valid JSON is a row of nulls to
     Spark: its key never reached the query, and the answer names the line (it said no file holds the
     key). Truth: Spark's own read of the file and the query's sink."""
-    rows = [
-        '{"user_id": "u-good", "ts": "2026-01-01T00:01:00Z", "n": 1}',
-        '{"user_id": "u-text", "ts": "2026-01-01T00:02:00Z", "n": "many"}',
-        '{"user_id": "u-broken", "ts": "2026-01-01T00:02:00Z", "n": 1',
-    ]
-    last = '{"user_id": "u-good", "ts": "2026-01-01T00:30:00Z", "n": 1}'
-    run_job(READER_JOB, tmp_path, ["\n".join(rows), last], "n > 0")
-    read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(tmp_path / "in" / "part-0.json")).collect()
+    root = read_runs / "number"
+    read = spark.read.schema("user_id STRING, ts TIMESTAMP, n BIGINT").json(str(root / "in" / "part-0.json")).collect()
     assert [r["n"] for r in read if r["user_id"] == "u-text"] == [None]  # what Spark's reader made of them
     assert "u-broken" not in {r["user_id"] for r in read} and sum(r["user_id"] is None for r in read) == 1
-    assert {r["user_id"] for r in spark.read.parquet(str(tmp_path / "sink")).collect()} == {"u-good"}
-    cp = statelens.open(str(tmp_path / "cp"))
-    given = {"input_root": str(tmp_path / "in"), "sink": str(tmp_path / "sink")}
-    (r,) = cp.why_missing("u-text", event_log=str(tmp_path / "logs"), **given).to_dict()["results"]
+    assert {r["user_id"] for r in spark.read.parquet(str(root / "sink")).collect()} == {"u-good"}
+    cp = statelens.open(str(root / "cp"))
+    given = {"input_root": str(root / "in"), "sink": str(root / "sink")}
+    (r,) = cp.why_missing("u-text", event_log=str(read_runs / "logs"), **given).to_dict()["results"]
     assert (r["outcome"], r["cause"], r["cause_at"]["batch_id"], r["cause_at"]["row"]) == ("lost", "filtered", 0, 2)
     assert "isnotnull(n" in r["cause_at"]["predicate"] and "> 0" in r["cause_at"]["predicate"], r["explanation"]
-    for log in (str(tmp_path / "logs"), None):
+    for log in (str(read_runs / "logs"), None):
         (b,) = cp.why_missing("u-broken", event_log=log, **given).to_dict()["results"]
         assert b["outcome"] == "never_in_input", b["explanation"]
         assert "part-0.json line 3" in b["fate"]["headline"] and "not valid JSON" in b["fate"]["headline"]
@@ -254,36 +278,46 @@ def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(
 COMPUTED_JOB = """
 import sys
 from pyspark.sql import SparkSession, functions as F
-root, udf = sys.argv[1], sys.argv[2] == "udf"
+logs, runs = sys.argv[1], list(zip(sys.argv[2::2], sys.argv[3::2]))
 spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", 2)
          .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
-         .config("spark.eventLog.dir", "file://" + root + "/logs").getOrCreate())
-df = spark.readStream.schema("user_id STRING, ts TIMESTAMP, items ARRAY<STRING>").option("maxFilesPerTrigger", 1).json(root + "/in")
-if udf:
-    df = df.withColumn("user_id", F.udf(lambda s: s.lower(), "string")("user_id"))
-df = df.withColumn("item", F.explode("items")).withWatermark("ts", "5 minutes")
-q = (df.groupBy(F.window("ts", "10 minutes"), "user_id", "item").count()
-     .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
-     .outputMode("append").trigger(availableNow=True).start())
-q.awaitTermination()
+         .config("spark.eventLog.dir", "file://" + logs).getOrCreate())
+for root, how in runs:
+    df = spark.readStream.schema("user_id STRING, ts TIMESTAMP, items ARRAY<STRING>").option("maxFilesPerTrigger", 1).json(root + "/in")
+    if how == "udf":
+        df = df.withColumn("user_id", F.udf(lambda s: s.lower(), "string")("user_id"))
+    df = df.withColumn("item", F.explode("items")).withWatermark("ts", "5 minutes")
+    q = (df.groupBy(F.window("ts", "10 minutes"), "user_id", "item").count()
+         .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
+         .outputMode("append").trigger(availableNow=True).start())
+    q.awaitTermination()
 """
 
 
-@pytest.mark.parametrize("udf", [False, True])
-def test_a_key_column_the_query_computes_is_never_read_from_the_record(spark: Any, tmp_path: Path, udf: bool) -> None:
-    """``explode(items) AS item`` before the state: the record's rows are found by its other key
-    columns (it said 'cannot be told'); a key column a Python UDF computes (``lower(user_id)``) is not
-    the record's own: the answer is `unknown`, saying so, never "lost" (the record was written as the
-    UDF's value). Truth: the query's sink."""
+@pytest.fixture(scope="module")
+def computed_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The exploding query with its user column as read (``plain``) and as a Python UDF computes it
+    (``udf``), run in one application; their folders and the event log under the path."""
     files = [
         '{"user_id": "U-1", "ts": "2026-01-01T00:01:00Z", "items": ["a", "b"]}',
         '{"user_id": "u-9", "ts": "2026-01-01T00:30:00Z", "items": ["z"]}',
     ]
-    run_job(COMPUTED_JOB, tmp_path, files, "udf" if udf else "plain")
-    rows = spark.read.parquet(str(tmp_path / "sink")).collect()
+    base = tmp_path_factory.mktemp("computed")
+    run_jobs(COMPUTED_JOB, base, {how: (files, how) for how in ("plain", "udf")})
+    return base
+
+
+@pytest.mark.parametrize("udf", [False, True])
+def test_a_key_column_the_query_computes_is_never_read_from_the_record(spark: Any, computed_runs: Path, udf: bool) -> None:
+    """``explode(items) AS item`` before the state: the record's rows are found by its other key
+    columns (it said 'cannot be told'); a key column a Python UDF computes (``lower(user_id)``) is not
+    the record's own: the answer is `unknown`, saying so, never "lost" (the record was written as the
+    UDF's value). Truth: the query's sink."""
+    root = computed_runs / ("udf" if udf else "plain")
+    rows = spark.read.parquet(str(root / "sink")).collect()
     assert sorted((r["user_id"], r["item"]) for r in rows) == [("u-1" if udf else "U-1", "a"), ("u-1" if udf else "U-1", "b")]
-    cp = statelens.open(str(tmp_path / "cp"))
-    given = {"input_root": str(tmp_path / "in"), "sink": str(tmp_path / "sink"), "event_log": str(tmp_path / "logs")}
+    cp = statelens.open(str(root / "cp"))
+    given = {"input_root": str(root / "in"), "sink": str(root / "sink"), "event_log": str(computed_runs / "logs")}
     (r,) = cp.why_missing("U-1", key_field="user_id", **given).to_dict()["results"]
     if udf:
         assert (r["outcome"], r["cause"]) == ("unknown", "unknown"), r["explanation"]
@@ -292,7 +326,7 @@ def test_a_key_column_the_query_computes_is_never_read_from_the_record(spark: An
         assert (r["outcome"], r["cause"]) == ("written", None), r["explanation"]
         logged = {  # Spark's own record of the batch that wrote each sink file
             (int(f.name), json.loads(line)["path"].rsplit("/", 1)[-1])
-            for f in (tmp_path / "sink" / "_spark_metadata").iterdir()
+            for f in (root / "sink" / "_spark_metadata").iterdir()
             if f.name.isdigit()
             for line in f.read_text().splitlines()[1:]
         }
