@@ -289,13 +289,9 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import changed_job as cj
-from pyspark.sql import SparkSession
 root, queries = Path(sys.argv[2]), sys.argv[3:]
 (confs,) = {tuple(sorted(cj.confs(q, "none").items())) for q in queries}  # one session's confs for them all
-builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
-for k, v in confs:
-    builder = builder.config(k, v)
-spark = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", str(root / "events")).getOrCreate()
+spark = cj.session("changed-job-first-versions", dict(confs), str(root / "events"))
 for q in queries:
     cj.start(spark, q, "none", root / q / "in", root / q / "cp", root / q / "out", "foreach_batch").awaitTermination()
 """

@@ -171,10 +171,22 @@ def test_input_files_spark_archived_are_found_under_the_archive(spark: Any, tmp_
     assert found["outcome"] == "written" or found["fate"]["records"], found["fate"]
 
 
+# the application a job's queries run in: ``runs``, (folder, argument) pairs, one query each
+JOB_APPLICATION = """
+import sys
+from pyspark.sql import SparkSession
+logs, runs = sys.argv[1], list(zip(sys.argv[2::2], sys.argv[3::2]))
+spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", 2)
+         .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
+         .config("spark.eventLog.dir", "file://" + logs).getOrCreate())
+"""
+
+
 def run_jobs(job: str, base: Path, runs: dict[str, tuple[list[str], str]]) -> Path:
     """Each run's ``base/<run>/in/part-<i>.json`` (mtimes in order: one file a batch), then ``job``'s query
     run for real on each, one after the other in one application (a team's application of several
-    streams): its event log folder (returned) holds each query's plans, told apart by the query's id."""
+    streams, ``JOB_APPLICATION``): its event log folder (returned) holds each query's plans, told apart by
+    the query's id."""
     import os
 
     logs = base / "logs"
@@ -187,19 +199,14 @@ def run_jobs(job: str, base: Path, runs: dict[str, tuple[list[str], str]]) -> Pa
             os.utime(path, (1_767_225_600 + i, 1_767_225_600 + i))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     args = [x for name, (_, arg) in runs.items() for x in (str(base / name), arg)]
-    run = subprocess.run([sys.executable, "-c", job, str(logs), *args], capture_output=True, text=True, env=env, timeout=300)
+    script = JOB_APPLICATION + job
+    run = subprocess.run([sys.executable, "-c", script, str(logs), *args], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return logs
 
 
 READER_JOB = """
-import sys
-from pyspark.sql import SparkSession
 from pyspark.sql.functions import count, window
-logs, runs = sys.argv[1], list(zip(sys.argv[2::2], sys.argv[3::2]))
-spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", 2)
-         .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
-         .config("spark.eventLog.dir", "file://" + logs).getOrCreate())
 for root, where in runs:
     events = spark.readStream.schema("user_id STRING, ts TIMESTAMP, n BIGINT").option("maxFilesPerTrigger", 1).json(root + "/in")
     if where:
@@ -276,12 +283,7 @@ def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(
 
 
 COMPUTED_JOB = """
-import sys
-from pyspark.sql import SparkSession, functions as F
-logs, runs = sys.argv[1], list(zip(sys.argv[2::2], sys.argv[3::2]))
-spark = (SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", 2)
-         .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
-         .config("spark.eventLog.dir", "file://" + logs).getOrCreate())
+from pyspark.sql import functions as F
 for root, how in runs:
     df = spark.readStream.schema("user_id STRING, ts TIMESTAMP, items ARRAY<STRING>").option("maxFilesPerTrigger", 1).json(root + "/in")
     if how == "udf":

@@ -265,6 +265,22 @@ def start(spark: Any, query: str, change: str, inputs: Path, checkpoint: Path, o
     return writer.format("parquet").option("path", str(output)).start()
 
 
+def session(name: str, conf: dict[str, str], event_log: str | None = None) -> Any:
+    """The job's Spark session: its confs, and its event log written into ``event_log`` if given."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName(name)
+    builder = builder.config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    if event_log:
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", event_log)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--query", choices=sorted(QUERIES), required=True)
@@ -275,17 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sink", default="files", choices=["files", "foreach_batch"])
     ap.add_argument("--event-log", default=None, help="write the application's Spark event log into this folder")
     args = ap.parse_args(argv)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master("local[2]").appName(f"changed-job-{args.query}-{args.change}")
-    builder = builder.config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
-    for k, v in confs(args.query, args.change).items():
-        builder = builder.config(k, v)
-    if args.event_log:
-        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", args.event_log)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = session(f"changed-job-{args.query}-{args.change}", confs(args.query, args.change), args.event_log)
     # a table the job creates before it starts: a write preflight must not make
     spark.range(1).write.mode("overwrite").parquet(str(Path(args.output) / "_job_setup"))
     q = start(spark, args.query, args.change, Path(args.input), Path(args.checkpoint), Path(args.output), args.sink)
