@@ -340,6 +340,29 @@ def test_a_window_over_a_time_python_code_output_holds_the_records_spark_holds(t
     assert lens_says == {rid: {"reached": "reached_output", "waiting": "waiting"}[s] for rid, s in spark_says.items()}
 
 
+def test_a_record_whose_event_time_python_code_output_is_never_said_not_late(truth: Callable[[str], Truth]) -> None:
+    """The same pipeline's late key: its one record is behind the watermark, and Spark drops it. Its event
+    time is the mapInPandas's output, so State Lens cannot judge its lateness: it is lost with the cause
+    unknown, the answer says lateness could not be told and gives the progress's count of the rows the
+    operator dropped by the watermark in that batch (it said "it was not late")."""
+    name = "seed-3511"
+    t = truth(name)
+    (k,) = designed(t, "late")
+    (fate,) = t.key(k["key"], k["ask"], "").fates
+    assert fate.state == "lost"  # Spark's state and sink: it never counted
+    (r,) = whole(name, [k["key"]])["results"]
+    assert (r["outcome"], r["cause"]) == ("lost", "unknown")
+    (rec,) = r["fate"]["records"]
+    assert (rec["values"]["rid"], rec["contribution"]) == (fate.record.rid, "lost")
+    (op,) = t.progress[rec["batch_id"]]  # Spark's progress of the record's batch: its one operator
+    dropped = op["numRowsDroppedByWatermark"]
+    assert dropped > 0
+    headline = r["fate"]["headline"]
+    assert "not late" not in headline
+    assert "cannot be told" in headline
+    assert f"the progress counts {dropped} row(s) operator 0 dropped by the watermark in batch {rec['batch_id']}" in headline
+
+
 def test_the_flow_shows_a_dropped_repeat_as_written_through_its_original(truth: Callable[[str], Truth]) -> None:
     """The flow's row of a record the dedup dropped shows no output of its own ('Emitted' was its
     original's), only that its original was written."""

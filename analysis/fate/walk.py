@@ -785,6 +785,21 @@ class FateWalk:
                 )
             elif behind:
                 return StepResult(self._late(view, side, flow, rec, t_us, window, column, late))
+        elif late is not None and t_us is None and column is None and view.time.get(side) is not None:
+            # the plan puts a watermark on this input, over a time it does not trace to the record (Python
+            # code or an expression computes it): its lateness is not judged, unless the progress shows the
+            # operator dropped no row as late in this batch
+            drops = self.progress_drops(op_id, b)
+            if drops != 0:
+                counted = (
+                    f"; the progress counts {drops:,} row(s) operator {op_id} dropped by the watermark in batch {b}: it may be one of them"
+                    if drops
+                    else ""
+                )
+                flow.maybe_late = (
+                    f"its event time at {view.label} is computed by code State Lens does not run, so whether it was "
+                    f"behind the operator's late-row watermark {fmt_time(late)} cannot be told{counted}"
+                )
         return t_us, window
 
     def keeps_closed_windows(self, view: OpView, side: str, flow: Flow) -> bool:
