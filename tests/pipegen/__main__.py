@@ -7,7 +7,8 @@
 * ``wide --seeds 0-199``: generates, runs and checks each seed in a scratch folder, then prints
   right / wrong / crashed per part and per provider (``--table FILE`` writes it as Markdown);
 * ``run SPEC DEST``: one pipeline in this process (what ``generate`` starts for each);
-* ``chain SEED DEST``: one generated chain of 2-4 queries through tables, in this process (``pipegen.chains``).
+* ``chain SEED DEST [SEED DEST ...]``: generated chains of 2-4 queries through tables, one after the other in
+  this process, each in Spark applications of its own (``pipegen.chains``).
 """
 
 from __future__ import annotations
@@ -48,15 +49,17 @@ def main(argv: list[str]) -> int:
     r = sub.add_parser("run")
     r.add_argument("spec")
     r.add_argument("dest")
-    ch = sub.add_parser("chain", help="one generated chain of queries, run in this process")
-    ch.add_argument("seed", type=int)
-    ch.add_argument("dest")
+    ch = sub.add_parser("chain", help="generated chains of queries, run in this process")
+    ch.add_argument("pairs", nargs="+", metavar="SEED DEST")
     a = ap.parse_args(argv)
     if a.cmd == "chain":
         from pipegen.chains import chain
         from pipegen.chains import run_in_process as run_chain
 
-        run_chain(chain(a.seed), Path(a.dest))
+        if len(a.pairs) % 2:
+            ap.error("chain takes SEED DEST pairs")
+        for seed, dest in zip(a.pairs[::2], a.pairs[1::2], strict=True):
+            run_chain(chain(int(seed)), Path(dest))
         return 0
     if a.cmd == "run":
         from pipegen.run import run_in_process
