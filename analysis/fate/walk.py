@@ -788,9 +788,9 @@ class FateWalk:
         elif late is not None and t_us is None and column is None and view.time.get(side) is not None:
             # the plan puts a watermark on this input, over a time it does not trace to the record (Python
             # code or an expression computes it): its lateness is not judged, unless the progress shows the
-            # operator dropped no row as late in this batch
+            # operator dropped no row as late in this batch (or it drops none: complete mode)
             drops = self.progress_drops(op_id, b)
-            if drops != 0:
+            if drops != 0 and not self.keeps_closed_windows(view, side, flow):
                 counted = (
                     f"; the progress counts {drops:,} row(s) operator {op_id} dropped by the watermark in batch {b}: it may be one of them"
                     if drops
