@@ -136,18 +136,21 @@ def why_missing_whole(
     if key_field is not None:  # a column a static table gives is searched through the table alone
         columns = [] if lookups and not search_columns(walk, key_field) else _key_columns(walk, key_field, columns, listing)
     if listing is not None:
-        search = searched or search_inputs(
-            info,
-            keys if columns or not lookups else [],
-            columns,
-            input_root,
-            format_of,
-            tz,
-            listing=listing,
-            any_column=plan is None and key_field is None,
-        )
-        if lookups:
-            search = _through_static(search, lookups, keys, info, input_root, format_of, tz, listing)
+        if searched is not None:  # an earlier answer's whole search: the static tables' records in it already
+            search = searched
+        else:
+            search = search_inputs(
+                info,
+                keys if columns or not lookups else [],
+                columns,
+                input_root,
+                format_of,
+                tz,
+                listing=listing,
+                any_column=plan is None and key_field is None,
+            )
+            if lookups:
+                search = _through_static(search, lookups, keys, info, input_root, format_of, tz, listing)
         if not search.files_listed:
             why_not = search.note() or "The query reads no file source: its input cannot be searched here."
     walk = _walk(
