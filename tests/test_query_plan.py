@@ -7,12 +7,13 @@ watermark columns and delays, stateful operators and their keys, output mode and
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from statelens.analysis.inputs.records import event_time_us
-from statelens.analysis.plan.query_plan import Window, join_plans, readable
+from statelens.analysis.plan.query_plan import EpochTime, Window, join_plans, readable
 from statelens.spark_io.logs.checkpoint import read_checkpoint
 from statelens.spark_io.logs.event_logs import read_progress
 from support import SAMPLES, sample
@@ -139,3 +140,22 @@ def test_event_times_are_read_as_spark_reads_them() -> None:
     assert event_time_us("2025-12-31T19:00:00", "America/New_York") == us  # no offset: the session's time zone
     assert event_time_us(int(utc.timestamp())) == us  # a JSON number: seconds
     assert event_time_us(utc) == us and event_time_us("view") is None and event_time_us(None) is None
+
+
+def test_times_a_query_makes_of_numbers_are_spark_s_to_the_microsecond(spark: Any) -> None:
+    """``timestamp_seconds`` (of a whole number and of a double), ``timestamp_millis``, ``timestamp_micros``
+    and ``cast(n / 1000 as timestamp)``: the time State Lens makes of each number is Spark's, to the
+    microsecond, also where double arithmetic is not exact (9001605505255 / 1000.0 * 10^6 is not
+    9001605505255000). Truth: Spark's ``unix_micros`` of each."""
+    cases = [
+        (EpochTime("n"), "timestamp_seconds(n)", "BIGINT", [1_767_225_600, 0, -1]),
+        (EpochTime("n"), "timestamp_seconds(n)", "DOUBLE", [592064621.4916989, 328819476.55515575, -1.5]),
+        (EpochTime("n", 1_000), "timestamp_millis(n)", "BIGINT", [1_767_225_600_123, -1]),
+        (EpochTime("n", 1), "timestamp_micros(n)", "BIGINT", [1_767_225_600_123_456, -1]),
+        (EpochTime("n", divisor=1000.0), "cast(n / 1000 as timestamp)", "BIGINT", [9001605505255, 8600171734044, -8651648715015]),
+    ]
+    for epoch, expr, kind, values in cases:
+        rows = spark.createDataFrame([(v,) for v in values], f"n {kind}").selectExpr("n", f"unix_micros({expr}) AS us").collect()
+        assert [epoch.us(r["n"]) for r in rows] == [r["us"] for r in rows], expr
+    assert EpochTime("n", 1_000).us("1767225600123") == 1_767_225_600_123_000  # a CSV's text
+    assert all(EpochTime("n").us(v) is None for v in ("soon", None, True, float("nan"), float("inf")))  # null to Spark

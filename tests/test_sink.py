@@ -23,6 +23,7 @@ import changed_job as cj
 from restart_errors import _conf as confs  # the session's confs set for a block, then restored
 
 BATCHES = 6
+EPOCH_2026 = 1_767_225_600  # 2026-01-01 00:00 UTC, in seconds
 
 
 @pytest.fixture(scope="module")
@@ -282,17 +283,27 @@ def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(
         assert "part-0.json line 3" in b["fate"]["headline"] and "not valid JSON" in b["fate"]["headline"]
 
 
+# how the query makes its event time of a number since the epoch, and that number's units a second
+EPOCH_TIMES = {"seconds": 1, "millis": 1000, "divided": 1000}  # timestamp_seconds(n), timestamp_millis(n), (n / 1000).cast
 COMPUTED_JOB = """
+import json
 from pyspark.sql import functions as F
 for root, how in runs:
-    df = spark.readStream.schema("user_id STRING, ts TIMESTAMP, items ARRAY<STRING>").option("maxFilesPerTrigger", 1).json(root + "/in")
-    if how == "udf":
-        df = df.withColumn("user_id", F.udf(lambda s: s.lower(), "string")("user_id"))
-    df = df.withColumn("item", F.explode("items")).withWatermark("ts", "5 minutes")
-    q = (df.groupBy(F.window("ts", "10 minutes"), "user_id", "item").count()
+    if how in ("seconds", "millis", "divided"):  # EPOCH_TIMES: the event time the query makes of a number
+        df = spark.readStream.schema("user_id STRING, epoch BIGINT").option("maxFilesPerTrigger", 1).json(root + "/in")
+        ts = (F.col("epoch") / 1000).cast("timestamp") if how == "divided" else F.expr(f"timestamp_{how}(epoch)")
+        df, keys = df.withColumn("ts", ts).withWatermark("ts", "5 minutes"), ["user_id"]
+    else:
+        df = spark.readStream.schema("user_id STRING, ts TIMESTAMP, items ARRAY<STRING>").option("maxFilesPerTrigger", 1).json(root + "/in")
+        if how == "udf":
+            df = df.withColumn("user_id", F.udf(lambda s: s.lower(), "string")("user_id"))
+        df, keys = df.withColumn("item", F.explode("items")).withWatermark("ts", "5 minutes"), ["user_id", "item"]
+    q = (df.groupBy(F.window("ts", "10 minutes"), *keys).count()
          .writeStream.format("parquet").option("path", root + "/sink").option("checkpointLocation", root + "/cp")
          .outputMode("append").trigger(availableNow=True).start())
     q.awaitTermination()
+    with open(root + "/progress.jsonl", "w") as out:  # Spark's own account of each batch
+        out.writelines(json.dumps(json.loads(p.json)) + "\\n" for p in q.recentProgress)
 """
 
 
@@ -305,7 +316,14 @@ def computed_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         '{"user_id": "u-9", "ts": "2026-01-01T00:30:00Z", "items": ["z"]}',
     ]
     base = tmp_path_factory.mktemp("computed")
-    run_jobs(COMPUTED_JOB, base, {how: (files, how) for how in ("plain", "udf")})
+    runs = {how: (files, how) for how in ("plain", "udf")}
+    for unit, per_second in EPOCH_TIMES.items():  # one file a batch: the last has a late record
+        at = [[("u-1", 60)], [("u-9", 1800)], [("u-9", 1860)], [("u-late", 120), ("u-2", 1920)]]
+        runs[unit] = (
+            ["\n".join(json.dumps({"user_id": k, "epoch": (EPOCH_2026 + t) * per_second}) for k, t in f) for f in at],
+            unit,
+        )
+    run_jobs(COMPUTED_JOB, base, runs)
     return base
 
 
@@ -334,3 +352,27 @@ def test_a_key_column_the_query_computes_is_never_read_from_the_record(spark: An
         }
         written = {(o["batch_id"], o["file"].rsplit("/", 1)[-1]) for o in r["fate"]["outputs"] if o["kind"] == "written"}
         assert written and written <= logged, (written, logged)
+
+
+@pytest.mark.parametrize("unit", EPOCH_TIMES)
+def test_an_event_time_the_query_makes_of_a_number_judges_lateness(spark: Any, computed_runs: Path, unit: str) -> None:
+    """``timestamp_seconds(epoch)`` (``timestamp_millis``) before the watermark: the record's event time is
+    the query's, of its number. With the event log, the late record is dropped as late, in the batch
+    Spark dropped it, at its own event time (it said the time "is computed by code": cannot be told).
+    Without it, no value of the record is a time: lateness cannot be told, and the answer never says
+    "not late" (it did). Truth: the query's sink and Spark's progress (its rows dropped by the watermark)."""
+    root = computed_runs / unit
+    assert {r["user_id"] for r in spark.read.parquet(str(root / "sink")).collect()} == {"u-1"}  # u-late: never
+    progress = map(json.loads, (root / "progress.jsonl").read_text().splitlines())
+    dropped = {p["batchId"]: p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in progress}
+    (late_batch,) = (b for b, n in dropped.items() if n)
+    cp = statelens.open(str(root / "cp"))
+    given = {"input_root": str(root / "in"), "sink": str(root / "sink")}
+    (r,) = cp.why_missing("u-late", event_log=str(computed_runs / "logs"), **given).to_dict()["results"]
+    assert (r["outcome"], r["cause"], r["cause_at"]["batch_id"]) == ("lost", "dropped_as_late", late_batch), r["explanation"]
+    assert "event time 2026-01-01 00:02:00" in r["explanation"], r["explanation"]  # EPOCH_2026 + 120 s
+    (w,) = cp.why_missing("u-1", event_log=str(computed_runs / "logs"), **given).to_dict()["results"]
+    assert w["outcome"] == "written", w["explanation"]
+    (n,) = cp.why_missing("u-late", **given).to_dict()["results"]
+    assert (n["outcome"], n["cause"]) == ("lost", "unknown"), n["explanation"]
+    assert "not late" not in n["explanation"] and "cannot be told" in n["explanation"], n["explanation"]

@@ -45,7 +45,7 @@ from statelens.analysis.fate.model import (
 from statelens.analysis.inputs.records import InputRecord, event_time_us
 
 if TYPE_CHECKING:  # the plan's modules are imported where a plan is read or a filter evaluated
-    from statelens.analysis.plan.query_plan import Column, OperatorWatermarks, QueryPlan, Window
+    from statelens.analysis.plan.query_plan import Column, EpochTime, OperatorWatermarks, QueryPlan, Window
     from statelens.analysis.plan.static_table import StaticTable
 
 # state key fields that are an operator's time, not an input column (a window, a session's start)
@@ -576,11 +576,12 @@ class FateWalk:
             if col.window is not None:
                 if not col.window.column:  # the window's spec without the time it is over
                     return None, col.window, None
-                t = event_time_us(value_at(values, col.window.column), self.tz)
+                t = self._time_us(value_at(values, col.window.column), col.window.epoch)
                 return (t + col.window.shift_us if t is not None else None), col.window, col.window.column
-            if col.source_column:
-                t = event_time_us(value_at(values, col.source_column), self.tz)
-                return (t + col.shift_us if t is not None else None), None, col.source_column
+            name = col.source_column or (col.epoch.column if col.epoch else None)
+            if name:
+                t = self._time_us(value_at(values, name), None if col.source_column else col.epoch)
+                return (t + col.shift_us if t is not None else None), None, name
         if view.planned:
             return None, None, None  # the plan says this input carries no watermark
         timed = [(k, event_time_us(v, self.tz)) for k, v in values.items() if isinstance(v, (str, dt.datetime))]
@@ -589,6 +590,10 @@ class FateWalk:
             return None, None, None
         k, t = next(((k, t) for k, t in timed if "time" in k.lower()), timed[0])
         return t, None, k
+
+    def _time_us(self, value: Any, epoch: EpochTime | None) -> int | None:
+        """An input value's event time (µs): as Spark reads it, or as the query makes it of a number."""
+        return epoch.us(value) if epoch is not None else event_time_us(value, self.tz)
 
     def follow(self, rec: InputRecord, records: list[InputRecord], stop_at: int | None = None) -> RecordFate:
         """A record followed from its source up to the sink (``stop_at``: up to that operator, not into it)."""
@@ -785,10 +790,11 @@ class FateWalk:
                 )
             elif behind:
                 return StepResult(self._late(view, side, flow, rec, t_us, window, column, late))
-        elif late is not None and t_us is None and column is None and view.time.get(side) is not None:
+        elif late is not None and t_us is None and column is None and (view.time.get(side) is not None or not view.planned):
             # the plan puts a watermark on this input, over a time it does not trace to the record (Python
-            # code or an expression computes it): its lateness is not judged, unless the progress shows the
-            # operator dropped no row as late in this batch (or it drops none: complete mode)
+            # code or an expression computes it), or, without the plan, no value of the record is a time:
+            # its lateness is not judged, unless the progress shows the operator dropped no row as late in
+            # this batch (or it drops none: complete mode)
             drops = self.progress_drops(op_id, b)
             if drops != 0 and not self.keeps_closed_windows(view, side, flow):
                 counted = (
@@ -796,10 +802,13 @@ class FateWalk:
                     if drops
                     else ""
                 )
-                flow.maybe_late = (
-                    f"its event time at {view.label} is computed by code State Lens does not run, so whether it was "
-                    f"behind the operator's late-row watermark {fmt_time(late)} cannot be told{counted}"
+                unjudged = (
+                    f"its event time at {view.label} is computed by code State Lens does not run"
+                    if view.planned
+                    else f"none of its values is a time, and how the query computes its event time at {view.label} "
+                    "is in the query's plan (the event log)"
                 )
+                flow.maybe_late = f"{unjudged}, so whether it was behind the operator's late-row watermark {fmt_time(late)} cannot be told{counted}"
         return t_us, window
 
     def keeps_closed_windows(self, view: OpView, side: str, flow: Flow) -> bool:

@@ -30,8 +30,9 @@ them). ``join_plans`` keeps a join's keys, type and condition for the single-ope
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statelens.analysis.core.operator_kinds import JOIN, behaviour, plan_nodes
@@ -91,6 +92,32 @@ class PlanNode:
 
 
 @dataclass(frozen=True)
+class EpochTime:
+    """A time the query makes of an input column's number since the epoch: ``timestamp_seconds(n)``
+    (``timestamp_millis``, ``timestamp_micros``: ``unit_us`` µs a unit), or ``cast(n / divisor as
+    timestamp)``, seconds as a double (``(col('ms') / 1000).cast('timestamp')``)."""
+
+    column: str
+    unit_us: int = 1_000_000
+    divisor: float = 0.0
+
+    def us(self, value: Any) -> int | None:
+        """The time (µs) Spark makes of the column's value: its own arithmetic, to the microsecond."""
+        if isinstance(value, str):
+            try:
+                value = float(value) if any(c in value for c in ".eE") else int(value)
+            except ValueError:
+                return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, float) and not math.isfinite(value):  # NaN, infinite: null to Spark
+            return None
+        if self.divisor:  # the seconds a double: Spark's double arithmetic, truncated to the microsecond
+            return int(float(value) / self.divisor * 1_000_000)
+        return int(value * self.unit_us)
+
+
+@dataclass(frozen=True)
 class Window:
     """A time window the query computes from an event-time column: ``window(col, size, slide)``, or
     ``session_window(col, gap)`` (``session``: a record's own session is ``[t, t + gap)``, merged with
@@ -104,6 +131,7 @@ class Window:
     start_ms: int = 0  # offset of the window starts
     session: bool = False
     shift_us: int = 0  # added to ``column``'s time (``window_time(window)``: an upstream window's end less 1 µs)
+    epoch: EpochTime | None = None  # ``column`` holds a number the query makes the time of (None: a time)
 
     def of(self, t_ms: int) -> list[tuple[int, int]]:
         """The windows holding an event time, earliest first (a session: the record's own)."""
@@ -131,6 +159,8 @@ class Column:
     shift_us: int = 0
     scan: int | None = None  # the plan's scan node whose output it is (a static table's, or a source's)
     via: str = ""  # the node of Python code that output it (``MapInPandas`` ...): what it holds is not in the plan
+    # a time the query makes of an input column's number (not ``source_column``: its values are not the time's)
+    epoch: EpochTime | None = None
 
 
 @dataclass
@@ -368,6 +398,12 @@ _WINDOW_OFFSET = re.compile(r"- (-?\d+)\) % ")
 _SESSION_GAP = re.compile(
     r", end, knownnullable\(precisetimestampconversion\(precisetimestampconversion\([^,]*? \+ (?P<gap>[^,]+?), "
 )
+# a time from an input number since the epoch: timestamp_seconds(n#1L) (_millis, _micros), or
+# cast((cast(n#1L as double) / 1000.0) as timestamp)
+_ATTR_REF = r"(?:cast\()?[A-Za-z_][\w$]*#\d+L?(?:-T\d+ms)?(?: as \w+\))?"
+_EPOCH_FN = re.compile(rf"^timestamp_(?P<unit>seconds|millis|micros)\({_ATTR_REF}\)$")
+_EPOCH_DIVIDED = re.compile(rf"^cast\(\({_ATTR_REF} / (?P<divisor>\d+(?:\.\d+)?(?:E\d+)?)\) as timestamp\)$")
+_UNIT_US = {"seconds": 1_000_000, "millis": 1_000, "micros": 1}
 _WINDOW_END_TIME = re.compile(
     r"^precisetimestampconversion\(\(precisetimestampconversion\((?P<name>[A-Za-z_][\w$]*)#(?P<id>\d+)L?(?:-T\d+ms)?\.end, "
     r"TimestampType, LongType\) - (?P<shift>\d+)\), LongType, TimestampType\)$"
@@ -380,20 +416,37 @@ def _window_of(expr: str, lineage: dict[int, Column]) -> Window | None:
     if not expr.startswith(("named_struct(start", "knownnullable(named_struct(start")):
         return None
     sources = [lineage.get(i) for _, i, _ in _attrs(expr)]
-    found = next((c for c in sources if c is not None and c.source_column), None)
-    col = found.source_column if found is not None and found.source_column else ""
+    found = next((c for c in sources if c is not None and (c.source_column or c.epoch)), None)
+    col, epoch = "", None
+    if found is not None and found.source_column:
+        col = found.source_column
+    elif found is not None and found.epoch:
+        col, epoch = found.epoch.column, found.epoch
     shift = found.shift_us if found is not None else 0
     gap = _SESSION_GAP.search(expr)
     if gap and "%" not in expr:  # a session: its end is the event time plus the gap (a dynamic gap is not read)
         ms = _interval_ms(gap.group("gap"))
-        return Window(col, ms, ms, session=True, shift_us=shift) if ms else None
+        return Window(col, ms, ms, session=True, shift_us=shift, epoch=epoch) if ms else None
     slide = _WINDOW_SLIDE.search(expr)
     sizes = _WINDOW_SIZE.findall(expr)
     offset = _WINDOW_OFFSET.search(expr)
     if not slide or not sizes:
         return None
     start = int(offset.group(1)) // 1000 if offset else 0
-    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start, shift_us=shift)
+    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start, shift_us=shift, epoch=epoch)
+
+
+def _epoch_time(expr: str, lineage: dict[int, Column]) -> EpochTime | None:
+    """The time an expression makes of one input column's number since the epoch (None: not such a time)."""
+    fn, divided = _EPOCH_FN.match(expr), _EPOCH_DIVIDED.match(expr)
+    refs = _attrs(expr)
+    src = lineage.get(refs[0][1]) if (fn or divided) and refs else None
+    if src is None or not src.source_column:
+        return None
+    if fn:
+        return EpochTime(src.source_column, _UNIT_US[fn.group("unit")])
+    divisor = float(divided.group("divisor")) if divided else 0.0
+    return EpochTime(src.source_column, divisor=divisor) if divisor else None
 
 
 def _lineage(root: PlanNode) -> dict[int, Column]:
@@ -453,6 +506,8 @@ def _lineage(root: PlanNode) -> dict[int, Column]:
                         scan=src.scan if src else None,
                         via=src.via if src else "",
                     )
+                elif (epoch := _epoch_time(expr, out)) is not None:
+                    out[i] = Column(alias, None, epoch=epoch)
                 elif i not in out:
                     out[i] = Column(alias, None)
 
@@ -465,8 +520,7 @@ def _column(text: str, lineage: dict[int, Column]) -> Column:
     if not refs:
         return Column(readable(text), None)
     name, i, delay = refs[0]
-    base = lineage.get(i, Column(name, None))
-    return Column(name, base.source_column, base.window, delay, base.shift_us, base.scan, base.via)
+    return replace(lineage.get(i, Column(name, None)), name=name, watermark_delay_ms=delay)
 
 
 def _marks(args: str, node: str = "") -> tuple[int | None, int | None]:
@@ -548,8 +602,7 @@ def _qualified(expr: str, left_output: str, right_output: str) -> str:
 def _watermark_column(node: PlanNode, key: str, lineage: dict[int, Column]) -> Column | None:
     for name, i, delay in _attrs(node.details.get(key, "")):
         if delay is not None:
-            base = lineage.get(i, Column(name, None))
-            return Column(name, base.source_column, base.window, delay, base.shift_us, base.scan)
+            return replace(lineage.get(i, Column(name, None)), name=name, watermark_delay_ms=delay, via="")
     return None
 
 
