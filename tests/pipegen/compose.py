@@ -436,6 +436,8 @@ def _later_parts(p: Pipeline, c: Choices) -> None:
     # Spark writes update mode to foreachBatch, not to a file sink; one aggregation (chained operators: append)
     if p.sink_kind == "foreach" and p.shape == "agg" and not p.dedup and c.chance("update", 0.8):
         p.output = "complete" if c.chance("complete", 0.3) else "update"  # complete: every group, every batch
+        if p.output == "update" and p.window and p.window["kind"] == "session":  # Spark refuses update mode there
+            p.output = "append"
 
 
 def _newest_parts(p: Pipeline, c: Choices, n_batches: int) -> None:

@@ -65,7 +65,11 @@ def write_file(path: Path, ddl: str, rows: list[dict[str, Any]], fmt: str) -> No
     else:
         types = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "TIMESTAMP": pa.timestamp("us", "UTC")}
         fields = [(c.split()[0], types[c.split()[1]]) for c in ddl.split(", ")]
-        table = pa.table({n: pa.array([r.get(n) for r in rows], t) for n, t in fields}, schema=pa.schema(fields))
+
+        def typed(v: Any, t: Any) -> Any:  # a parquet column has one type: a number's text in a BIGINT column is the number
+            return int(v) if t == pa.int64() and isinstance(v, str) else v
+
+        table = pa.table({n: pa.array([typed(r.get(n), t) for r in rows], t) for n, t in fields}, schema=pa.schema(fields))
         pq.write_table(table, path)
 
 
