@@ -25,7 +25,7 @@ bench:      ## benchmarks (the first run builds the 1M- and 5M-key checkpoints, 
 	.venv/bin/python bench/bench_app_why_missing.py
 	.venv/bin/python bench/bench_overview.py
 	.venv/bin/python bench/bench_why_missing.py
-	.venv/bin/python bench/bench_growth.py
+	.venv/bin/python bench/bench_lookup.py
 	.venv/bin/python bench/bench_load.py
 	.venv/bin/python bench/bench_formats.py
 	.venv/bin/python bench/bench_remote.py

@@ -104,3 +104,11 @@ def test_samples_readme_gives_chained_operator_ids_as_the_checkpoint_has_them() 
     agg_id = int(re.search(r"windows \(operator (\d+)", row).group(1))  # type: ignore[union-attr]
     names = {o.operator_id: o.operator_name for o in read_checkpoint(sample("chained_join_agg")).operators}
     assert names[join_id] == "symmetricHashJoin" and names[agg_id] == "stateStoreSave"
+
+
+def test_every_script_the_makefile_runs_is_there() -> None:
+    """``make bench`` ran a benchmark removed since (``bench/bench_growth.py``, its figures now
+    ``bench_native.py``'s), and stopped there: every script a recipe names exists."""
+    text = (ROOT / "Makefile").read_text()
+    named = set(re.findall(r"(?<![\w/.-])((?:bench|scripts|tests)/[\w/.-]+\.(?:py|sh))", text))
+    assert len(named) > 5 and not sorted(n for n in named if not (ROOT / n).is_file())
