@@ -159,3 +159,16 @@ def test_times_a_query_makes_of_numbers_are_spark_s_to_the_microsecond(spark: An
         assert [epoch.us(r["n"]) for r in rows] == [r["us"] for r in rows], expr
     assert EpochTime("n", 1_000).us("1767225600123") == 1_767_225_600_123_000  # a CSV's text
     assert all(EpochTime("n").us(v) is None for v in ("soon", None, True, float("nan"), float("inf")))  # null to Spark
+
+
+def test_a_time_past_python_s_years_is_written_not_a_crash(spark: Any) -> None:
+    """Spark holds times far past year 9999 (epoch milliseconds read as seconds make year 57971); the
+    one time formatter writes them instead of raising (the CLI died on one). Truth: Spark's own time."""
+    from statelens.analysis.core.key_format import fmt_time
+
+    (row,) = spark.sql(
+        "SELECT year(timestamp_seconds(1767225600000)) AS y, unix_millis(timestamp_seconds(1767225600000)) AS ms"
+    ).collect()
+    assert row["y"] > 9999
+    assert fmt_time(row["ms"]) == f"{row['ms']:,} ms since 1970-01-01 UTC"
+    assert fmt_time(1_767_225_600_000) == "2026-01-01 00:00:00 UTC"

@@ -16,7 +16,10 @@ def fmt_time(ms: int | None) -> str:
     (a watermark 1 ms past a window's end is not the end); ``NO_TIME`` for none (or 0: no watermark yet)."""
     if not ms:
         return NO_TIME
-    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    try:
+        t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    except (OverflowError, ValueError, OSError):  # past Python's years 1-9999 (a Spark timestamp reaches further)
+        return f"{ms:,} ms since 1970-01-01 UTC"
     return t.strftime("%Y-%m-%d %H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "") + " UTC"
 
 
