@@ -45,7 +45,7 @@ from statelens.analysis.fate.model import (
 from statelens.analysis.inputs.records import InputRecord, event_time_us
 
 if TYPE_CHECKING:  # the plan's modules are imported where a plan is read or a filter evaluated
-    from statelens.analysis.plan.query_plan import Column, EpochTime, OperatorWatermarks, QueryPlan, Window
+    from statelens.analysis.plan.query_plan import Column, OperatorWatermarks, QueryPlan, Window
     from statelens.analysis.plan.static_table import StaticTable
 
 # state key fields that are an operator's time, not an input column (a window, a session's start)
@@ -576,11 +576,11 @@ class FateWalk:
             if col.window is not None:
                 if not col.window.column:  # the window's spec without the time it is over
                     return None, col.window, None
-                t = self._time_us(value_at(values, col.window.column), col.window.epoch)
+                t = event_time_us(value_at(values, col.window.column), self.tz)
                 return (t + col.window.shift_us if t is not None else None), col.window, col.window.column
-            name = col.source_column or (col.epoch.column if col.epoch else None)
+            name = col.source_column or (col.name if col.epoch else None)  # a made time: the record holds it (follow)
             if name:
-                t = self._time_us(value_at(values, name), None if col.source_column else col.epoch)
+                t = event_time_us(value_at(values, name), self.tz)
                 return (t + col.shift_us if t is not None else None), None, name
         if view.planned:
             return None, None, None  # the plan says this input carries no watermark
@@ -591,16 +591,12 @@ class FateWalk:
         k, t = next(((k, t) for k, t in timed if "time" in k.lower()), timed[0])
         return t, None, k
 
-    def _time_us(self, value: Any, epoch: EpochTime | None) -> int | None:
-        """An input value's event time (µs): as Spark reads it, or as the query makes it of a number."""
-        return epoch.us(value) if epoch is not None else event_time_us(value, self.tz)
-
     def follow(self, rec: InputRecord, records: list[InputRecord], stop_at: int | None = None) -> RecordFate:
         """A record followed from its source up to the sink (``stop_at``: up to that operator, not into it)."""
         chain = self.chain(rec)
         first_time = None
         if chain:
-            t, _, _ = self.event_time(self.view(chain[0][0]), chain[0][1], rec.values)
+            t, _, _ = self.event_time(self.view(chain[0][0]), chain[0][1], self.values_made(rec))
             first_time = t // 1000 if t is not None else None
         fate = RecordFate(rec, first_time, UNKNOWN, None, rec.batch_id, None)
         fate.match_only = any(side == "right" and self.view(op).join_type == "left_semi" for op, side in chain)
@@ -616,7 +612,7 @@ class FateWalk:
         col = rec.column
         aliases = {name: rec.values[col] for name in self.renamed.get(col, ()) if col in rec.values and name not in rec.values}
         computed = self._computed(chain[0]) if chain else frozenset()
-        values = {k: v for k, v in {**rec.values, **aliases}.items() if k not in computed}
+        values = {k: v for k, v in {**self.values_made(rec), **aliases}.items() if k not in computed}
         flows = [Flow(values, rec.batch_id, computed=computed)]
         last_results: list[StepResult] = []
         below: int | None = None
@@ -654,13 +650,26 @@ class FateWalk:
             fate.operator_id, fate.at_batch, fate.side = s.operator_id, s.batch, s.side
         return fate
 
+    def values_made(self, rec: InputRecord) -> dict[str, Any]:
+        """A record's values as the query holds them from its source on: with the times the plan makes of its
+        numbers (``timestamp_millis(ts) AS ts``) under their names (its state, join condition and event time)."""
+        made = self.plan.epoch_times if self.plan is not None else ()
+        times = {
+            name: epoch.time(value_at(rec.values, epoch.column))
+            for name, epoch in made
+            if epoch.scan is None or self.scan_source(epoch.scan) == rec.source
+        }
+        return {**rec.values, **times} if times else rec.values
+
     def _computed(self, first: tuple[OperatorInfo, str]) -> frozenset[str]:
         """The first operator's key columns its plan computes from the record by an expression (a
         function, ``explode``): the record's columns of those names are not what the state holds."""
         view = self.view(first[0])
         if not view.planned:
             return frozenset()
-        return frozenset(c.name for c in view.keys.get(first[1], []) if c.source_column is None and c.window is None)
+        return frozenset(
+            c.name for c in view.keys.get(first[1], []) if c.source_column is None and c.window is None and c.epoch is None
+        )
 
     def _emitted_if_outer(
         self,

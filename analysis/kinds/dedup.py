@@ -101,7 +101,7 @@ class DedupStage(Stage):
                 if (r.source, r.file, r.row) != (rec.source, rec.file, rec.row)
                 and r.batch_id == batch
                 and all(
-                    (theirs := column_value(r.values, c)) is not None and same_value(theirs, wanted[c.name], walk.tz)
+                    (theirs := column_value(walk.values_made(r), c)) is not None and same_value(theirs, wanted[c.name], walk.tz)
                     for c in cols
                 )
             }.values(),

@@ -327,13 +327,13 @@ class JoinStage(Stage):
                 continue
             chain = [o.operator_id for o, _ in walk.chain(orec)]
             below = chain[chain.index(op_id) - 1] if op_id in chain and chain.index(op_id) > 0 else None
-            arrived = Flow(dict(orec.values), of.at_batch if of.at_batch is not None else orec.batch_id or 0)
+            arrived = Flow(dict(walk.values_made(orec)), of.at_batch if of.at_batch is not None else orec.batch_id or 0)
             checked = walk.pre_check(view, other, arrived, orec, below)
             if isinstance(checked, StepResult) and checked.step.cause is not None:
                 checked.step.cause.then = f"the {own} then never matched"
                 return checked.step.cause
             if row.removed is not None and arrived.batch >= row.removed:
-                ot = _first_time(orec.values, walk.tz)
+                ot = _first_time(walk.values_made(orec), walk.tz)
                 mine = _first_time(row.value, walk.tz)
                 gap = (
                     f", {fmt_duration(abs(ot - mine))} {'after' if ot >= mine else 'before'} it"

@@ -30,6 +30,7 @@ them). ``join_plans`` keeps a join's keys, type and condition for the single-ope
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -100,6 +101,7 @@ class EpochTime:
     column: str
     unit_us: int = 1_000_000
     divisor: float = 0.0
+    scan: int | None = None  # the scan node that reads ``column`` (a source's)
 
     def us(self, value: Any) -> int | None:
         """The time (µs) Spark makes of the column's value: its own arithmetic, to the microsecond."""
@@ -116,6 +118,11 @@ class EpochTime:
             return int(float(value) / self.divisor * 1_000_000)
         return int(value * self.unit_us)
 
+    def time(self, value: Any) -> dt.datetime | None:
+        """The timestamp Spark makes of the column's value (None: null)."""
+        t = self.us(value)
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=t) if t is not None else None
+
 
 @dataclass(frozen=True)
 class Window:
@@ -131,7 +138,6 @@ class Window:
     start_ms: int = 0  # offset of the window starts
     session: bool = False
     shift_us: int = 0  # added to ``column``'s time (``window_time(window)``: an upstream window's end less 1 µs)
-    epoch: EpochTime | None = None  # ``column`` holds a number the query makes the time of (None: a time)
 
     def of(self, t_ms: int) -> list[tuple[int, int]]:
         """The windows holding an event time, earliest first (a session: the record's own)."""
@@ -159,7 +165,8 @@ class Column:
     shift_us: int = 0
     scan: int | None = None  # the plan's scan node whose output it is (a static table's, or a source's)
     via: str = ""  # the node of Python code that output it (``MapInPandas`` ...): what it holds is not in the plan
-    # a time the query makes of an input column's number (not ``source_column``: its values are not the time's)
+    # a time the query makes of an input column's number (not ``source_column``: its values are not the
+    # time's); a record's time of this name is made as the query makes it (``QueryPlan.epoch_times``)
     epoch: EpochTime | None = None
 
 
@@ -247,6 +254,8 @@ class QueryPlan:
     batch_watermarks: dict[int, dict[int, OperatorWatermarks]] = field(default_factory=dict)  # batch -> op -> marks
     batch_joins: dict[int, BatchJoin] = field(default_factory=dict)  # node id -> a join with a static table
     output: tuple[Column, ...] = ()  # the columns the query writes, each with where it comes from
+    # the times the query makes of input numbers (``timestamp_millis(ts) AS ts``), each with the name it gives it
+    epoch_times: tuple[tuple[str, EpochTime], ...] = ()
 
     def written_as(self, column: str) -> str | None:
         """The name the query writes an input column under when it renamed it (``user AS customer``):
@@ -417,23 +426,20 @@ def _window_of(expr: str, lineage: dict[int, Column]) -> Window | None:
         return None
     sources = [lineage.get(i) for _, i, _ in _attrs(expr)]
     found = next((c for c in sources if c is not None and (c.source_column or c.epoch)), None)
-    col, epoch = "", None
-    if found is not None and found.source_column:
-        col = found.source_column
-    elif found is not None and found.epoch:
-        col, epoch = found.epoch.column, found.epoch
+    # over an input column, or a time the query makes of a number (a record holds it under its name: see epoch_times)
+    col = (found.source_column or (found.name if found.epoch else "")) if found is not None else ""
     shift = found.shift_us if found is not None else 0
     gap = _SESSION_GAP.search(expr)
     if gap and "%" not in expr:  # a session: its end is the event time plus the gap (a dynamic gap is not read)
         ms = _interval_ms(gap.group("gap"))
-        return Window(col, ms, ms, session=True, shift_us=shift, epoch=epoch) if ms else None
+        return Window(col, ms, ms, session=True, shift_us=shift) if ms else None
     slide = _WINDOW_SLIDE.search(expr)
     sizes = _WINDOW_SIZE.findall(expr)
     offset = _WINDOW_OFFSET.search(expr)
     if not slide or not sizes:
         return None
     start = int(offset.group(1)) // 1000 if offset else 0
-    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start, shift_us=shift, epoch=epoch)
+    return Window(col, int(sizes[-1]) // 1000, int(slide.group(1)) // 1000, start, shift_us=shift)
 
 
 def _epoch_time(expr: str, lineage: dict[int, Column]) -> EpochTime | None:
@@ -444,9 +450,9 @@ def _epoch_time(expr: str, lineage: dict[int, Column]) -> EpochTime | None:
     if src is None or not src.source_column:
         return None
     if fn:
-        return EpochTime(src.source_column, _UNIT_US[fn.group("unit")])
+        return EpochTime(src.source_column, _UNIT_US[fn.group("unit")], scan=src.scan)
     divisor = float(divided.group("divisor")) if divided else 0.0
-    return EpochTime(src.source_column, divisor=divisor) if divisor else None
+    return EpochTime(src.source_column, divisor=divisor, scan=src.scan) if divisor else None
 
 
 def _lineage(root: PlanNode) -> dict[int, Column]:
@@ -505,6 +511,7 @@ def _lineage(root: PlanNode) -> dict[int, Column]:
                         shift_us=src.shift_us if src else 0,
                         scan=src.scan if src else None,
                         via=src.via if src else "",
+                        epoch=src.epoch if src else None,
                     )
                 elif (epoch := _epoch_time(expr, out)) is not None:
                     out[i] = Column(alias, None, epoch=epoch)
@@ -677,7 +684,8 @@ def query_plan(plan: str, empty_sources: bool = False) -> QueryPlan | None:
         operators[op_id] = op
     if not operators:
         return None
-    return QueryPlan(root, operators, scans, delays, batch_joins=joins, output=output)
+    epochs = tuple(dict.fromkeys((c.name, c.epoch) for c in lineage.values() if c.epoch is not None))
+    return QueryPlan(root, operators, scans, delays, batch_joins=joins, output=output, epoch_times=epochs)
 
 
 # nodes that run the user's Python over whole rows: the columns they output are not the input's

@@ -70,6 +70,9 @@ def prefix(
             f"{s.name} = spark.readStream.schema({s.ddl()!r}).option('maxFilesPerTrigger', {n}){archive}"
             f".{s.fmt}('inputs/{s.name}')"
         )
+        if s.time_unit:  # the event time the query makes of a number since the epoch
+            df = df.withColumn(s.cols["time"], expr(s.event_time()))
+            code.append(f"{s.name} = {s.name}.withColumn({s.cols['time']!r}, expr({s.event_time()!r}))")
         if streaming:
             df = df.withWatermark(s.cols["time"], f"{s.delay} minutes")
             code.append(f"{s.name} = {s.name}.withWatermark({s.cols['time']!r}, '{s.delay} minutes')")

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipegen.spec import Filter, Pipeline, Source, Static, group_of
+from pipegen.spec import EPOCH_TIMES, Filter, Pipeline, Source, Static, group_of
 
 THEMES = [
     {
@@ -233,6 +233,10 @@ SOURCE = 11_000_027
 EDGE_SEEDS = 2400
 EDGE_CHOICES = {"static_filter", "stale_file", "int_keys", "python"}
 EDGE = 13_000_049
+# and the event time a query makes of a number since the epoch (``_time_parts``), from TIME_SEEDS on
+TIME_SEEDS = 3800
+TIME_CHOICES = {"epoch_time"}
+TIME = 17_000_071
 PASS_TAG = "ok"
 
 
@@ -402,6 +406,8 @@ def compose(seed: int, forced: dict[str, Any] | None = None, name: str | None = 
         _source_parts(p, Choices(seed + SOURCE, forced))
     if seed >= EDGE_SEEDS or EDGE_CHOICES & set(c.forced):
         _edge_parts(p, Choices(seed + EDGE, forced))
+    if seed >= TIME_SEEDS or TIME_CHOICES & set(c.forced):
+        _time_parts(p, Choices(seed + TIME, forced))
     d = Designer(p, c.rng, n)
     d.prefix = d.theme_prefix = theme["prefix"]
     design(d)
@@ -468,6 +474,15 @@ def _edge_parts(p: Pipeline, c: Choices) -> None:
         p.filters = [_int_key_filter(f) for f in p.filters]
     if not p.join and c.chance("python", 0.35):
         p.python = c.one("python_kind", ("map_in_pandas", "udf"))
+
+
+def _time_parts(p: Pipeline, c: Choices) -> None:
+    """The event time a query makes of a number since the epoch its files hold (``EPOCH_TIMES``:
+    ``timestamp_seconds``, ``timestamp_millis``, ``(ms / 1000).cast('timestamp')``), every source alike."""
+    unit = c.one("epoch_unit", tuple(EPOCH_TIMES))
+    if c.chance("epoch_time", 0.35):
+        for src in p.sources:
+            src.time_unit = unit
 
 
 def _int_key_filter(f: Filter) -> Filter:

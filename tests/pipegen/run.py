@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipegen.build import WRITTEN
-from pipegen.spec import HDFS, ROCKSDB, Pipeline
+from pipegen.spec import HDFS, ROCKSDB, Pipeline, Source
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 BASE_MTIME = 1_767_225_600  # 2026-01-01: file i gets mtime base + i
@@ -35,10 +35,12 @@ def when(minute: float) -> dt.datetime:
     return T0 + dt.timedelta(minutes=minute)
 
 
-def input_row(row: dict[str, Any], time_col: str) -> dict[str, Any]:
-    """A designed row as its file holds it: the design's notes dropped, the time as a timestamp."""
+def input_row(row: dict[str, Any], s: Source) -> dict[str, Any]:
+    """A designed row as its file holds it: the design's notes dropped, the time as a timestamp (or the
+    number since the epoch the query makes it of)."""
     out = {k: v for k, v in row.items() if not k.startswith("_")}
-    out[time_col] = when(out[time_col])
+    t = when(out[s.cols["time"]])
+    out[s.cols["time"]] = s.epoch_number(t) if s.time_unit else t
     return out
 
 
@@ -84,7 +86,7 @@ def write_inputs(p: Pipeline, root: Path, batches: range | None = None) -> None:
                 continue
             for name, order, rows in p.files(b, s, batch.get(s.name, [])):
                 path = folder / name
-                write_file(path, s.ddl(), [input_row(r, s.cols["time"]) for r in rows], s.fmt)
+                write_file(path, s.ddl(), [input_row(r, s) for r in rows], s.fmt)
                 os.utime(path, (BASE_MTIME + order, BASE_MTIME + order))
                 if p.clean_source:  # Spark moves the files it read: the truth reads this copy
                     (root / WRITTEN / s.name).mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ pipeline is rebuilt from it (``build``), and the truth is derived against it (``
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,14 @@ TYPES = {
 }
 
 
+# how a query makes its event time of a number since the epoch, and that number's units a second
+EPOCH_TIMES = {
+    "seconds": ("timestamp_seconds({})", 1),
+    "millis": ("timestamp_millis({})", 1000),
+    "divided": ("CAST({} / 1000 AS TIMESTAMP)", 1000),  # (col('ms') / 1000).cast('timestamp')
+}
+
+
 @dataclass
 class Source:
     name: str  # its folder under inputs/
@@ -36,9 +45,22 @@ class Source:
     side: str = ""  # left | right in a stream-stream join
     index: int = 0  # its offset in the clock (seconds: 20 x index)
     key_type: str = "STRING"  # its key column's type: STRING | BIGINT (a user id as a number)
+    # its time a number since the epoch the query makes the event time of (EPOCH_TIMES); "": a TIMESTAMP
+    time_unit: str = ""
 
     def ddl(self) -> str:
-        return ", ".join(f"{self.cols[r]} {self.key_type if r == 'key' else TYPES[r]}" for r in ROLES if r in self.cols)
+        def kind(r: str) -> str:
+            return self.key_type if r == "key" else "BIGINT" if r == "time" and self.time_unit else TYPES[r]
+
+        return ", ".join(f"{self.cols[r]} {kind(r)}" for r in ROLES if r in self.cols)
+
+    def epoch_number(self, t: dt.datetime) -> int:
+        """The number its file holds for the time ``t`` (``time_unit``)."""
+        return round(t.timestamp() * EPOCH_TIMES[self.time_unit][1])
+
+    def event_time(self) -> str:
+        """The SQL that makes the time column's event time of its number (``time_unit``)."""
+        return EPOCH_TIMES[self.time_unit][0].format(self.cols["time"])
 
 
 @dataclass
@@ -177,6 +199,8 @@ class Pipeline:
             out.append("key:integer")
         if self.python:
             out.append(f"python:{self.python}")
+        if self.sources[0].time_unit:
+            out.append(f"time:epoch {self.sources[0].time_unit}")
         return out
 
     def files(self, b: int, source: Source, rows: list[dict[str, Any]]) -> list[tuple[str, int, list[dict[str, Any]]]]:
@@ -198,6 +222,8 @@ class Pipeline:
         for s in d["sources"]:
             if s["key_type"] == "STRING":
                 del s["key_type"]
+            if not s["time_unit"]:
+                del s["time_unit"]
         return json.dumps(d, indent=1, sort_keys=True, default=str) + "\n"
 
     @staticmethod
