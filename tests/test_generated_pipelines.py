@@ -565,19 +565,23 @@ def test_a_pipeline_runs_for_real_and_its_truth_is_the_committed_one(
         assert fresh.summary() == kept.summary(), k
 
 
-def test_a_pipeline_whose_files_hold_epoch_milliseconds_answers_as_spark_did(spark: Any, tmp_path: Path) -> None:
-    """Seed 4083 run for real: two Parquet sources whose files hold the time as epoch milliseconds
-    (``timestamp_millis(ts)`` before the watermarks), dropDuplicatesWithinWatermark, a left outer join and
-    a window over the joined time. With the event log every designed key answers as Spark's state and
-    sink say (State Lens read the numbers as seconds: year 57971, no record found in the join's state);
-    without it, right or a named limit, never wrong; and the CLI prints every answer."""
+@pytest.mark.parametrize(("seed", "unit"), [(4083, "millis"), (4128, "seconds")])
+def test_a_pipeline_whose_files_hold_epoch_times_answers_as_spark_did(spark: Any, tmp_path: Path, seed: int, unit: str) -> None:
+    """Two Parquet sources whose files hold the time as a number since the epoch, made the event time
+    before the watermarks, run for real. Seed 4083: epoch milliseconds (``timestamp_millis(ts)``),
+    dropDuplicatesWithinWatermark, a left outer join and a window over the joined time: with the event
+    log every designed key answers as Spark's state and sink say (State Lens read the numbers as seconds:
+    year 57971, no record found in the join's state). Seed 4128: epoch seconds into a full outer join:
+    without the event log (no value of a record is a time), a left row still in the join's state
+    waits (it was said lost), and a match whose lateness cannot be told is not said "condition not
+    met". Right or a named limit, never wrong; and the CLI prints every answer."""
     from pipegen.compose import pipeline
     from pipegen.run import run
 
-    folder = tmp_path / "seed-4083"
-    run(pipeline(4083), folder)
+    folder = tmp_path / f"seed-{seed}"
+    run(pipeline(seed), folder)
     t = Truth(spark, folder)
-    assert {s.time_unit for s in t.p.sources} == {"millis"} and t.p.join and t.p.window
+    assert {s.time_unit for s in t.p.sources} == {unit} and t.p.join
     checks = check(t, ["native"], (True, False))
     bad = [c for c in checks if c.verdict in ("wrong", "crashed", "undetermined")]
     assert not bad, "\n".join(c.line() for c in bad)

@@ -154,7 +154,8 @@ class JoinStage(Stage):
             maybe = [Flow(flow.values, row.removed, True, cause)] if view.join_type is None else []
             return StepResult(step, flows, outputs, if_outer=maybe)
         detail = f"In the {side} side's state of {view.label} since batch {row.added}, unmatched{why}"
-        t = t_us // 1000 if t_us is not None else None
+        # its event time: the record's, else (no time-like value, no plan) the time its state row holds, Spark's
+        t = t_us // 1000 if t_us is not None else _first_time(row.value, walk.tz)
         waits = []
         if t is not None:
             what = f"the {side} row {self._row_text(row.value)}"
@@ -332,6 +333,9 @@ class JoinStage(Stage):
             if isinstance(checked, StepResult) and checked.step.cause is not None:
                 checked.step.cause.then = f"the {own} then never matched"
                 return checked.step.cause
+            if arrived.maybe_late:  # whether it was late at the join cannot be told: nor why they never met
+                why = f"its {noun(orec)} ({record_text(orec)}) reached operator {op_id} in batch {arrived.batch}, but {arrived.maybe_late}"
+                return Cause(UNKNOWN, op_id, arrived.batch, other, orec, why, why=why)
             if row.removed is not None and arrived.batch >= row.removed:
                 ot = _first_time(walk.values_made(orec), walk.tz)
                 mine = _first_time(row.value, walk.tz)
