@@ -799,7 +799,7 @@ class FateWalk:
                 )
             elif behind:
                 return StepResult(self._late(view, side, flow, rec, t_us, window, column, late))
-        elif late is not None and t_us is None and column is None and (view.time.get(side) is not None or not view.planned):
+        elif late is not None and t_us is None and column is None and (view.time.get(side) is not None or self.untimed(view)):
             # the plan puts a watermark on this input, over a time it does not trace to the record (Python
             # code or an expression computes it), or, without the plan, no value of the record is a time:
             # its lateness is not judged, unless the progress shows the operator dropped no row as late in
@@ -819,6 +819,11 @@ class FateWalk:
                 )
                 flow.maybe_late = f"{unjudged}, so whether it was behind the operator's late-row watermark {fmt_time(late)} cannot be told{counted}"
         return t_us, window
+
+    def untimed(self, view: OpView) -> bool:
+        """Without the plan, the one operator a record with no time-like value reaches: its lateness is not
+        judged (with several, its way through them is inferred, and a record not found says so)."""
+        return not view.planned and len(self.info.operators) == 1
 
     def keeps_closed_windows(self, view: OpView, side: str, flow: Flow) -> bool:
         """An aggregation in complete mode (the plan's), or, without the plan, one whose state at the

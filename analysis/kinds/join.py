@@ -333,8 +333,15 @@ class JoinStage(Stage):
             if isinstance(checked, StepResult) and checked.step.cause is not None:
                 checked.step.cause.then = f"the {own} then never matched"
                 return checked.step.cause
-            if arrived.maybe_late:  # whether it was late at the join cannot be told: nor why they never met
-                why = f"its {noun(orec)} ({record_text(orec)}) reached operator {op_id} in batch {arrived.batch}, but {arrived.maybe_late}"
+            untimed = walk.plan is None and not isinstance(checked, StepResult) and checked[0] is None
+            untold = arrived.maybe_late or (
+                "none of its values is a time, and whether it was behind the join's late-row watermark is in the "
+                "query's plan (the event log)"
+                if untimed
+                else ""
+            )
+            if untold:  # whether it was late at the join cannot be told: nor why they never met
+                why = f"its {noun(orec)} ({record_text(orec)}) reached operator {op_id} in batch {arrived.batch}, but {untold}"
                 return Cause(UNKNOWN, op_id, arrived.batch, other, orec, why, why=why)
             if row.removed is not None and arrived.batch >= row.removed:
                 ot = _first_time(walk.values_made(orec), walk.tz)
