@@ -356,8 +356,8 @@ def test_a_key_column_the_query_computes_is_never_read_from_the_record(spark: An
 
 @pytest.mark.parametrize("unit", EPOCH_TIMES)
 def test_an_event_time_the_query_makes_of_a_number_judges_lateness(spark: Any, computed_runs: Path, unit: str) -> None:
-    """``timestamp_seconds(epoch)`` (``timestamp_millis``) before the watermark: the record's event time is
-    the query's, of its number. With the event log, the late record is dropped as late, in the batch
+    """``timestamp_seconds(epoch)`` (``timestamp_millis``, ``(epoch / 1000).cast('timestamp')``) before the
+    watermark: the record's event time is the query's, of its number. With the event log, the late record is dropped as late, in the batch
     Spark dropped it, at its own event time (it said the time "is computed by code": cannot be told).
     Without it, no value of the record is a time: lateness cannot be told, and the answer never says
     "not late" (it did). Truth: the query's sink and Spark's progress (its rows dropped by the watermark)."""
