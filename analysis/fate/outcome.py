@@ -155,11 +155,14 @@ def judge(
         elif lost or unknown:
             fate.outcome, fate.cause = PARTLY_WRITTEN, _first([r.cause for r in lost + unknown])
         else:
-            fate.outcome = OUTCOME_WRITTEN
+            fate.outcome, fate.cause = OUTCOME_WRITTEN, None
             # a group of it still waits for the watermark: held records, or (their event times unknown, so
             # every group of the key theirs) records that reached the output too
             pending = [w for w in fate.waiting if not w.unless_emitted]
-            fate.cause = _waiting_cause(held, fate.waiting) if held else _waiting_cause(reached, pending) if pending else None
+            if held:
+                fate.cause = _waiting_cause(held, fate.waiting)
+            elif pending:
+                fate.cause = _waiting_cause(reached, pending)
     elif written:  # the sink's files hold rows of the key that no record of it was followed to
         fate.outcome, fate.cause = _written_unfollowed(fate, lost, unknown, held)
     elif held:

@@ -594,9 +594,10 @@ class FateWalk:
     def follow(self, rec: InputRecord, records: list[InputRecord], stop_at: int | None = None) -> RecordFate:
         """A record followed from its source up to the sink (``stop_at``: up to that operator, not into it)."""
         chain = self.chain(rec)
+        made = self.values_made(rec)
         first_time = None
         if chain:
-            t, _, _ = self.event_time(self.view(chain[0][0]), chain[0][1], self.values_made(rec))
+            t, _, _ = self.event_time(self.view(chain[0][0]), chain[0][1], made)
             first_time = t // 1000 if t is not None else None
         fate = RecordFate(rec, first_time, UNKNOWN, None, rec.batch_id, None)
         fate.match_only = any(side == "right" and self.view(op).join_type == "left_semi" for op, side in chain)
@@ -612,7 +613,7 @@ class FateWalk:
         col = rec.column
         aliases = {name: rec.values[col] for name in self.renamed.get(col, ()) if col in rec.values and name not in rec.values}
         computed = self._computed(chain[0]) if chain else frozenset()
-        values = {k: v for k, v in {**self.values_made(rec), **aliases}.items() if k not in computed}
+        values = {k: v for k, v in {**made, **aliases}.items() if k not in computed}
         flows = [Flow(values, rec.batch_id, computed=computed)]
         last_results: list[StepResult] = []
         below: int | None = None
@@ -814,8 +815,7 @@ class FateWalk:
                 unjudged = (
                     f"its event time at {view.label} is computed by code State Lens does not run"
                     if view.planned
-                    else f"none of its values is a time, and how the query computes its event time at {view.label} "
-                    "is in the query's plan (the event log)"
+                    else self.no_time(view)
                 )
                 flow.maybe_late = f"{unjudged}, so whether it was behind the operator's late-row watermark {fmt_time(late)} cannot be told{counted}"
         return t_us, window
@@ -824,6 +824,13 @@ class FateWalk:
         """Without the plan, the one operator a record with no time-like value reaches: its lateness is not
         judged (with several, its way through them is inferred, and a record not found says so)."""
         return not view.planned and len(self.info.operators) == 1
+
+    def no_time(self, view: OpView) -> str:
+        """Why a record none of whose values is a time has no event time at an operator, without the plan."""
+        return (
+            f"none of its values is a time, and how the query computes its event time at {view.label} is in the "
+            "query's plan (the event log)"
+        )
 
     def keeps_closed_windows(self, view: OpView, side: str, flow: Flow) -> bool:
         """An aggregation in complete mode (the plan's), or, without the plan, one whose state at the

@@ -164,6 +164,9 @@ def holds_time(values: list[Any], t: int) -> bool:
 # --------------------------------------------------------------------------- event times
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def event_time_us(value: Any, time_zone: str = "UTC") -> int | None:
     """An input value as Spark reads it into a TIMESTAMP, in microseconds: a timestamp, ISO 8601
     text (the session time zone when it has no offset), or a number of seconds (JSON numbers)."""
@@ -186,8 +189,13 @@ def event_time_us(value: Any, time_zone: str = "UTC") -> int | None:
     return None
 
 
+def utc_time(us: int) -> dt.datetime:
+    """A time in microseconds since 1970 as a UTC timestamp: the inverse of ``event_time_us``."""
+    return _EPOCH + dt.timedelta(microseconds=us)
+
+
 def _us(t: dt.datetime) -> int:
-    delta = t - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    delta = t - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 

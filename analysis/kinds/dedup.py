@@ -94,16 +94,19 @@ class DedupStage(Stage):
         pool = [r for r in records if r.source in sources]
         for source in sources:
             pool += (walk.find(source, column, [value]) or {}).get(value, [])
+
+        def repeats(values: dict[str, Any]) -> bool:  # a record's dedup key, as the query holds the record, is this one's
+            return all(
+                (theirs := column_value(values, c)) is not None and same_value(theirs, wanted[c.name], walk.tz) for c in cols
+            )
+
         same = sorted(
             {
                 (r.source, r.file, r.row): r
                 for r in pool
                 if (r.source, r.file, r.row) != (rec.source, rec.file, rec.row)
                 and r.batch_id == batch
-                and all(
-                    (theirs := column_value(walk.values_made(r), c)) is not None and same_value(theirs, wanted[c.name], walk.tz)
-                    for c in cols
-                )
+                and repeats(walk.values_made(r))
             }.values(),
             key=lambda r: (r.file, r.row),
         )

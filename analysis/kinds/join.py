@@ -335,10 +335,7 @@ class JoinStage(Stage):
                 return checked.step.cause
             untimed = walk.plan is None and not isinstance(checked, StepResult) and checked[0] is None
             untold = arrived.maybe_late or (
-                "none of its values is a time, and whether it was behind the join's late-row watermark is in the "
-                "query's plan (the event log)"
-                if untimed
-                else ""
+                f"{walk.no_time(view)}: whether it was behind the join's late-row watermark cannot be told" if untimed else ""
             )
             if untold:  # whether it was late at the join cannot be told: nor why they never met
                 why = f"its {noun(orec)} ({record_text(orec)}) reached operator {op_id} in batch {arrived.batch}, but {untold}"

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from statelens.analysis.inputs.records import event_time_us
+from statelens.analysis.inputs.records import event_time_us, utc_time
 
 
 class NotEvaluated(Exception):
@@ -274,7 +274,7 @@ def _shifted(x: Any, y: Any, op: str) -> Any:
     t = _time(x)
     if t is None or not isinstance(y, dt.timedelta) or op not in "+-":
         raise NotEvaluated("an interval in arithmetic other than a time plus or minus it")
-    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=t)
+    when = utc_time(t)
     return when + y if op == "+" else when - y
 
 
@@ -395,12 +395,10 @@ def _cast(v: Any, to: str) -> Any:
             return None
     if to == "timestamp":
         t = _time(v)
-        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=t) if t is not None else None
+        return utc_time(t) if t is not None else None
     if to == "date":
         t = _time(v)
-        return (
-            (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=t)).date().isoformat() if t is not None else None
-        )
+        return utc_time(t).date().isoformat() if t is not None else None
     raise NotEvaluated(f"a cast to {to} is not evaluated")
 
 

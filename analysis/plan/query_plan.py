@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statelens.analysis.core.operator_kinds import JOIN, behaviour, plan_nodes
+from statelens.analysis.inputs.records import utc_time
 
 JOIN_TYPES = {
     "Inner": "inner",
@@ -121,7 +122,7 @@ class EpochTime:
     def time(self, value: Any) -> dt.datetime | None:
         """The timestamp Spark makes of the column's value (None: null)."""
         t = self.us(value)
-        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=t) if t is not None else None
+        return utc_time(t) if t is not None else None
 
 
 @dataclass(frozen=True)
