@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pipegen.spec import EPOCH_TIMES  # timestamp_seconds(n), timestamp_millis(n), CAST(n / 1000 AS TIMESTAMP)
 
 import statelens
 from support import ROOT
@@ -283,16 +284,13 @@ def test_what_spark_read_of_a_number_that_is_text_and_of_a_line_that_is_no_json(
         assert "part-0.json line 3" in b["fate"]["headline"] and "not valid JSON" in b["fate"]["headline"]
 
 
-# how the query makes its event time of a number since the epoch, and that number's units a second
-EPOCH_TIMES = {"seconds": 1, "millis": 1000, "divided": 1000}  # timestamp_seconds(n), timestamp_millis(n), (n / 1000).cast
 COMPUTED_JOB = """
 import json
 from pyspark.sql import functions as F
 for root, how in runs:
-    if how in ("seconds", "millis", "divided"):  # EPOCH_TIMES: the event time the query makes of a number
+    if how not in ("plain", "udf"):  # SQL making the event time of a number since the epoch (pipegen's EPOCH_TIMES)
         df = spark.readStream.schema("user_id STRING, epoch BIGINT").option("maxFilesPerTrigger", 1).json(root + "/in")
-        ts = (F.col("epoch") / 1000).cast("timestamp") if how == "divided" else F.expr(f"timestamp_{how}(epoch)")
-        df, keys = df.withColumn("ts", ts).withWatermark("ts", "5 minutes"), ["user_id"]
+        df, keys = df.withColumn("ts", F.expr(how)).withWatermark("ts", "5 minutes"), ["user_id"]
     else:
         df = spark.readStream.schema("user_id STRING, ts TIMESTAMP, items ARRAY<STRING>").option("maxFilesPerTrigger", 1).json(root + "/in")
         if how == "udf":
@@ -317,11 +315,11 @@ def computed_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     base = tmp_path_factory.mktemp("computed")
     runs = {how: (files, how) for how in ("plain", "udf")}
-    for unit, per_second in EPOCH_TIMES.items():  # one file a batch: the last has a late record
+    for unit, (sql, per_second) in EPOCH_TIMES.items():  # one file a batch: the last has a late record
         at = [[("u-1", 60)], [("u-9", 1800)], [("u-9", 1860)], [("u-late", 120), ("u-2", 1920)]]
         runs[unit] = (
             ["\n".join(json.dumps({"user_id": k, "epoch": (EPOCH_2026 + t) * per_second}) for k, t in f) for f in at],
-            unit,
+            sql.format("epoch"),
         )
     run_jobs(COMPUTED_JOB, base, runs)
     return base
